@@ -1,0 +1,195 @@
+//! `strait check`: validate a configuration and summarise it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::merge::{Conflict, MergedSet};
+use crate::model::{ClusterId, ClusterSet, GatewayAddress, NetworkId, ServicePort, ServiceType};
+
+use super::load::load;
+use super::{Output, Refused, emit};
+
+#[derive(Debug, Serialize)]
+struct Report {
+    valid: bool,
+    clusters: Vec<ClusterReport>,
+    networks: Vec<NetworkReport>,
+    services: Vec<ServiceReport>,
+    warnings: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ClusterReport {
+    id: ClusterId,
+    network: NetworkId,
+    gateways: Vec<GatewayAddress>,
+    source: String,
+}
+
+#[derive(Debug, Serialize)]
+struct NetworkReport {
+    id: NetworkId,
+    clusters: Vec<ClusterId>,
+    gateways: Vec<GatewayAddress>,
+}
+
+#[derive(Debug, Serialize)]
+struct ServiceReport {
+    service: String,
+    #[serde(rename = "type")]
+    service_type: ServiceType,
+    ports: Vec<ServicePort>,
+    conflicts: Vec<Conflict>,
+    /// Exporting clusters, oldest export first.
+    clusters: Vec<ClusterId>,
+    #[serde(rename = "notExported")]
+    not_exported: Vec<ClusterId>,
+}
+
+pub(super) fn run(config: &Path, output: Output, out: &mut dyn Write) -> Result<(), Refused> {
+    let loaded = load(config)?;
+    for warning in &loaded.warnings {
+        eprintln!("{warning}");
+    }
+    let report = report(&loaded.set, &loaded.merged, &loaded.warnings);
+    match output {
+        Output::Json => {
+            let json = serde_json::to_string_pretty(&report)
+                .map_err(|e| Refused(format!("cannot encode report: {e}")))?;
+            emit(out, &format!("{json}\n"))
+        }
+        Output::Text => emit(out, &render(config, &report)),
+    }
+}
+
+fn report(
+    set: &ClusterSet,
+    merged: &MergedSet,
+    warnings: &[crate::diagnostics::Diagnostic],
+) -> Report {
+    let clusters = set
+        .clusters
+        .values()
+        .map(|c| ClusterReport {
+            id: c.id.clone(),
+            network: c.network.clone(),
+            gateways: c.gateways.clone(),
+            source: c.source.clone(),
+        })
+        .collect();
+    let mut by_network: BTreeMap<&NetworkId, Vec<ClusterId>> = BTreeMap::new();
+    for cluster in set.clusters.values() {
+        by_network
+            .entry(&cluster.network)
+            .or_default()
+            .push(cluster.id.clone());
+    }
+    let networks = by_network
+        .into_iter()
+        .map(|(network, clusters)| NetworkReport {
+            id: network.clone(),
+            gateways: clusters
+                .first()
+                .map(|first| set.network_gateways(network, first))
+                .unwrap_or_default(),
+            clusters,
+        })
+        .collect();
+    let services = merged
+        .services
+        .values()
+        .map(|s| ServiceReport {
+            service: s.key.to_string(),
+            service_type: s.service_type,
+            ports: s
+                .ports
+                .iter()
+                .map(|p| ServicePort {
+                    name: p.name.clone(),
+                    protocol: p.protocol,
+                    port: p.port,
+                    app_protocol: p.app_protocol.clone(),
+                })
+                .collect(),
+            conflicts: s.conflicts.clone(),
+            clusters: s.constituents.clone(),
+            not_exported: s.not_exported.clone(),
+        })
+        .collect();
+    Report {
+        valid: true,
+        clusters,
+        networks,
+        services,
+        warnings: warnings.iter().map(ToString::to_string).collect(),
+    }
+}
+
+fn join<T: ToString>(items: &[T]) -> String {
+    if items.is_empty() {
+        return "none".to_owned();
+    }
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn render(config: &Path, report: &Report) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "{} is valid ({} warning{})",
+        config.display(),
+        report.warnings.len(),
+        if report.warnings.len() == 1 { "" } else { "s" }
+    );
+    let _ = writeln!(text, "\nclusters ({}):", report.clusters.len());
+    for cluster in &report.clusters {
+        let _ = writeln!(
+            text,
+            "  {:<16} network {:<12} gateways {}",
+            cluster.id,
+            cluster.network,
+            join(&cluster.gateways)
+        );
+    }
+    let _ = writeln!(text, "\nnetworks ({}):", report.networks.len());
+    for network in &report.networks {
+        let _ = writeln!(
+            text,
+            "  {:<16} clusters {}; gateways {}",
+            network.id,
+            join(&network.clusters),
+            join(&network.gateways)
+        );
+    }
+    let _ = writeln!(text, "\nservices ({}):", report.services.len());
+    for service in &report.services {
+        let ports: Vec<String> = service
+            .ports
+            .iter()
+            .map(|p| format!("{}:{}/{}", p.name, p.port, p.protocol))
+            .collect();
+        let _ = writeln!(
+            text,
+            "  {:<24} {:<12} ports {}; exported by {}",
+            service.service,
+            service.service_type.to_string(),
+            join(&ports),
+            join(&service.clusters)
+        );
+        if !service.not_exported.is_empty() {
+            let _ = writeln!(text, "    not exported by {}", join(&service.not_exported));
+        }
+        for conflict in &service.conflicts {
+            let _ = writeln!(text, "    {}: {}", conflict.reason, conflict.message);
+        }
+    }
+    text
+}

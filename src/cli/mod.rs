@@ -1,0 +1,93 @@
+//! The `strait` command line: argument parsing and the subcommands. Each
+//! subcommand is a thin layer over the library; exit status 0 means success,
+//! 2 means the input (flags or configuration) was refused.
+
+mod check;
+mod explain;
+mod load;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Exit status for refused input: invalid configuration, unknown names.
+pub const EXIT_INVALID: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "strait",
+    version,
+    about = "East-west gateway for multi-network Kubernetes cluster sets"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Default)]
+pub enum Output {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate a configuration and summarise clusters, networks and services.
+    Check {
+        /// The configuration directory (holds clusters/ and gateway.yaml).
+        #[arg(long, value_name = "DIR")]
+        config: PathBuf,
+        #[arg(long, value_enum, default_value_t)]
+        output: Output,
+    },
+    /// Show which backends may carry a connection to a service port, and by which path.
+    Explain {
+        #[arg(long, value_name = "DIR")]
+        config: PathBuf,
+        /// The cluster whose gateway makes the decision (default: gateway.yaml's cluster).
+        #[arg(long, value_name = "CLUSTER")]
+        from: Option<String>,
+        #[arg(long, value_enum, default_value_t)]
+        output: Output,
+        /// NAMESPACE/NAME:PORT[/PROTOCOL], protocol TCP when left out.
+        #[arg(value_name = "SERVICE_PORT")]
+        target: String,
+    },
+}
+
+/// A failure to report on stderr before exiting with [`EXIT_INVALID`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// Parses the arguments, runs the subcommand and returns the exit status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut stdout = std::io::stdout().lock();
+    let result = match cli.command {
+        Command::Check { config, output } => check::run(&config, output, &mut stdout),
+        Command::Explain {
+            config,
+            from,
+            output,
+            target,
+        } => explain::run(&config, from.as_deref(), output, &target, &mut stdout),
+    };
+    let _ = stdout.flush();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(refused) => {
+            eprintln!("{refused}");
+            ExitCode::from(EXIT_INVALID)
+        }
+    }
+}
+
+/// Writes to stdout; a closed pipe (`strait check | head`) is not an error worth a panic.
+fn emit(out: &mut dyn Write, text: &str) -> Result<(), Refused> {
+    out.write_all(text.as_bytes())
+        .map_err(|e| Refused(format!("cannot write output: {e}")))
+}

@@ -1,0 +1,292 @@
+//! This gateway's own settings, read from `gateway.yaml` at the top of a
+//! configuration directory: its cluster, listeners, TLS files and tuning.
+//! Every field is optional; command-line flags override what the file says.
+//! Errors name the file and the field, with the line where YAML can tell.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::diagnostics::{Diagnostic, Origin};
+use crate::discovery::translate::{NETWORK_PROPERTY, TranslateOptions};
+use crate::model::{ClusterId, check_dns_subdomain};
+
+/// The settings file's name inside a configuration directory.
+pub const SETTINGS_FILE: &str = "gateway.yaml";
+
+/// `gateway.yaml`, documented field by field in `docs/configuration.md`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewaySettings {
+    /// The cluster this gateway runs in; the default for `--from` and `--cluster`.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// The ClusterProperty naming a cluster's network.
+    #[serde(default = "default_network_property")]
+    pub network_property: String,
+    #[serde(default)]
+    pub listeners: Listeners,
+    #[serde(default)]
+    pub tls: TlsSettings,
+    #[serde(default)]
+    pub tuning: Tuning,
+}
+
+fn default_network_property() -> String {
+    NETWORK_PROPERTY.to_owned()
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        Self {
+            cluster: None,
+            network_property: default_network_property(),
+            listeners: Listeners::default(),
+            tls: TlsSettings::default(),
+            tuning: Tuning::default(),
+        }
+    }
+}
+
+/// Where the gateway listens.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Listeners {
+    /// HTTP CONNECT egress listener for local clients.
+    #[serde(default = "default_connect")]
+    pub connect: SocketAddr,
+    /// mTLS tunnel listener for peer gateways (TCP for HTTP/2, UDP for QUIC).
+    #[serde(default = "default_tunnel")]
+    pub tunnel: SocketAddr,
+    /// Health, readiness, metrics and debug endpoints.
+    #[serde(default = "default_admin")]
+    pub admin: SocketAddr,
+    /// Addresses on which ClusterSetIP VIP traffic arrives.
+    #[serde(default)]
+    pub cluster_set_ip: Vec<SocketAddr>,
+}
+
+fn default_connect() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 15001))
+}
+fn default_tunnel() -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], 15008))
+}
+fn default_admin() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 15021))
+}
+
+impl Default for Listeners {
+    fn default() -> Self {
+        Self {
+            connect: default_connect(),
+            tunnel: default_tunnel(),
+            admin: default_admin(),
+            cluster_set_ip: Vec::new(),
+        }
+    }
+}
+
+/// Where the gateway's certificate, key and CA live (Kubernetes secret layout).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsSettings {
+    /// Holds `tls.crt`, `tls.key` and `ca.crt`.
+    #[serde(default = "default_tls_dir")]
+    pub dir: PathBuf,
+}
+
+fn default_tls_dir() -> PathBuf {
+    PathBuf::from("/etc/strait/tls")
+}
+
+impl Default for TlsSettings {
+    fn default() -> Self {
+        Self {
+            dir: default_tls_dir(),
+        }
+    }
+}
+
+/// How backends are chosen among those a port may use.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Balancer {
+    /// Power of two choices on active connections.
+    #[default]
+    P2c,
+    RoundRobin,
+}
+
+/// Which backends are preferred when several may carry a connection.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Locality {
+    #[default]
+    None,
+    Cluster,
+    Network,
+}
+
+/// Timeouts and limits of the data plane.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Tuning {
+    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    #[serde(default = "default_idle_timeout", with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// How many backends one connection may try before it fails.
+    #[serde(default = "default_dial_attempts")]
+    pub dial_attempts: u8,
+    #[serde(default)]
+    pub balancer: Balancer,
+    #[serde(default)]
+    pub locality: Locality,
+    /// How long configuration changes settle before routes are rebuilt.
+    #[serde(default = "default_reload_debounce", with = "humantime_serde")]
+    pub reload_debounce: Duration,
+}
+
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_idle_timeout() -> Duration {
+    Duration::from_secs(3600)
+}
+fn default_dial_attempts() -> u8 {
+    3
+}
+fn default_reload_debounce() -> Duration {
+    Duration::from_millis(250)
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Self {
+            connect_timeout: default_connect_timeout(),
+            idle_timeout: default_idle_timeout(),
+            dial_attempts: default_dial_attempts(),
+            balancer: Balancer::default(),
+            locality: Locality::default(),
+            reload_debounce: default_reload_debounce(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SettingsError(pub Diagnostic);
+
+impl GatewaySettings {
+    /// Reads `dir/gateway.yaml`; a missing file means every default.
+    pub fn load(dir: &Path) -> Result<Self, SettingsError> {
+        let path = dir.join(SETTINGS_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::parse(&path.display().to_string(), &text),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(error) => Err(SettingsError(Diagnostic::error(
+                Origin::file(path.display()),
+                format!("cannot read: {error}"),
+            ))),
+        }
+    }
+
+    /// Parses and validates settings; `source` names the file in errors.
+    pub fn parse(source: &str, text: &str) -> Result<Self, SettingsError> {
+        let error = |field: Option<String>, message: String| {
+            let mut diagnostic = Diagnostic::error(Origin::file(source), message);
+            diagnostic.field = field;
+            SettingsError(diagnostic)
+        };
+        if text.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        let deserializer = serde_yaml_ng::Deserializer::from_str(text);
+        let settings: Self = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let path = e.path().to_string();
+            error((path != ".").then_some(path), e.into_inner().to_string())
+        })?;
+        if let Some(cluster) = &settings.cluster {
+            ClusterId::new(cluster).map_err(|e| {
+                error(
+                    Some("cluster".to_owned()),
+                    format!("invalid cluster id: {e}"),
+                )
+            })?;
+        }
+        check_dns_subdomain(&settings.network_property, 253).map_err(|e| {
+            error(
+                Some("networkProperty".to_owned()),
+                format!("invalid property name: {e}"),
+            )
+        })?;
+        if settings.tuning.dial_attempts == 0 {
+            return Err(error(
+                Some("tuning.dialAttempts".to_owned()),
+                "must be at least 1".to_owned(),
+            ));
+        }
+        Ok(settings)
+    }
+
+    pub fn translate_options(&self) -> TranslateOptions {
+        TranslateOptions {
+            network_property: self.network_property.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_means_defaults() {
+        assert_eq!(
+            GatewaySettings::parse("g.yaml", "").ok(),
+            Some(GatewaySettings::default())
+        );
+    }
+
+    #[test]
+    fn fields_parse_with_units() {
+        let text = "cluster: c1\nlisteners:\n  connect: 0.0.0.0:9000\ntuning:\n  connectTimeout: 2s\n  balancer: round-robin\n";
+        let settings = GatewaySettings::parse("g.yaml", text).expect("valid settings");
+        assert_eq!(settings.cluster.as_deref(), Some("c1"));
+        assert_eq!(
+            settings.listeners.connect,
+            "0.0.0.0:9000".parse().expect("addr")
+        );
+        assert_eq!(settings.tuning.connect_timeout, Duration::from_secs(2));
+        assert_eq!(settings.tuning.balancer, Balancer::RoundRobin);
+        assert_eq!(settings.listeners.tunnel, default_tunnel());
+    }
+
+    #[test]
+    fn a_typo_names_the_file_and_field() {
+        let error = GatewaySettings::parse("g.yaml", "listeners:\n  conect: 0.0.0.0:1\n")
+            .expect_err("unknown field");
+        assert_eq!(error.0.origin.source, "g.yaml");
+        assert!(
+            error.0.message.contains("unknown field `conect`"),
+            "{}",
+            error.0.message
+        );
+    }
+
+    #[test]
+    fn a_bad_address_names_its_field() {
+        let error = GatewaySettings::parse("g.yaml", "listeners:\n  admin: nowhere\n")
+            .expect_err("bad address");
+        assert_eq!(error.0.field.as_deref(), Some("listeners.admin"));
+    }
+
+    #[test]
+    fn an_invalid_cluster_id_is_refused() {
+        let error = GatewaySettings::parse("g.yaml", "cluster: Bad_Id\n").expect_err("bad id");
+        assert_eq!(error.0.field.as_deref(), Some("cluster"));
+    }
+}

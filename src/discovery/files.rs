@@ -1,0 +1,189 @@
+//! The file source: reads a `gateway-config` directory, one folder per
+//! cluster under `clusters/`, each holding multi-document Kubernetes YAML,
+//! and hands the objects to the shared translation.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::diagnostics::{Diagnostic, Diagnostics, Origin};
+use crate::model::ClusterSet;
+
+use super::objects::{Decoded, decode_value};
+use super::translate::{SourcedObject, TranslateOptions, assemble, translate_cluster};
+
+/// The folder under a configuration directory that holds one folder per cluster.
+pub const CLUSTERS_DIR: &str = "clusters";
+
+/// A cluster set read from files, with the warnings found on the way.
+#[derive(Debug)]
+pub struct Loaded {
+    pub set: ClusterSet,
+    pub warnings: Vec<Diagnostic>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{0}")]
+    Invalid(Diagnostics),
+}
+
+impl LoadError {
+    fn io(path: &Path) -> impl FnOnce(io::Error) -> LoadError + '_ {
+        move |source| LoadError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// Reads every cluster folder under `dir/clusters` and assembles the set.
+/// Any error finding fails the load; warnings travel with the result.
+pub fn load_clusters(dir: &Path, options: &TranslateOptions) -> Result<Loaded, LoadError> {
+    let clusters_dir = dir.join(CLUSTERS_DIR);
+    let mut diagnostics = Vec::new();
+    let mut clusters = Vec::new();
+    for folder in sorted_entries(&clusters_dir)? {
+        if !folder.is_dir() {
+            diagnostics.push(Diagnostic::warning(
+                Origin::file(folder.display()),
+                "is not a folder; cluster objects belong in clusters/<cluster>/*.yaml; ignored",
+            ));
+            continue;
+        }
+        let mut objects = Vec::new();
+        for file in sorted_entries(&folder)? {
+            if !is_yaml(&file) {
+                continue;
+            }
+            let text = fs::read_to_string(&file).map_err(LoadError::io(&file))?;
+            let (parsed, findings) = parse_file(&file.display().to_string(), &text);
+            objects.extend(parsed);
+            diagnostics.extend(findings);
+        }
+        let (cluster, findings) =
+            translate_cluster(&folder.display().to_string(), &objects, options);
+        diagnostics.extend(findings);
+        clusters.extend(cluster);
+    }
+    if clusters.is_empty() && !diagnostics.iter().any(Diagnostic::is_error) {
+        diagnostics.push(Diagnostic::error(
+            Origin::file(clusters_dir.display()),
+            "holds no cluster folders; a configuration needs at least one cluster",
+        ));
+    }
+    let set = match assemble(clusters) {
+        Ok(set) => Some(set),
+        Err(findings) => {
+            diagnostics.extend(findings);
+            None
+        }
+    };
+    match set {
+        Some(set) if !diagnostics.iter().any(Diagnostic::is_error) => Ok(Loaded {
+            set,
+            warnings: diagnostics,
+        }),
+        _ => Err(LoadError::Invalid(Diagnostics(diagnostics))),
+    }
+}
+
+/// Splits one file into its documents and decodes each. Pure, so that any
+/// byte string can be thrown at it.
+pub fn parse_file(source: &str, text: &str) -> (Vec<SourcedObject>, Vec<Diagnostic>) {
+    let mut objects = Vec::new();
+    let mut diagnostics = Vec::new();
+    for (index, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let origin = Origin::document(source, index + 1);
+        let value = match serde::Deserialize::deserialize(document) {
+            Ok(serde_yaml_ng::Value::Null) => continue,
+            Ok(value) => value,
+            Err(error) => {
+                // After a syntax error the stream cannot be trusted: stop here.
+                diagnostics.push(Diagnostic::error(origin, format!("invalid YAML: {error}")));
+                break;
+            }
+        };
+        if !value.is_mapping() {
+            diagnostics.push(Diagnostic::error(
+                origin,
+                "is not a Kubernetes object (expected a mapping with apiVersion and kind)",
+            ));
+            continue;
+        }
+        match decode_value(value) {
+            Ok(Decoded::Object(object)) => objects.push(SourcedObject {
+                origin,
+                object: *object,
+            }),
+            Ok(Decoded::Unknown { api_version, kind }) => diagnostics.push(Diagnostic::warning(
+                origin,
+                format!("{kind} ({api_version}) is not a kind Strait reads; skipped"),
+            )),
+            Err(error) => {
+                let mut diagnostic = Diagnostic::error(origin, error.message);
+                diagnostic.object = error.object;
+                diagnostic.field = error.field;
+                diagnostics.push(diagnostic);
+            }
+        }
+    }
+    (objects, diagnostics)
+}
+
+fn is_yaml(path: &Path) -> bool {
+    path.is_file()
+        && matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml")
+        )
+}
+
+/// The entries of a directory in name order, hidden ones left out, so that
+/// the result never depends on the file system's listing order.
+fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    let mut entries = Vec::new();
+    for entry in fs::read_dir(dir).map_err(LoadError::io(dir))? {
+        let entry = entry.map_err(LoadError::io(dir))?;
+        if !entry.file_name().to_string_lossy().starts_with('.') {
+            entries.push(entry.path());
+        }
+    }
+    entries.sort();
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_are_numbered_from_one_and_empty_ones_skipped() {
+        let text = "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n---\n---\napiVersion: v1\nkind: Service\nmetadata: {name: cart}\nspec: {ports: [{port: 80}]}\n";
+        let (objects, diagnostics) = parse_file("f.yaml", text);
+        assert_eq!(objects.len(), 1);
+        assert_eq!(objects[0].origin, Origin::document("f.yaml", 3));
+        assert_eq!(diagnostics.len(), 1);
+        assert!(!diagnostics[0].is_error(), "unknown kinds only warn");
+    }
+
+    #[test]
+    fn yaml_syntax_errors_name_the_document_and_line() {
+        let text = "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\nkind: [unclosed\n";
+        let (_, diagnostics) = parse_file("f.yaml", text);
+        let error = diagnostics
+            .iter()
+            .find(|d| d.is_error())
+            .expect("a syntax error");
+        assert_eq!(error.origin.document, Some(2));
+        assert!(error.message.contains("line"), "{}", error.message);
+    }
+
+    #[test]
+    fn scalars_are_not_objects() {
+        let (_, diagnostics) = parse_file("f.yaml", "just a string\n");
+        assert!(diagnostics[0].is_error());
+    }
+}

@@ -1,0 +1,260 @@
+//! The Kubernetes objects Strait reads: k8s-openapi's core types plus the MCS
+//! (`multicluster.x-k8s.io`) and About (`about.k8s.io`) CRDs, and the decoding
+//! of an untyped document into one of them by `apiVersion` and `kind`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+/// API group of ClusterProperty.
+pub const ABOUT_GROUP: &str = "about.k8s.io";
+/// API group of ServiceExport and ServiceImport.
+pub const MCS_GROUP: &str = "multicluster.x-k8s.io";
+/// The versions served for both CRD groups; their shapes are identical.
+pub const CRD_VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
+
+/// `about.k8s.io` ClusterProperty: cluster-scoped, the name is the property.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterProperty {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: ClusterPropertySpec,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+pub struct ClusterPropertySpec {
+    pub value: String,
+}
+
+/// `multicluster.x-k8s.io` ServiceExport: marks the Service of the same name for export.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceExport {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: ServiceExportSpec,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceExportSpec {
+    #[serde(default)]
+    pub exported_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub exported_annotations: BTreeMap<String, String>,
+}
+
+/// `multicluster.x-k8s.io` ServiceImport; Strait reads only the VIPs allocated in its cluster.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceImport {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: ServiceImportSpec,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceImportSpec {
+    #[serde(default)]
+    pub ips: Vec<String>,
+    #[serde(default)]
+    pub ip_families: Vec<String>,
+}
+
+/// One object of a kind Strait reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KubeObject {
+    ClusterProperty(ClusterProperty),
+    Service(Box<Service>),
+    ServiceExport(ServiceExport),
+    ServiceImport(ServiceImport),
+    EndpointSlice(Box<EndpointSlice>),
+}
+
+impl KubeObject {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            KubeObject::ClusterProperty(_) => "ClusterProperty",
+            KubeObject::Service(_) => "Service",
+            KubeObject::ServiceExport(_) => "ServiceExport",
+            KubeObject::ServiceImport(_) => "ServiceImport",
+            KubeObject::EndpointSlice(_) => "EndpointSlice",
+        }
+    }
+
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            KubeObject::ClusterProperty(o) => &o.metadata,
+            KubeObject::Service(o) => &o.metadata,
+            KubeObject::ServiceExport(o) => &o.metadata,
+            KubeObject::ServiceImport(o) => &o.metadata,
+            KubeObject::EndpointSlice(o) => &o.metadata,
+        }
+    }
+
+    /// The namespace, defaulted as `kubectl apply` would; `None` for cluster-scoped kinds.
+    pub fn namespace(&self) -> Option<&str> {
+        match self {
+            KubeObject::ClusterProperty(_) => None,
+            _ => Some(self.metadata().namespace.as_deref().unwrap_or("default")),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.metadata().name.as_deref().unwrap_or("")
+    }
+
+    /// `Kind namespace/name`, or `Kind name` for cluster-scoped kinds, for messages.
+    pub fn display_name(&self) -> String {
+        match self.namespace() {
+            Some(namespace) => format!("{} {namespace}/{}", self.kind(), self.name()),
+            None => format!("{} {}", self.kind(), self.name()),
+        }
+    }
+}
+
+/// The outcome of decoding one document.
+#[derive(Debug)]
+pub enum Decoded {
+    Object(Box<KubeObject>),
+    /// A kind Strait does not read; skipped with a warning.
+    Unknown {
+        api_version: String,
+        kind: String,
+    },
+}
+
+/// A document that claims a known kind but does not have its shape.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DecodeError {
+    /// The object, when its kind and name could be read.
+    pub object: Option<String>,
+    /// The path of the offending field, when serde could tell.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+/// Decodes a YAML value into the object its `apiVersion` and `kind` name.
+pub fn decode_value(document: serde_yaml_ng::Value) -> Result<Decoded, DecodeError> {
+    let text = |key: &str| {
+        document
+            .get(key)
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    let missing = |field: &str| DecodeError {
+        object: None,
+        field: Some(field.to_owned()),
+        message: "is missing or not a string".to_owned(),
+    };
+    let api_version = text("apiVersion").ok_or_else(|| missing("apiVersion"))?;
+    let kind = text("kind").ok_or_else(|| missing("kind"))?;
+    let name = document
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(|n| n.as_str())
+        .unwrap_or("<unnamed>")
+        .to_owned();
+    let (group, version) = match api_version.split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", api_version.as_str()),
+    };
+    let crd_version = CRD_VERSIONS.contains(&version);
+    let object = match (group, version, kind.as_str()) {
+        ("", "v1", "Service") => {
+            typed(document, &kind, &name).map(|s| KubeObject::Service(Box::new(s)))
+        }
+        ("discovery.k8s.io", "v1", "EndpointSlice") => {
+            typed(document, &kind, &name).map(|s| KubeObject::EndpointSlice(Box::new(s)))
+        }
+        (ABOUT_GROUP, _, "ClusterProperty") if crd_version => {
+            typed(document, &kind, &name).map(KubeObject::ClusterProperty)
+        }
+        (MCS_GROUP, _, "ServiceExport") if crd_version => {
+            typed(document, &kind, &name).map(KubeObject::ServiceExport)
+        }
+        (MCS_GROUP, _, "ServiceImport") if crd_version => {
+            typed(document, &kind, &name).map(KubeObject::ServiceImport)
+        }
+        _ => return Ok(Decoded::Unknown { api_version, kind }),
+    }?;
+    Ok(Decoded::Object(Box::new(object)))
+}
+
+fn typed<T: serde::de::DeserializeOwned>(
+    document: serde_yaml_ng::Value,
+    kind: &str,
+    name: &str,
+) -> Result<T, DecodeError> {
+    serde_path_to_error::deserialize(document).map_err(|error| {
+        let path = error.path().to_string();
+        DecodeError {
+            object: Some(format!("{kind} {name}")),
+            field: (path != ".").then_some(path),
+            message: error.into_inner().to_string(),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yaml(text: &str) -> serde_yaml_ng::Value {
+        serde_yaml_ng::from_str(text).expect("test yaml parses")
+    }
+
+    #[test]
+    fn decodes_each_served_version_of_the_crds() {
+        for version in CRD_VERSIONS {
+            let document = yaml(&format!(
+                "apiVersion: multicluster.x-k8s.io/{version}\nkind: ServiceExport\nmetadata: {{name: cart, namespace: shop}}\n"
+            ));
+            let Ok(Decoded::Object(object)) = decode_value(document) else {
+                panic!("{version} ServiceExport should decode");
+            };
+            let KubeObject::ServiceExport(export) = *object else {
+                panic!("{version} should decode as a ServiceExport");
+            };
+            assert_eq!(export.metadata.name.as_deref(), Some("cart"));
+        }
+    }
+
+    #[test]
+    fn unknown_kinds_and_versions_are_reported_not_failed() {
+        let document = yaml("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n");
+        assert!(
+            matches!(decode_value(document), Ok(Decoded::Unknown { kind, .. }) if kind == "Deployment")
+        );
+        let document = yaml("apiVersion: multicluster.x-k8s.io/v2\nkind: ServiceExport\n");
+        assert!(matches!(
+            decode_value(document),
+            Ok(Decoded::Unknown { .. })
+        ));
+    }
+
+    #[test]
+    fn a_wrong_field_type_names_the_field() {
+        let document = yaml(
+            "apiVersion: v1\nkind: Service\nmetadata: {name: cart}\nspec:\n  ports:\n  - port: high\n",
+        );
+        let error = decode_value(document).expect_err("port must be a number");
+        assert_eq!(error.field.as_deref(), Some("spec.ports[0].port"));
+        assert_eq!(error.object.as_deref(), Some("Service cart"));
+    }
+
+    #[test]
+    fn a_document_without_kind_is_an_error() {
+        let error =
+            decode_value(yaml("apiVersion: v1\nmetadata: {name: x}\n")).expect_err("no kind");
+        assert_eq!(error.field.as_deref(), Some("kind"));
+    }
+}

@@ -1,0 +1,456 @@
+//! The one translation from Kubernetes objects to the model. The file source
+//! and the Kubernetes API source both hand their objects here, so a folder of
+//! YAML and a live cluster mean exactly the same thing. Pure: no I/O.
+
+mod service;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use crate::diagnostics::{Diagnostic, Origin};
+use crate::model::{
+    Cluster, ClusterId, ClusterService, ClusterSet, Endpoint, EndpointGroup, EndpointPort, Export,
+    NetworkId, Protocol, ServiceKey,
+};
+
+use super::objects::{ClusterProperty, KubeObject};
+
+/// ClusterProperty naming the cluster (KEP-2149).
+pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
+/// ClusterProperty naming the cluster set (KEP-2149).
+pub const CLUSTERSET_PROPERTY: &str = "clusterset.k8s.io";
+/// The default ClusterProperty naming the cluster's network.
+pub const NETWORK_PROPERTY: &str = "network.clusterset.k8s.io";
+/// Label marking a cluster's gateway Service.
+pub const GATEWAY_LABEL: &str = "strait.dev/gateway";
+/// Name of the gateway Service port that peers tunnel to.
+pub const TUNNEL_PORT_NAME: &str = "tunnel";
+/// Label tying an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Labels of MCS-imported EndpointSlices.
+pub const MCS_SERVICE_NAME_LABEL: &str = "multicluster.kubernetes.io/service-name";
+pub const MCS_SOURCE_CLUSTER_LABEL: &str = "multicluster.kubernetes.io/source-cluster";
+
+/// An object and where it was read.
+#[derive(Debug, Clone)]
+pub struct SourcedObject {
+    pub origin: Origin,
+    pub object: KubeObject,
+}
+
+/// Settings that change how objects are read.
+#[derive(Debug, Clone)]
+pub struct TranslateOptions {
+    /// The ClusterProperty whose value is the cluster's network.
+    pub network_property: String,
+}
+
+impl Default for TranslateOptions {
+    fn default() -> Self {
+        Self {
+            network_property: NETWORK_PROPERTY.to_owned(),
+        }
+    }
+}
+
+/// Collects findings about the objects of one cluster.
+struct Findings<'a> {
+    diagnostics: Vec<Diagnostic>,
+    current: Option<&'a SourcedObject>,
+}
+
+impl<'a> Findings<'a> {
+    fn at(&mut self, object: &'a SourcedObject) -> &mut Self {
+        self.current = Some(object);
+        self
+    }
+
+    fn located(&self, diagnostic: Diagnostic) -> Diagnostic {
+        match self.current {
+            Some(sourced) => diagnostic.object(sourced.object.display_name()),
+            None => diagnostic,
+        }
+    }
+
+    fn origin(&self) -> Origin {
+        self.current.map(|o| o.origin.clone()).unwrap_or_default()
+    }
+
+    fn error(&mut self, field: &str, message: impl Into<String>) {
+        let diagnostic = self.located(Diagnostic::error(self.origin(), message).field(field));
+        self.diagnostics.push(diagnostic);
+    }
+
+    fn warning(&mut self, message: impl Into<String>) {
+        let diagnostic = self.located(Diagnostic::warning(self.origin(), message));
+        self.diagnostics.push(diagnostic);
+    }
+}
+
+/// Translates the objects of one cluster. `source` names where they came from
+/// (a folder, an API server). Returns the cluster when its id could be read,
+/// and every finding; any error finding makes the input invalid.
+pub fn translate_cluster(
+    source: &str,
+    objects: &[SourcedObject],
+    options: &TranslateOptions,
+) -> (Option<Cluster>, Vec<Diagnostic>) {
+    let mut findings = Findings {
+        diagnostics: Vec::new(),
+        current: None,
+    };
+    let objects = without_duplicates(objects, &mut findings);
+
+    let properties = read_properties(&objects, options, &mut findings);
+    let Some(id) = properties.cluster_id else {
+        findings.diagnostics.push(Diagnostic::error(
+            Origin::file(source),
+            format!(
+                "no ClusterProperty {CLUSTER_ID_PROPERTY} found; every cluster must name itself"
+            ),
+        ));
+        return (None, findings.diagnostics);
+    };
+    let mut cluster = Cluster::new(id, properties.network, source);
+    cluster.clusterset = properties.clusterset;
+
+    for sourced in &objects {
+        if let KubeObject::Service(service) = &sourced.object {
+            findings.at(sourced);
+            if service::is_gateway(service) {
+                cluster
+                    .gateways
+                    .extend(service::gateway_addresses(service, &mut findings));
+            } else if let Some(spec) = service::translate_spec(service, &mut findings) {
+                let key = key_of(&sourced.object);
+                cluster.services.insert(
+                    key.clone(),
+                    ClusterService {
+                        key,
+                        spec,
+                        export: None,
+                        endpoint_groups: Vec::new(),
+                    },
+                );
+            }
+        }
+    }
+    for sourced in &objects {
+        findings.at(sourced);
+        match &sourced.object {
+            KubeObject::ServiceExport(export) => {
+                attach_export(&mut cluster, sourced, export, &mut findings)
+            }
+            KubeObject::EndpointSlice(slice) => attach_slice(&mut cluster, slice, &mut findings),
+            KubeObject::ServiceImport(import) => {
+                let mut addresses = Vec::new();
+                for (index, ip) in import.spec.ips.iter().enumerate() {
+                    match ip.parse::<IpAddr>() {
+                        Ok(address) => addresses.push(address),
+                        Err(_) => findings.error(
+                            &format!("spec.ips[{index}]"),
+                            format!("{ip:?} is not an IP address"),
+                        ),
+                    }
+                }
+                cluster.imports.insert(key_of(&sourced.object), addresses);
+            }
+            KubeObject::ClusterProperty(_) | KubeObject::Service(_) => {}
+        }
+    }
+    (Some(cluster), findings.diagnostics)
+}
+
+/// Joins translated clusters into a set: cluster ids must be unique and
+/// clusters that state a cluster set id must agree on it.
+pub fn assemble(clusters: Vec<Cluster>) -> Result<ClusterSet, Vec<Diagnostic>> {
+    let mut diagnostics = Vec::new();
+    let mut set = ClusterSet::default();
+    let mut clusterset: Option<(String, String)> = None;
+    for cluster in clusters {
+        if let Some(stated) = &cluster.clusterset {
+            match &clusterset {
+                Some((first, first_source)) if first != stated => {
+                    diagnostics.push(Diagnostic::error(
+                        Origin::file(&cluster.source),
+                        format!(
+                            "cluster set id {stated:?} differs from {first:?} stated by {first_source}"
+                        ),
+                    ).object(format!("ClusterProperty {CLUSTERSET_PROPERTY}")).field("spec.value"));
+                }
+                Some(_) => {}
+                None => clusterset = Some((stated.clone(), cluster.source.clone())),
+            }
+        }
+        if let Some(existing) = set.clusters.get(&cluster.id) {
+            diagnostics.push(
+                Diagnostic::error(
+                    Origin::file(&cluster.source),
+                    format!(
+                        "cluster id {:?} is already used by {}; cluster ids must be unique in the cluster set",
+                        cluster.id.as_str(),
+                        existing.source
+                    ),
+                )
+                .object(format!("ClusterProperty {CLUSTER_ID_PROPERTY}"))
+                .field("spec.value"),
+            );
+            continue;
+        }
+        set.clusters.insert(cluster.id.clone(), cluster);
+    }
+    if diagnostics.is_empty() {
+        Ok(set)
+    } else {
+        Err(diagnostics)
+    }
+}
+
+fn key_of(object: &KubeObject) -> ServiceKey {
+    ServiceKey::new(object.namespace().unwrap_or("default"), object.name())
+}
+
+/// Drops objects defined twice (same kind, namespace and name), with an error
+/// that points at both places, and objects without a name.
+fn without_duplicates<'a>(
+    objects: &'a [SourcedObject],
+    findings: &mut Findings<'a>,
+) -> Vec<&'a SourcedObject> {
+    let mut seen: HashMap<(&str, Option<&str>, &str), &Origin> = HashMap::new();
+    let mut kept = Vec::with_capacity(objects.len());
+    for sourced in objects {
+        let object = &sourced.object;
+        findings.at(sourced);
+        if object.name().is_empty() {
+            findings.error("metadata.name", "is missing");
+            continue;
+        }
+        let identity = (object.kind(), object.namespace(), object.name());
+        if let Some(first) = seen.get(&identity) {
+            findings.error(
+                "metadata.name",
+                format!("duplicate object; first defined in {first}"),
+            );
+            continue;
+        }
+        seen.insert(identity, &sourced.origin);
+        kept.push(sourced);
+    }
+    kept
+}
+
+struct Properties {
+    cluster_id: Option<ClusterId>,
+    network: NetworkId,
+    clusterset: Option<String>,
+}
+
+fn read_properties<'a>(
+    objects: &[&'a SourcedObject],
+    options: &TranslateOptions,
+    findings: &mut Findings<'a>,
+) -> Properties {
+    let mut properties = Properties {
+        cluster_id: None,
+        network: NetworkId::default_network(),
+        clusterset: None,
+    };
+    for sourced in objects {
+        let KubeObject::ClusterProperty(ClusterProperty { metadata, spec }) = &sourced.object
+        else {
+            continue;
+        };
+        findings.at(sourced);
+        let value = spec.value.as_str();
+        match metadata.name.as_deref() {
+            Some(CLUSTER_ID_PROPERTY) => match ClusterId::new(value) {
+                Ok(id) => properties.cluster_id = Some(id),
+                Err(error) => findings.error("spec.value", format!("invalid cluster id: {error}")),
+            },
+            Some(CLUSTERSET_PROPERTY) => properties.clusterset = Some(value.to_owned()),
+            Some(name) if name == options.network_property => match NetworkId::new(value) {
+                Ok(network) => properties.network = network,
+                Err(error) => findings.error("spec.value", format!("invalid network id: {error}")),
+            },
+            _ => {}
+        }
+    }
+    properties
+}
+
+fn attach_export<'a>(
+    cluster: &mut Cluster,
+    sourced: &'a SourcedObject,
+    export: &super::objects::ServiceExport,
+    findings: &mut Findings<'a>,
+) {
+    let key = key_of(&sourced.object);
+    let Some(service) = cluster.services.get_mut(&key) else {
+        findings.error(
+            "metadata.name",
+            format!("exports Service {key}, which this cluster does not define"),
+        );
+        return;
+    };
+    if service.spec.service_type == crate::model::ServiceType::ExternalName {
+        findings.error(
+            "metadata.name",
+            format!(
+                "exports Service {key} of type ExternalName, which cannot be exported (InvalidServiceType)"
+            ),
+        );
+    }
+    service.export = Some(Export {
+        created: export.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        exported_labels: export.spec.exported_labels.clone(),
+        exported_annotations: export.spec.exported_annotations.clone(),
+    });
+}
+
+fn attach_slice(
+    cluster: &mut Cluster,
+    slice: &k8s_openapi::api::discovery::v1::EndpointSlice,
+    findings: &mut Findings<'_>,
+) {
+    let labels = slice.metadata.labels.clone().unwrap_or_default();
+    let Some(service_name) = labels
+        .get(SERVICE_NAME_LABEL)
+        .or_else(|| labels.get(MCS_SERVICE_NAME_LABEL))
+    else {
+        findings.warning(format!(
+            "has neither a {SERVICE_NAME_LABEL} nor a {MCS_SERVICE_NAME_LABEL} label; ignored"
+        ));
+        return;
+    };
+    if let Some(source_cluster) = labels.get(MCS_SOURCE_CLUSTER_LABEL)
+        && source_cluster != cluster.id.as_str()
+    {
+        findings.warning(format!(
+            "holds endpoints of cluster {source_cluster:?}, not of {}; a cluster's endpoints are read from that cluster; ignored",
+            cluster.id
+        ));
+        return;
+    }
+    let Some(group) = endpoint_group(slice, findings) else {
+        return;
+    };
+    let namespace = slice.metadata.namespace.as_deref().unwrap_or("default");
+    let key = ServiceKey::new(namespace, service_name.as_str());
+    match cluster.services.get_mut(&key) {
+        Some(service) => service.endpoint_groups.push(group),
+        None => findings.warning(format!(
+            "belongs to Service {key}, which this cluster does not define; ignored"
+        )),
+    }
+}
+
+fn endpoint_group(
+    slice: &k8s_openapi::api::discovery::v1::EndpointSlice,
+    findings: &mut Findings<'_>,
+) -> Option<EndpointGroup> {
+    let want_v6 = match slice.address_type.as_str() {
+        "IPv4" => false,
+        "IPv6" => true,
+        "FQDN" => {
+            findings.warning("has addressType FQDN, which Strait does not route; ignored");
+            return None;
+        }
+        other => {
+            findings.error(
+                "addressType",
+                format!("{other:?} is not an address type; expected IPv4, IPv6 or FQDN"),
+            );
+            return None;
+        }
+    };
+    let mut group = EndpointGroup::default();
+    for (index, port) in slice.ports.iter().flatten().enumerate() {
+        let field = format!("ports[{index}]");
+        let Some(number) = port.port else {
+            findings.warning(format!(
+                "{field}.port is unset (meaning every port), which Strait does not route; port skipped"
+            ));
+            continue;
+        };
+        let Some(number) = port_number(number, &format!("{field}.port"), findings) else {
+            continue;
+        };
+        let Some(protocol) = protocol(
+            port.protocol.as_deref(),
+            &format!("{field}.protocol"),
+            findings,
+        ) else {
+            continue;
+        };
+        group.ports.push(EndpointPort {
+            name: port.name.clone().unwrap_or_default(),
+            protocol,
+            port: number,
+        });
+    }
+    for (index, endpoint) in slice.endpoints.iter().enumerate() {
+        let field = format!("endpoints[{index}].addresses");
+        let Some(first) = endpoint.addresses.first() else {
+            findings.error(&field, "is empty; an endpoint needs an address");
+            continue;
+        };
+        let address = match first.parse::<IpAddr>() {
+            Ok(address) if address.is_ipv6() == want_v6 => address,
+            Ok(_) => {
+                findings.error(
+                    &format!("{field}[0]"),
+                    format!("{first} does not match addressType {}", slice.address_type),
+                );
+                continue;
+            }
+            Err(_) => {
+                findings.error(
+                    &format!("{field}[0]"),
+                    format!("{first:?} is not an IP address"),
+                );
+                continue;
+            }
+        };
+        // EndpointSlice semantics: an unknown readiness means ready, and
+        // serving defaults to readiness.
+        let conditions = endpoint.conditions.clone().unwrap_or_default();
+        let ready = conditions.ready.unwrap_or(true);
+        group.endpoints.push(Endpoint {
+            address,
+            ready,
+            serving: conditions.serving.unwrap_or(ready),
+            terminating: conditions.terminating.unwrap_or(false),
+            hostname: endpoint.hostname.clone(),
+            zone: endpoint.zone.clone(),
+        });
+    }
+    Some(group)
+}
+
+/// A port number in 1..=65535, or an error on `field`.
+fn port_number(value: i32, field: &str, findings: &mut Findings<'_>) -> Option<u16> {
+    match u16::try_from(value) {
+        Ok(port) if port != 0 => Some(port),
+        _ => {
+            findings.error(field, format!("{value} is not a port number (1-65535)"));
+            None
+        }
+    }
+}
+
+/// A protocol as Kubernetes spells it, TCP when unset, or an error on `field`.
+fn protocol(value: Option<&str>, field: &str, findings: &mut Findings<'_>) -> Option<Protocol> {
+    match value
+        .map(str::parse::<Protocol>)
+        .unwrap_or(Ok(Protocol::Tcp))
+    {
+        Ok(protocol) => Some(protocol),
+        Err(error) => {
+            findings.error(field, error.to_string());
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,15 @@
+//! Strait: an east-west gateway for Kubernetes cluster sets that span more
+//! than one network.
+//!
+//! The core is pure: [`model`] (the cluster set), [`merge`] (the MCS rules)
+//! and [`routing`] (routes seen from one gateway). [`discovery`] turns
+//! Kubernetes objects into the model; [`config`] reads the gateway's own
+//! settings; [`cli`] is the command line.
+
+pub mod cli;
+pub mod config;
+pub mod diagnostics;
+pub mod discovery;
+pub mod merge;
+pub mod model;
+pub mod routing;

@@ -1,0 +1,424 @@
+//! The MCS merge (KEP-1645): turns the constituents of each exported service
+//! into one multi-cluster service with merged ports, raised conflicts and, per
+//! port, the backends that may carry its traffic. Pure: no I/O, no clock.
+//!
+//! The rules, all resolved in favour of the oldest export (ServiceExport
+//! `creationTimestamp`, ties broken by cluster id, exports without a timestamp
+//! last):
+//! - ports merge by name first, then by (protocol, number); the service exposes
+//!   the union and raises `PortConflict` when the constituents' ports differ;
+//! - a port's traffic goes only to constituents whose Service declares that
+//!   (protocol, number); the target port is resolved inside each cluster by the
+//!   Service port's name, as Kubernetes does;
+//! - not-ready endpoints carry no traffic; serving-and-terminating endpoints
+//!   are used only when a port has no ready backend at all.
+
+mod conflict;
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashSet};
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+pub use conflict::{Conflict, ConflictReason};
+
+use crate::model::{
+    Cluster, ClusterId, ClusterService, ClusterSet, IpFamily, Protocol, ServiceKey, ServicePort,
+    ServiceType, SessionAffinity,
+};
+
+/// Every multi-cluster service of the set, by key.
+#[derive(Debug, Clone, Default)]
+pub struct MergedSet {
+    pub services: BTreeMap<ServiceKey, MergedService>,
+}
+
+/// One multi-cluster service: what its constituents agree on, or what the oldest said.
+#[derive(Debug, Clone)]
+pub struct MergedService {
+    pub key: ServiceKey,
+    pub service_type: ServiceType,
+    pub ports: Vec<MergedPort>,
+    pub conflicts: Vec<Conflict>,
+    pub session_affinity: SessionAffinity,
+    pub session_affinity_timeout: Option<u32>,
+    /// Empty when no constituent says.
+    pub ip_families: Vec<IpFamily>,
+    /// The exporting clusters, oldest export first.
+    pub constituents: Vec<ClusterId>,
+    /// Clusters that hold the Service without exporting it.
+    pub not_exported: Vec<ClusterId>,
+}
+
+impl MergedService {
+    pub fn port(&self, protocol: Protocol, port: u16) -> Option<&MergedPort> {
+        self.ports
+            .iter()
+            .find(|p| p.protocol == protocol && p.port == port)
+    }
+
+    /// The `Conflict` condition's reason: reasons comma-joined, or `NoConflicts`.
+    pub fn conflict_condition_reason(&self) -> String {
+        if self.conflicts.is_empty() {
+            return "NoConflicts".to_owned();
+        }
+        let reasons: Vec<String> = self
+            .conflicts
+            .iter()
+            .map(|c| c.reason.to_string())
+            .collect();
+        reasons.join(",")
+    }
+}
+
+/// One port of the merged service and the backends that may carry it.
+#[derive(Debug, Clone)]
+pub struct MergedPort {
+    pub name: String,
+    pub protocol: Protocol,
+    pub port: u16,
+    pub app_protocol: Option<String>,
+    pub backends: Vec<Backend>,
+    pub excluded: Vec<Exclusion>,
+}
+
+/// Whether a backend is fully ready or only serving while it terminates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendState {
+    Ready,
+    ServingTerminating,
+}
+
+/// One endpoint of one constituent, with the target port resolved for one service port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backend {
+    pub cluster: ClusterId,
+    pub address: IpAddr,
+    pub port: u16,
+    pub state: BackendState,
+    pub hostname: Option<String>,
+    pub zone: Option<String>,
+}
+
+/// Why a cluster or an endpoint carries no traffic for a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExclusionReason {
+    /// The cluster exports the service, but its Service does not declare this port.
+    PortNotDeclared,
+    /// The endpoint is neither ready nor (as a last resort) serving.
+    NotReady,
+    /// No gateway is known for the backend's network (set by routing).
+    NoGateway,
+    /// The endpoint's address family is not one the merged service uses.
+    IpFamily,
+    /// The cluster has the Service but no ServiceExport.
+    NotExported,
+    /// The cluster declares the port, but no EndpointSlice port matches its name.
+    NoEndpoints,
+}
+
+impl ExclusionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExclusionReason::PortNotDeclared => "port-not-declared",
+            ExclusionReason::NotReady => "not-ready",
+            ExclusionReason::NoGateway => "no-gateway",
+            ExclusionReason::IpFamily => "ip-family",
+            ExclusionReason::NotExported => "not-exported",
+            ExclusionReason::NoEndpoints => "no-endpoints",
+        }
+    }
+}
+
+/// A cluster, or one endpoint address of it, left out of a port's backends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exclusion {
+    pub cluster: ClusterId,
+    pub address: Option<IpAddr>,
+    pub reason: ExclusionReason,
+}
+
+/// Merges every exported service of the set.
+pub fn merge(set: &ClusterSet) -> MergedSet {
+    let mut holders: BTreeMap<&ServiceKey, Vec<(&Cluster, &ClusterService)>> = BTreeMap::new();
+    for cluster in set.clusters.values() {
+        for service in cluster.services.values() {
+            holders
+                .entry(&service.key)
+                .or_default()
+                .push((cluster, service));
+        }
+    }
+    let services = holders
+        .into_iter()
+        .filter_map(|(key, holders)| merge_service(key, holders).map(|m| (key.clone(), m)))
+        .collect();
+    MergedSet { services }
+}
+
+/// Orders constituents oldest export first; exports without a timestamp come
+/// last, and equal ages fall back to the cluster id so the result never
+/// depends on the order clusters were read in.
+fn oldest_first(a: &(&Cluster, &ClusterService), b: &(&Cluster, &ClusterService)) -> Ordering {
+    let created = |(_, s): &(&Cluster, &ClusterService)| s.export.as_ref().and_then(|e| e.created);
+    match (created(a), created(b)) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+    }
+    .then_with(|| a.0.id.cmp(&b.0.id))
+}
+
+fn merge_service(
+    key: &ServiceKey,
+    holders: Vec<(&Cluster, &ClusterService)>,
+) -> Option<MergedService> {
+    let is_constituent =
+        |s: &ClusterService| s.export.is_some() && s.spec.service_type != ServiceType::ExternalName;
+    let (mut constituents, others): (Vec<_>, Vec<_>) =
+        holders.into_iter().partition(|(_, s)| is_constituent(s));
+    if constituents.is_empty() {
+        return None;
+    }
+    constituents.sort_by(oldest_first);
+    let not_exported: Vec<ClusterId> = others
+        .iter()
+        .filter(|(_, s)| s.export.is_none())
+        .map(|(c, _)| c.id.clone())
+        .collect();
+
+    let oldest = constituents[0].1;
+    let merged_ports = merge_ports(&constituents);
+    let mut conflicts = Vec::new();
+    let disagreeing_ports = constituents
+        .iter()
+        .filter(|(_, s)| !same_port_set(&s.spec.ports, &oldest.spec.ports))
+        .count();
+    if disagreeing_ports > 0 {
+        conflicts.push(conflict::port_conflict(
+            &constituents[0].0.id,
+            disagreeing_ports,
+            constituents.len(),
+        ));
+    }
+    conflicts.extend(property_conflicts(&constituents));
+
+    // Unspecified IP families neither conflict nor filter: the oldest export
+    // that names its families decides.
+    let ip_families = constituents
+        .iter()
+        .map(|(_, s)| &s.spec.ip_families)
+        .find(|families| !families.is_empty())
+        .cloned()
+        .unwrap_or_default();
+
+    let ports = merged_ports
+        .into_iter()
+        .map(|port| resolve_port(port, &constituents, &not_exported, &ip_families))
+        .collect();
+
+    Some(MergedService {
+        key: key.clone(),
+        service_type: oldest.spec.service_type,
+        ports,
+        conflicts,
+        session_affinity: oldest.spec.session_affinity,
+        session_affinity_timeout: oldest.spec.session_affinity_timeout,
+        ip_families,
+        constituents: constituents.iter().map(|(c, _)| c.id.clone()).collect(),
+        not_exported,
+    })
+}
+
+fn same_port_set(a: &[ServicePort], b: &[ServicePort]) -> bool {
+    a.len() == b.len() && a.iter().all(|p| b.contains(p))
+}
+
+/// The union of ports, oldest export first: a port whose name, or whose
+/// (protocol, number), is already taken by an older export is dropped.
+fn merge_ports(constituents: &[(&Cluster, &ClusterService)]) -> Vec<ServicePort> {
+    let mut merged: Vec<ServicePort> = Vec::new();
+    for (_, service) in constituents {
+        for port in &service.spec.ports {
+            let taken = merged.iter().any(|m| {
+                m.name == port.name || (m.protocol == port.protocol && m.port == port.port)
+            });
+            if !taken {
+                merged.push(port.clone());
+            }
+        }
+    }
+    merged
+}
+
+fn property_conflicts(constituents: &[(&Cluster, &ClusterService)]) -> Vec<Conflict> {
+    use ConflictReason::*;
+    let values = |pick: &dyn Fn(&ClusterService) -> String| -> Vec<(&ClusterId, String)> {
+        constituents.iter().map(|(c, s)| (&c.id, pick(s))).collect()
+    };
+    let quoted = |v: &String| format!("\"{v}\"");
+    let mut conflicts = Vec::new();
+    let mut check = |reason, pick: &dyn Fn(&ClusterService) -> String| {
+        conflicts.extend(conflict::compare(reason, &values(pick), quoted));
+    };
+    check(TypeConflict, &|s| s.spec.service_type.to_string());
+    check(SessionAffinityConflict, &|s| {
+        s.spec.session_affinity.to_string()
+    });
+    check(
+        SessionAffinityConfigConflict,
+        &|s| match s.spec.session_affinity_timeout {
+            Some(seconds) => format!("timeoutSeconds={seconds}"),
+            None => "default timeout".to_owned(),
+        },
+    );
+    check(InternalTrafficPolicyConflict, &|s| {
+        s.spec.internal_traffic_policy.clone()
+    });
+    check(TrafficDistributionConflict, &|s| {
+        s.spec
+            .traffic_distribution
+            .clone()
+            .unwrap_or_else(|| "unset".to_owned())
+    });
+    check(LabelsConflict, &|s| {
+        describe_map(s.export.as_ref().map(|e| &e.exported_labels))
+    });
+    check(AnnotationsConflict, &|s| {
+        describe_map(s.export.as_ref().map(|e| &e.exported_annotations))
+    });
+
+    let specified_families: Vec<(&ClusterId, String)> = constituents
+        .iter()
+        .filter(|(_, s)| !s.spec.ip_families.is_empty())
+        .map(|(c, s)| {
+            let mut families = s.spec.ip_families.clone();
+            families.sort();
+            (&c.id, format!("{families:?}"))
+        })
+        .collect();
+    conflicts.extend(conflict::compare(
+        IPFamilyConflict,
+        &specified_families,
+        |v| v.clone(),
+    ));
+    conflicts.sort_by_key(|c| c.reason);
+    conflicts
+}
+
+fn describe_map(map: Option<&BTreeMap<String, String>>) -> String {
+    let entries: Vec<String> = map
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    format!("{{{}}}", entries.join(","))
+}
+
+/// Finds the backends of one merged port in every constituent that declares it.
+fn resolve_port(
+    port: ServicePort,
+    constituents: &[(&Cluster, &ClusterService)],
+    not_exported: &[ClusterId],
+    ip_families: &[IpFamily],
+) -> MergedPort {
+    let mut ready = Vec::new();
+    let mut serving_terminating = Vec::new();
+    let mut not_ready = Vec::new();
+    let mut excluded = Vec::new();
+    for (cluster, service) in constituents {
+        let Some(declared) = service.spec.port_by_number(port.protocol, port.port) else {
+            excluded.push(Exclusion {
+                cluster: cluster.id.clone(),
+                address: None,
+                reason: ExclusionReason::PortNotDeclared,
+            });
+            continue;
+        };
+        let mut found_target = false;
+        // An endpoint may sit in two slices while the EndpointSlice
+        // controller moves it: keep it once.
+        let mut seen = HashSet::new();
+        for group in &service.endpoint_groups {
+            let Some(target) = group
+                .ports
+                .iter()
+                .find(|p| p.name == declared.name && p.protocol == declared.protocol)
+            else {
+                continue;
+            };
+            found_target = true;
+            for endpoint in &group.endpoints {
+                if !seen.insert((endpoint.address, target.port)) {
+                    continue;
+                }
+                let backend = Backend {
+                    cluster: cluster.id.clone(),
+                    address: endpoint.address,
+                    port: target.port,
+                    state: BackendState::Ready,
+                    hostname: endpoint.hostname.clone(),
+                    zone: endpoint.zone.clone(),
+                };
+                if !ip_families.is_empty()
+                    && !ip_families.contains(&IpFamily::of(&endpoint.address))
+                {
+                    excluded.push(Exclusion {
+                        cluster: cluster.id.clone(),
+                        address: Some(endpoint.address),
+                        reason: ExclusionReason::IpFamily,
+                    });
+                } else if endpoint.ready {
+                    ready.push(backend);
+                } else if endpoint.serving && endpoint.terminating {
+                    serving_terminating.push(backend);
+                } else {
+                    not_ready.push(backend);
+                }
+            }
+        }
+        if !found_target {
+            excluded.push(Exclusion {
+                cluster: cluster.id.clone(),
+                address: None,
+                reason: ExclusionReason::NoEndpoints,
+            });
+        }
+    }
+    // As kube-proxy does: terminating endpoints that still serve are a last
+    // resort, used only when no endpoint of the port is ready.
+    let backends = if ready.is_empty() {
+        serving_terminating
+            .iter_mut()
+            .for_each(|b| b.state = BackendState::ServingTerminating);
+        serving_terminating
+    } else {
+        not_ready.extend(serving_terminating);
+        ready
+    };
+    excluded.extend(not_ready.into_iter().map(|b| Exclusion {
+        cluster: b.cluster,
+        address: Some(b.address),
+        reason: ExclusionReason::NotReady,
+    }));
+    excluded.extend(not_exported.iter().map(|cluster| Exclusion {
+        cluster: cluster.clone(),
+        address: None,
+        reason: ExclusionReason::NotExported,
+    }));
+    MergedPort {
+        name: port.name,
+        protocol: port.protocol,
+        port: port.port,
+        app_protocol: port.app_protocol,
+        backends,
+        excluded,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,270 @@
+//! The cluster set as Strait sees it: clusters, their networks and gateways,
+//! their services and endpoints. Pure data, no I/O: `discovery` builds it from
+//! Kubernetes objects, `merge` and `routing` read it.
+
+mod ids;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+pub use ids::{
+    ClusterId, DEFAULT_NETWORK, IdError, MAX_CLUSTER_ID_LEN, NetworkId, Protocol, ServiceKey,
+    check_dns_subdomain,
+};
+
+/// Every cluster of the set, by id.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterSet {
+    pub clusters: BTreeMap<ClusterId, Cluster>,
+}
+
+impl ClusterSet {
+    pub fn cluster(&self, id: &str) -> Option<&Cluster> {
+        self.clusters
+            .values()
+            .find(|cluster| cluster.id.as_str() == id)
+    }
+
+    /// The gateways of `network`, those of `preferred` first, then the other
+    /// clusters' in cluster id order. Duplicates are kept once.
+    pub fn network_gateways(
+        &self,
+        network: &NetworkId,
+        preferred: &ClusterId,
+    ) -> Vec<GatewayAddress> {
+        let mut gateways: Vec<GatewayAddress> = Vec::new();
+        let preferred_first = self
+            .clusters
+            .get(preferred)
+            .into_iter()
+            .chain(self.clusters.values().filter(|c| &c.id != preferred));
+        for cluster in preferred_first.filter(|c| &c.network == network) {
+            for gateway in &cluster.gateways {
+                if !gateways.contains(gateway) {
+                    gateways.push(gateway.clone());
+                }
+            }
+        }
+        gateways
+    }
+}
+
+/// One cluster: its network, its gateways and the services it holds.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub id: ClusterId,
+    pub network: NetworkId,
+    /// The cluster set id (`clusterset.k8s.io` ClusterProperty), when the cluster states it.
+    pub clusterset: Option<String>,
+    /// Where the cluster was read from (a folder, an API server), for messages.
+    pub source: String,
+    pub gateways: Vec<GatewayAddress>,
+    pub services: BTreeMap<ServiceKey, ClusterService>,
+    /// ClusterSetIP VIPs allocated in this cluster, from its ServiceImports.
+    pub imports: BTreeMap<ServiceKey, Vec<IpAddr>>,
+}
+
+impl Cluster {
+    pub fn new(id: ClusterId, network: NetworkId, source: impl Into<String>) -> Self {
+        Self {
+            id,
+            network,
+            clusterset: None,
+            source: source.into(),
+            gateways: Vec::new(),
+            services: BTreeMap::new(),
+            imports: BTreeMap::new(),
+        }
+    }
+}
+
+/// Where a peer reaches a gateway's tunnel listener.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GatewayAddress {
+    pub host: GatewayHost,
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GatewayHost {
+    Ip(IpAddr),
+    /// A load balancer hostname, resolved when dialled.
+    Dns(String),
+}
+
+impl fmt::Display for GatewayAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.host {
+            GatewayHost::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]:{}", self.port),
+            GatewayHost::Ip(IpAddr::V4(ip)) => write!(f, "{ip}:{}", self.port),
+            GatewayHost::Dns(name) => write!(f, "{name}:{}", self.port),
+        }
+    }
+}
+
+impl Serialize for GatewayAddress {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A Service as it exists in one cluster, with its export (if any) and endpoints.
+#[derive(Debug, Clone)]
+pub struct ClusterService {
+    pub key: ServiceKey,
+    pub spec: ServiceSpec,
+    pub export: Option<Export>,
+    /// One group per EndpointSlice: the slice's ports apply to its endpoints.
+    pub endpoint_groups: Vec<EndpointGroup>,
+}
+
+/// How a Service exports: KEP-1645 maps every ClusterIP-like type to ClusterSetIP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ServiceType {
+    #[serde(rename = "ClusterSetIP")]
+    ClusterSetIp,
+    Headless,
+    /// Not exportable; kept so validation can say so.
+    ExternalName,
+}
+
+impl fmt::Display for ServiceType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ServiceType::ClusterSetIp => "ClusterSetIP",
+            ServiceType::Headless => "Headless",
+            ServiceType::ExternalName => "ExternalName",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub enum SessionAffinity {
+    #[default]
+    None,
+    #[serde(rename = "ClientIP")]
+    ClientIp,
+}
+
+impl fmt::Display for SessionAffinity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SessionAffinity::None => "None",
+            SessionAffinity::ClientIp => "ClientIP",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum IpFamily {
+    IPv4,
+    IPv6,
+}
+
+impl IpFamily {
+    pub fn of(address: &IpAddr) -> Self {
+        match address {
+            IpAddr::V4(_) => IpFamily::IPv4,
+            IpAddr::V6(_) => IpFamily::IPv6,
+        }
+    }
+}
+
+/// One port of a Service.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct ServicePort {
+    /// Empty for the single unnamed port a Service may have.
+    pub name: String,
+    pub protocol: Protocol,
+    pub port: u16,
+    #[serde(rename = "appProtocol", skip_serializing_if = "Option::is_none")]
+    pub app_protocol: Option<String>,
+}
+
+/// The parts of a Service's spec that the MCS merge compares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceSpec {
+    pub service_type: ServiceType,
+    pub ports: Vec<ServicePort>,
+    pub session_affinity: SessionAffinity,
+    /// `sessionAffinityConfig.clientIP.timeoutSeconds`.
+    pub session_affinity_timeout: Option<u32>,
+    /// Empty when the Service does not say.
+    pub ip_families: Vec<IpFamily>,
+    /// `Cluster` when the Service does not say, as Kubernetes defaults it.
+    pub internal_traffic_policy: String,
+    pub traffic_distribution: Option<String>,
+}
+
+impl ServiceSpec {
+    /// A ClusterSetIP service with these ports and Kubernetes' defaults elsewhere.
+    pub fn cluster_set_ip(ports: Vec<ServicePort>) -> Self {
+        Self {
+            service_type: ServiceType::ClusterSetIp,
+            ports,
+            session_affinity: SessionAffinity::None,
+            session_affinity_timeout: None,
+            ip_families: Vec::new(),
+            internal_traffic_policy: "Cluster".to_owned(),
+            traffic_distribution: None,
+        }
+    }
+
+    pub fn port_by_number(&self, protocol: Protocol, port: u16) -> Option<&ServicePort> {
+        self.ports
+            .iter()
+            .find(|p| p.protocol == protocol && p.port == port)
+    }
+}
+
+/// A ServiceExport: its age decides conflicts, its exported metadata must agree.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Export {
+    /// `metadata.creationTimestamp`; an export without one counts as the youngest.
+    pub created: Option<Timestamp>,
+    pub exported_labels: BTreeMap<String, String>,
+    pub exported_annotations: BTreeMap<String, String>,
+}
+
+/// The endpoints of one EndpointSlice and the ports they serve.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointGroup {
+    pub ports: Vec<EndpointPort>,
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// A port of an EndpointSlice: the target port behind the Service port of the same name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointPort {
+    pub name: String,
+    pub protocol: Protocol,
+    pub port: u16,
+}
+
+/// One endpoint address with its conditions, as EndpointSlices define them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub address: IpAddr,
+    pub ready: bool,
+    pub serving: bool,
+    pub terminating: bool,
+    pub hostname: Option<String>,
+    pub zone: Option<String>,
+}
+
+impl Endpoint {
+    pub fn ready(address: IpAddr) -> Self {
+        Self {
+            address,
+            ready: true,
+            serving: true,
+            terminating: false,
+            hostname: None,
+            zone: None,
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! Routes as one gateway sees them: for every port of every multi-cluster
+//! service, the backends it may use and the path to each: `direct` when the
+//! backend's cluster shares the viewer's network, `tunnel` through the
+//! gateways of the backend's network otherwise. The table is an immutable
+//! snapshot, built off the hot path and read without locks.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use crate::merge::{
+    Backend, Conflict, Exclusion, ExclusionReason, MergedPort, MergedService, MergedSet,
+};
+use crate::model::{
+    ClusterId, ClusterSet, GatewayAddress, NetworkId, Protocol, ServiceKey, ServiceType,
+    SessionAffinity,
+};
+
+/// How a connection reaches a backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Path {
+    /// The backend's cluster is on the viewer's network: dial it.
+    Direct,
+    /// Dial a gateway of the backend's network (its own cluster's first), which dials it.
+    Tunnel { gateways: Arc<[GatewayAddress]> },
+}
+
+impl Path {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Path::Direct => "direct",
+            Path::Tunnel { .. } => "tunnel",
+        }
+    }
+}
+
+/// A backend with the network it lives on and the path to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutedBackend {
+    pub backend: Backend,
+    pub network: NetworkId,
+    pub path: Path,
+}
+
+/// The routes of one service port.
+#[derive(Debug, Clone)]
+pub struct PortRoute {
+    pub name: String,
+    pub protocol: Protocol,
+    pub port: u16,
+    pub backends: Vec<RoutedBackend>,
+    pub excluded: Vec<Exclusion>,
+}
+
+/// The routes of one multi-cluster service.
+#[derive(Debug, Clone)]
+pub struct ServiceRoutes {
+    pub key: ServiceKey,
+    pub service_type: ServiceType,
+    pub session_affinity: SessionAffinity,
+    pub session_affinity_timeout: Option<u32>,
+    pub conflicts: Vec<Conflict>,
+    pub ports: Vec<PortRoute>,
+}
+
+impl ServiceRoutes {
+    pub fn port(&self, protocol: Protocol, port: u16) -> Option<&PortRoute> {
+        self.ports
+            .iter()
+            .find(|p| p.protocol == protocol && p.port == port)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    #[error("unknown cluster {cluster:?}; the cluster set holds {known}")]
+    UnknownCluster { cluster: String, known: String },
+}
+
+/// Every route of the cluster set, seen from one cluster's gateway.
+#[derive(Debug, Clone)]
+pub struct RouteTable {
+    viewer: ClusterId,
+    network: NetworkId,
+    /// namespace → name → routes: two levels so a lookup borrows `&str`s and allocates nothing.
+    services: HashMap<String, HashMap<String, ServiceRoutes>>,
+    /// ClusterSetIP VIP, protocol and port → the service key, from the viewer's ServiceImports.
+    vips: HashMap<(IpAddr, Protocol, u16), ServiceKey>,
+}
+
+impl RouteTable {
+    /// Builds the routes seen from `viewer`'s gateway.
+    pub fn build(set: &ClusterSet, merged: &MergedSet, viewer: &str) -> Result<Self, RouteError> {
+        let Some(viewing) = set.cluster(viewer) else {
+            let known: Vec<&str> = set.clusters.keys().map(ClusterId::as_str).collect();
+            return Err(RouteError::UnknownCluster {
+                cluster: viewer.to_owned(),
+                known: if known.is_empty() {
+                    "no clusters".to_owned()
+                } else {
+                    known.join(", ")
+                },
+            });
+        };
+        // Each backend cluster's network and tunnel gateways, computed once per cluster.
+        let paths: HashMap<&ClusterId, (NetworkId, Option<Path>)> = set
+            .clusters
+            .values()
+            .map(|cluster| {
+                let path = if cluster.network == viewing.network {
+                    Some(Path::Direct)
+                } else {
+                    let gateways = set.network_gateways(&cluster.network, &cluster.id);
+                    (!gateways.is_empty()).then(|| Path::Tunnel {
+                        gateways: gateways.into(),
+                    })
+                };
+                (&cluster.id, (cluster.network.clone(), path))
+            })
+            .collect();
+
+        let mut services: HashMap<String, HashMap<String, ServiceRoutes>> = HashMap::new();
+        for service in merged.services.values() {
+            services
+                .entry(service.key.namespace.clone())
+                .or_default()
+                .insert(service.key.name.clone(), route_service(service, &paths));
+        }
+
+        let mut vips = HashMap::new();
+        for (key, addresses) in &viewing.imports {
+            let Some(service) = merged.services.get(key) else {
+                continue;
+            };
+            for address in addresses {
+                for port in &service.ports {
+                    vips.insert((*address, port.protocol, port.port), key.clone());
+                }
+            }
+        }
+
+        Ok(Self {
+            viewer: viewing.id.clone(),
+            network: viewing.network.clone(),
+            services,
+            vips,
+        })
+    }
+
+    pub fn viewer(&self) -> &ClusterId {
+        &self.viewer
+    }
+
+    pub fn network(&self) -> &NetworkId {
+        &self.network
+    }
+
+    pub fn service(&self, namespace: &str, name: &str) -> Option<&ServiceRoutes> {
+        self.services.get(namespace)?.get(name)
+    }
+
+    /// The routes of one service port; `None` when the service or the port is unknown.
+    pub fn lookup(
+        &self,
+        namespace: &str,
+        name: &str,
+        protocol: Protocol,
+        port: u16,
+    ) -> Option<&PortRoute> {
+        self.service(namespace, name)?.port(protocol, port)
+    }
+
+    /// The service and port a client meant by dialling a ClusterSetIP VIP.
+    pub fn lookup_vip(
+        &self,
+        address: IpAddr,
+        protocol: Protocol,
+        port: u16,
+    ) -> Option<(&ServiceRoutes, &PortRoute)> {
+        let key = self.vips.get(&(address, protocol, port))?;
+        let service = self.service(&key.namespace, &key.name)?;
+        Some((service, service.port(protocol, port)?))
+    }
+
+    pub fn services(&self) -> impl Iterator<Item = &ServiceRoutes> {
+        self.services.values().flat_map(HashMap::values)
+    }
+}
+
+fn route_service(
+    service: &MergedService,
+    paths: &HashMap<&ClusterId, (NetworkId, Option<Path>)>,
+) -> ServiceRoutes {
+    ServiceRoutes {
+        key: service.key.clone(),
+        service_type: service.service_type,
+        session_affinity: service.session_affinity,
+        session_affinity_timeout: service.session_affinity_timeout,
+        conflicts: service.conflicts.clone(),
+        ports: service
+            .ports
+            .iter()
+            .map(|port| route_port(port, paths))
+            .collect(),
+    }
+}
+
+fn route_port(
+    port: &MergedPort,
+    paths: &HashMap<&ClusterId, (NetworkId, Option<Path>)>,
+) -> PortRoute {
+    let mut backends = Vec::with_capacity(port.backends.len());
+    let mut excluded = port.excluded.clone();
+    for backend in &port.backends {
+        match paths.get(&backend.cluster) {
+            Some((network, Some(path))) => backends.push(RoutedBackend {
+                backend: backend.clone(),
+                network: network.clone(),
+                path: path.clone(),
+            }),
+            // A cluster with no reachable gateway is excluded once, not per endpoint.
+            _ => {
+                if !excluded
+                    .iter()
+                    .any(|e| e.cluster == backend.cluster && e.reason == ExclusionReason::NoGateway)
+                {
+                    excluded.push(Exclusion {
+                        cluster: backend.cluster.clone(),
+                        address: None,
+                        reason: ExclusionReason::NoGateway,
+                    });
+                }
+            }
+        }
+    }
+    PortRoute {
+        name: port.name.clone(),
+        protocol: port.protocol,
+        port: port.port,
+        backends,
+        excluded,
+    }
+}
+
+#[cfg(test)]
+mod tests;
