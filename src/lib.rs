@@ -13,3 +13,5 @@ pub mod discovery;
 pub mod merge;
 pub mod model;
 pub mod routing;
+#[cfg(test)]
+mod testing;

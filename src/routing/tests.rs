@@ -1,1 +1,195 @@
+//! Unit tests of routes relative to a viewing cluster.
 
+use super::*;
+use crate::merge::merge;
+use crate::model::{GatewayHost, ServiceKey};
+use crate::testing::{ServiceBuilder, cluster_set, ip};
+
+fn table(set: &ClusterSet, viewer: &str) -> RouteTable {
+    RouteTable::build(set, &merge(set), viewer).expect("viewer is known")
+}
+
+fn gateway(last: u8) -> GatewayAddress {
+    GatewayAddress {
+        host: GatewayHost::Ip(IpAddr::from([192, 0, 2, last])),
+        port: 15008,
+    }
+}
+
+/// c1, c2 on net-a; c3, c4 on net-b; c5 on net-c; gateways at 192.0.2.10+index.
+fn three_networks() -> ClusterSet {
+    let svc = |address: &str, age| {
+        ServiceBuilder::new()
+            .port("tcp", 42, 8042)
+            .exported_at(age)
+            .endpoint(address)
+    };
+    cluster_set(&[
+        ("c1", "net-a", svc("10.1.0.1", 1)),
+        ("c2", "net-a", svc("10.1.0.2", 2)),
+        ("c3", "net-b", svc("10.1.0.1", 3)),
+        ("c4", "net-b", svc("10.1.0.4", 4)),
+        ("c5", "net-c", svc("10.1.0.5", 5)),
+    ])
+}
+
+fn paths(route: &PortRoute) -> Vec<(&str, &str)> {
+    route
+        .backends
+        .iter()
+        .map(|b| (b.backend.cluster.as_str(), b.path.as_str()))
+        .collect()
+}
+
+#[test]
+fn same_network_is_direct_and_other_networks_tunnel() {
+    let set = three_networks();
+    let table = table(&set, "c1");
+    let route = table
+        .lookup("shop", "cart", Protocol::Tcp, 42)
+        .expect("route");
+    assert_eq!(
+        paths(route),
+        vec![
+            ("c1", "direct"),
+            ("c2", "direct"),
+            ("c3", "tunnel"),
+            ("c4", "tunnel"),
+            ("c5", "tunnel")
+        ]
+    );
+    assert_eq!(table.network().as_str(), "net-a");
+}
+
+#[test]
+fn tunnels_go_to_the_backends_own_cluster_gateways_first() {
+    let set = three_networks();
+    let table = table(&set, "c1");
+    let route = table
+        .lookup("shop", "cart", Protocol::Tcp, 42)
+        .expect("route");
+    let gateways_of = |cluster: &str| match &route
+        .backends
+        .iter()
+        .find(|b| b.backend.cluster.as_str() == cluster)
+        .expect("backend")
+        .path
+    {
+        Path::Tunnel { gateways } => gateways.to_vec(),
+        Path::Direct => Vec::new(),
+    };
+    assert_eq!(gateways_of("c3"), vec![gateway(12), gateway(13)]);
+    assert_eq!(gateways_of("c4"), vec![gateway(13), gateway(12)]);
+    assert_eq!(gateways_of("c5"), vec![gateway(14)]);
+}
+
+#[test]
+fn overlapping_addresses_keep_their_network() {
+    let set = three_networks();
+    let table = table(&set, "c1");
+    let route = table
+        .lookup("shop", "cart", Protocol::Tcp, 42)
+        .expect("route");
+    let same_address: Vec<(&str, &str)> = route
+        .backends
+        .iter()
+        .filter(|b| b.backend.address == ip("10.1.0.1"))
+        .map(|b| (b.network.as_str(), b.path.as_str()))
+        .collect();
+    assert_eq!(same_address, vec![("net-a", "direct"), ("net-b", "tunnel")]);
+}
+
+#[test]
+fn a_network_without_gateways_is_excluded_with_a_reason() {
+    let mut set = three_networks();
+    if let Some(cluster) = set.clusters.values_mut().find(|c| c.id.as_str() == "c5") {
+        cluster.gateways.clear();
+    }
+    let table = table(&set, "c1");
+    let route = table
+        .lookup("shop", "cart", Protocol::Tcp, 42)
+        .expect("route");
+    assert!(
+        route
+            .backends
+            .iter()
+            .all(|b| b.backend.cluster.as_str() != "c5")
+    );
+    let excluded: Vec<(&str, ExclusionReason)> = route
+        .excluded
+        .iter()
+        .map(|e| (e.cluster.as_str(), e.reason))
+        .collect();
+    assert_eq!(excluded, vec![("c5", ExclusionReason::NoGateway)]);
+}
+
+#[test]
+fn direct_paths_need_no_gateway() {
+    let mut set = three_networks();
+    for cluster in set.clusters.values_mut() {
+        cluster.gateways.clear();
+    }
+    let table = table(&set, "c1");
+    let route = table
+        .lookup("shop", "cart", Protocol::Tcp, 42)
+        .expect("route");
+    assert_eq!(paths(route), vec![("c1", "direct"), ("c2", "direct")]);
+    assert_eq!(route.excluded.len(), 3);
+}
+
+#[test]
+fn the_view_depends_on_the_viewer() {
+    let set = three_networks();
+    let from_c3 = table(&set, "c3");
+    let route = from_c3
+        .lookup("shop", "cart", Protocol::Tcp, 42)
+        .expect("route");
+    assert_eq!(
+        paths(route),
+        vec![
+            ("c1", "tunnel"),
+            ("c2", "tunnel"),
+            ("c3", "direct"),
+            ("c4", "direct"),
+            ("c5", "tunnel")
+        ]
+    );
+}
+
+#[test]
+fn unknown_viewers_services_and_ports_are_misses() {
+    let set = three_networks();
+    let error = RouteTable::build(&set, &merge(&set), "c9").expect_err("unknown viewer");
+    assert_eq!(
+        error.to_string(),
+        "unknown cluster \"c9\"; the cluster set holds c1, c2, c3, c4, c5"
+    );
+    let table = table(&set, "c1");
+    assert!(table.lookup("shop", "cart", Protocol::Tcp, 43).is_none());
+    assert!(table.lookup("shop", "cart", Protocol::Udp, 42).is_none());
+    assert!(table.lookup("shop", "nope", Protocol::Tcp, 42).is_none());
+    assert!(table.lookup("other", "cart", Protocol::Tcp, 42).is_none());
+}
+
+#[test]
+fn vips_of_the_viewers_imports_select_service_and_port() {
+    let mut set = three_networks();
+    let vip = ip("240.0.0.7");
+    if let Some(cluster) = set.clusters.values_mut().find(|c| c.id.as_str() == "c1") {
+        cluster
+            .imports
+            .insert(ServiceKey::new("shop", "cart"), vec![vip]);
+    }
+    let from_c1 = table(&set, "c1");
+    let (service, route) = from_c1
+        .lookup_vip(vip, Protocol::Tcp, 42)
+        .expect("vip routes");
+    assert_eq!(service.key, ServiceKey::new("shop", "cart"));
+    assert_eq!(route.port, 42);
+    assert!(from_c1.lookup_vip(vip, Protocol::Tcp, 43).is_none());
+    let from_c2 = table(&set, "c2");
+    assert!(
+        from_c2.lookup_vip(vip, Protocol::Tcp, 42).is_none(),
+        "VIPs are per cluster"
+    );
+}

@@ -1,0 +1,123 @@
+//! Builders for cluster sets in unit tests and benchmarks, so a test states
+//! only what it is about.
+
+use std::net::IpAddr;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::model::{
+    Cluster, ClusterId, ClusterService, ClusterSet, Endpoint, EndpointGroup, EndpointPort, Export,
+    GatewayAddress, GatewayHost, NetworkId, Protocol, ServiceKey, ServicePort, ServiceSpec,
+    ServiceType,
+};
+
+/// Parses an address written in a test.
+pub fn ip(text: &str) -> IpAddr {
+    text.parse().expect("test address parses")
+}
+
+/// A `shop/cart` Service of one cluster, built step by step.
+pub type ServiceBuilder = ClusterService;
+
+impl ClusterService {
+    /// `shop/cart`, ClusterSetIP, no ports, not exported, one empty EndpointSlice.
+    pub fn new() -> Self {
+        Self {
+            key: ServiceKey::new("shop", "cart"),
+            spec: ServiceSpec::cluster_set_ip(Vec::new()),
+            export: None,
+            endpoint_groups: vec![EndpointGroup::default()],
+        }
+    }
+
+    /// Adds a TCP port whose EndpointSlice port of the same name is `target`.
+    pub fn port(self, name: &str, port: u16, target: u16) -> Self {
+        self.port_with(name, Protocol::Tcp, port, target)
+    }
+
+    pub fn port_with(mut self, name: &str, protocol: Protocol, port: u16, target: u16) -> Self {
+        self.spec.ports.push(ServicePort {
+            name: name.to_owned(),
+            protocol,
+            port,
+            app_protocol: None,
+        });
+        if let Some(group) = self.endpoint_groups.first_mut() {
+            group.ports.push(EndpointPort {
+                name: name.to_owned(),
+                protocol,
+                port: target,
+            });
+        }
+        self
+    }
+
+    pub fn headless(mut self) -> Self {
+        self.spec.service_type = ServiceType::Headless;
+        self
+    }
+
+    /// Exports the Service, created `seconds` after the epoch.
+    pub fn exported_at(mut self, seconds: i64) -> Self {
+        self.export = Some(Export {
+            created: Timestamp::from_second(seconds).ok(),
+            ..Export::default()
+        });
+        self
+    }
+
+    pub fn exported_without_timestamp(mut self) -> Self {
+        self.export = Some(Export::default());
+        self
+    }
+
+    /// Adds a ready endpoint.
+    pub fn endpoint(self, address: &str) -> Self {
+        self.endpoint_with(address, true, true, false)
+    }
+
+    pub fn endpoint_with(
+        mut self,
+        address: &str,
+        ready: bool,
+        serving: bool,
+        terminating: bool,
+    ) -> Self {
+        if let Some(group) = self.endpoint_groups.first_mut() {
+            group.endpoints.push(Endpoint {
+                ready,
+                serving,
+                terminating,
+                ..Endpoint::ready(ip(address))
+            });
+        }
+        self
+    }
+}
+
+impl Default for ClusterService {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A set of clusters `(id, network, service)`, each with one service and one
+/// gateway at `192.0.2.<n>:15008`, numbered in the order given.
+pub fn cluster_set(clusters: &[(&str, &str, ClusterService)]) -> ClusterSet {
+    let mut set = ClusterSet::default();
+    for (index, (id, network, service)) in clusters.iter().enumerate() {
+        let id = ClusterId::new(id).expect("test cluster id");
+        let network = NetworkId::new(network).expect("test network id");
+        let mut cluster = Cluster::new(id.clone(), network, format!("test:{id}"));
+        let host = u8::try_from(index + 10).expect("few test clusters");
+        cluster.gateways.push(GatewayAddress {
+            host: GatewayHost::Ip(IpAddr::from([192, 0, 2, host])),
+            port: 15008,
+        });
+        cluster
+            .services
+            .insert(service.key.clone(), service.clone());
+        set.clusters.insert(id, cluster);
+    }
+    set
+}

@@ -1,0 +1,301 @@
+//! The `strait check` and `strait explain` commands, run as the real binary on
+//! the shipped demo configuration and on small hand-made ones.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/gateway-config/demo");
+
+fn strait(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(args)
+        .output()
+        .expect("the strait binary runs")
+}
+
+fn json(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "exit {:?}, stderr: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("stdout is JSON")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Writes `clusters/<folder>/objects.yaml` files under a fresh directory.
+fn config(clusters: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (folder, yaml) in clusters {
+        let folder = dir.path().join("clusters").join(folder);
+        fs::create_dir_all(&folder).expect("cluster folder");
+        fs::write(folder.join("objects.yaml"), yaml).expect("write yaml");
+    }
+    dir
+}
+
+fn cluster_yaml(id: &str, network: &str, gateway_ip: &str) -> String {
+    format!(
+        "apiVersion: about.k8s.io/v1alpha1
+kind: ClusterProperty
+metadata: {{name: cluster.clusterset.k8s.io}}
+spec: {{value: {id}}}
+---
+apiVersion: about.k8s.io/v1alpha1
+kind: ClusterProperty
+metadata: {{name: network.clusterset.k8s.io}}
+spec: {{value: {network}}}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: gw
+  namespace: strait-system
+  labels: {{strait.dev/gateway: \"true\"}}
+spec:
+  type: LoadBalancer
+  ports: [{{name: tunnel, port: 15008}}]
+status:
+  loadBalancer:
+    ingress: [{{ip: {gateway_ip}}}]
+"
+    )
+}
+
+fn exported_service(port_name: &str, port: u16, created: &str, address: &str) -> String {
+    format!(
+        "---
+apiVersion: v1
+kind: Service
+metadata: {{name: echo, namespace: app}}
+spec:
+  ports: [{{name: {port_name}, port: {port}, targetPort: {port}}}]
+---
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata: {{name: echo, namespace: app, creationTimestamp: \"{created}\"}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: echo-1
+  namespace: app
+  labels: {{kubernetes.io/service-name: echo}}
+addressType: IPv4
+ports: [{{name: {port_name}, port: {port}}}]
+endpoints:
+- addresses: [\"{address}\"]
+"
+    )
+}
+
+#[test]
+fn check_summarises_the_demo() {
+    let report = json(&strait(&["check", "--config", DEMO, "--output", "json"]));
+    let clusters = report["clusters"].as_array().expect("clusters");
+    assert_eq!(clusters.len(), 4);
+    let networks: std::collections::BTreeSet<&str> = clusters
+        .iter()
+        .filter_map(|c| c["network"].as_str())
+        .collect();
+    assert_eq!(networks.len(), 3, "three networks");
+    let checkout = report["services"]
+        .as_array()
+        .expect("services")
+        .iter()
+        .find(|s| s["service"] == "shop/checkout")
+        .expect("checkout");
+    assert_eq!(checkout["type"], "ClusterSetIP");
+    assert_eq!(checkout["conflicts"][0]["reason"], "PortConflict");
+    assert!(
+        checkout["conflicts"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("oldest service export in \"west-1\""))
+    );
+    let ports: Vec<u64> = checkout["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .filter_map(|p| p["port"].as_u64())
+        .collect();
+    assert_eq!(ports, vec![80, 9090, 9100]);
+    let postgres = report["services"]
+        .as_array()
+        .expect("services")
+        .iter()
+        .find(|s| s["service"] == "db/postgres")
+        .expect("postgres");
+    assert_eq!(postgres["type"], "Headless");
+}
+
+#[test]
+fn explain_follows_the_json_contract() {
+    let report = json(&strait(&[
+        "explain",
+        "--config",
+        DEMO,
+        "--from",
+        "east-1",
+        "--output",
+        "json",
+        "shop/checkout:80",
+    ]));
+    assert_eq!(report["service"], "shop/checkout");
+    assert_eq!(report["port"], 80);
+    assert_eq!(report["protocol"], "TCP");
+    assert_eq!(report["from"]["cluster"], "east-1");
+    assert_eq!(report["from"]["network"], "net-a");
+    assert_eq!(report["conflicts"][0], "PortConflict");
+    let backends = report["backends"].as_array().expect("backends");
+    let direct: Vec<&Value> = backends.iter().filter(|b| b["path"] == "direct").collect();
+    let tunnel: Vec<&Value> = backends.iter().filter(|b| b["path"] == "tunnel").collect();
+    assert!(direct.iter().all(|b| b["cluster"] == "east-1"));
+    assert!(tunnel.iter().all(|b| b["cluster"] == "west-1"));
+    assert_eq!(tunnel[0]["gateways"][0], "198.51.100.21:15008");
+    assert_eq!(report["excluded"][0]["cluster"], "edge-1");
+    assert_eq!(report["excluded"][0]["reason"], "port-not-declared");
+}
+
+#[test]
+fn explain_defaults_the_viewer_to_gateway_yaml() {
+    let report = json(&strait(&[
+        "explain",
+        "--config",
+        DEMO,
+        "--output",
+        "json",
+        "shop/cart:80/tcp",
+    ]));
+    assert_eq!(report["from"]["cluster"], "east-1");
+}
+
+#[test]
+fn explain_refuses_an_unexposed_port_naming_the_exposed_ones() {
+    let output = strait(&["explain", "--config", DEMO, "shop/checkout:81"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("it exposes http:80/TCP, grpc:9090/TCP, metrics:9100/TCP"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn explain_refuses_unknown_services_and_viewers() {
+    let output = strait(&["explain", "--config", DEMO, "shop/nope:80"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("shop/nope is not exported"));
+    let output = strait(&[
+        "explain",
+        "--config",
+        DEMO,
+        "--from",
+        "mars",
+        "shop/cart:80",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("unknown cluster \"mars\""));
+}
+
+#[test]
+fn hand_made_set_routes_by_network_and_declared_port() {
+    let c1 = cluster_yaml("c1", "net-a", "192.0.2.1")
+        + &exported_service("tcp", 42, "2026-01-01T00:00:00Z", "10.0.0.1");
+    let c2 = cluster_yaml("c2", "net-a", "192.0.2.2")
+        + &exported_service("tcp2", 4242, "2026-01-02T00:00:00Z", "10.0.0.2");
+    let c3 = cluster_yaml("c3", "net-b", "192.0.2.3")
+        + &exported_service("tcp", 42, "2026-01-03T00:00:00Z", "10.0.0.1");
+    let dir = config(&[("one", &c1), ("two", &c2), ("three", &c3)]);
+    let dir = dir.path().to_str().expect("utf-8 path");
+
+    let report = json(&strait(&[
+        "explain",
+        "--config",
+        dir,
+        "--from",
+        "c1",
+        "--output",
+        "json",
+        "app/echo:42",
+    ]));
+    let backends: Vec<(String, String)> = report["backends"]
+        .as_array()
+        .expect("backends")
+        .iter()
+        .map(|b| (b["cluster"].to_string(), b["path"].to_string()))
+        .collect();
+    assert_eq!(
+        backends,
+        vec![
+            ("\"c1\"".to_owned(), "\"direct\"".to_owned()),
+            ("\"c3\"".to_owned(), "\"tunnel\"".to_owned())
+        ]
+    );
+    assert_eq!(report["excluded"][0]["cluster"], "c2");
+    assert_eq!(report["excluded"][0]["reason"], "port-not-declared");
+
+    let report = json(&strait(&[
+        "explain",
+        "--config",
+        dir,
+        "--from",
+        "c3",
+        "--output",
+        "json",
+        "app/echo:4242",
+    ]));
+    assert_eq!(report["backends"][0]["cluster"], "c2");
+    assert_eq!(report["backends"][0]["path"], "tunnel");
+    assert_eq!(report["backends"][0]["gateways"][0], "192.0.2.2:15008");
+    assert_eq!(report["backends"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn check_fails_with_errors_naming_file_document_object_and_field() {
+    let bad = cluster_yaml("c1", "net-a", "192.0.2.1")
+        + "---\napiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: app}\nspec:\n  ports: [{name: http, port: 70000}]\n";
+    let dir = config(&[("one", &bad)]);
+    let output = strait(&["check", "--config", dir.path().to_str().expect("path")]);
+    assert_eq!(output.status.code(), Some(2));
+    let errors = stderr(&output);
+    let expected = format!(
+        "error: {}, document 4: Service app/web: field spec.ports[0].port: 70000 is not a port number (1-65535)",
+        Path::new(&dir.path().join("clusters/one/objects.yaml")).display()
+    );
+    assert!(errors.contains(&expected), "{errors}");
+    assert!(errors.contains("is not valid: 1 error"), "{errors}");
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn check_refuses_a_missing_directory_and_a_duplicate_cluster_id() {
+    let output = strait(&["check", "--config", "/nonexistent/strait"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("cannot read /nonexistent/strait/clusters"));
+
+    let one = cluster_yaml("c1", "net-a", "192.0.2.1");
+    let dir = config(&[("first", &one), ("second", &one)]);
+    let output = strait(&["check", "--config", dir.path().to_str().expect("path")]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("cluster id \"c1\" is already used by"));
+}
+
+#[test]
+fn a_bad_gateway_yaml_names_its_field() {
+    let dir = config(&[("one", &cluster_yaml("c1", "net-a", "192.0.2.1"))]);
+    fs::write(
+        dir.path().join("gateway.yaml"),
+        "tuning:\n  dialAttempts: 0\n",
+    )
+    .expect("write");
+    let output = strait(&["check", "--config", dir.path().to_str().expect("path")]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("field tuning.dialAttempts: must be at least 1"));
+}
