@@ -103,6 +103,10 @@ pub fn translate_cluster(
 
     let properties = read_properties(&objects, options, &mut findings);
     let Some(id) = properties.cluster_id else {
+        if properties.invalid_cluster_id {
+            // Already reported on the property's spec.value.
+            return (None, findings.diagnostics);
+        }
         findings.diagnostics.push(Diagnostic::error(
             Origin::file(source),
             format!(
@@ -114,6 +118,9 @@ pub fn translate_cluster(
     let mut cluster = Cluster::new(id, properties.network, source);
     cluster.clusterset = properties.clusterset;
 
+    // Services that exist but carry no routes: the gateway's own, and those
+    // already reported as invalid. Their exports and slices need no second error.
+    let mut unroutable: HashMap<ServiceKey, Unroutable> = HashMap::new();
     for sourced in &objects {
         if let KubeObject::Service(service) = &sourced.object {
             findings.at(sourced);
@@ -121,6 +128,7 @@ pub fn translate_cluster(
                 cluster
                     .gateways
                     .extend(service::gateway_addresses(service, &mut findings));
+                unroutable.insert(key_of(&sourced.object), Unroutable::Gateway);
             } else if let Some(spec) = service::translate_spec(service, &mut findings) {
                 let key = key_of(&sourced.object);
                 cluster.services.insert(
@@ -132,6 +140,8 @@ pub fn translate_cluster(
                         endpoint_groups: Vec::new(),
                     },
                 );
+            } else {
+                unroutable.insert(key_of(&sourced.object), Unroutable::Invalid);
             }
         }
     }
@@ -139,9 +149,11 @@ pub fn translate_cluster(
         findings.at(sourced);
         match &sourced.object {
             KubeObject::ServiceExport(export) => {
-                attach_export(&mut cluster, sourced, export, &mut findings)
+                attach_export(&mut cluster, sourced, export, &unroutable, &mut findings)
             }
-            KubeObject::EndpointSlice(slice) => attach_slice(&mut cluster, slice, &mut findings),
+            KubeObject::EndpointSlice(slice) => {
+                attach_slice(&mut cluster, slice, &unroutable, &mut findings)
+            }
             KubeObject::ServiceImport(import) => {
                 let mut addresses = Vec::new();
                 for (index, ip) in import.spec.ips.iter().enumerate() {
@@ -241,6 +253,8 @@ fn without_duplicates<'a>(
 
 struct Properties {
     cluster_id: Option<ClusterId>,
+    /// The cluster id property is present but its value was refused.
+    invalid_cluster_id: bool,
     network: NetworkId,
     clusterset: Option<String>,
 }
@@ -252,6 +266,7 @@ fn read_properties<'a>(
 ) -> Properties {
     let mut properties = Properties {
         cluster_id: None,
+        invalid_cluster_id: false,
         network: NetworkId::default_network(),
         clusterset: None,
     };
@@ -265,7 +280,10 @@ fn read_properties<'a>(
         match metadata.name.as_deref() {
             Some(CLUSTER_ID_PROPERTY) => match ClusterId::new(value) {
                 Ok(id) => properties.cluster_id = Some(id),
-                Err(error) => findings.error("spec.value", format!("invalid cluster id: {error}")),
+                Err(error) => {
+                    properties.invalid_cluster_id = true;
+                    findings.error("spec.value", format!("invalid cluster id: {error}"));
+                }
             },
             Some(CLUSTERSET_PROPERTY) => properties.clusterset = Some(value.to_owned()),
             Some(name) if name == options.network_property => match NetworkId::new(value) {
@@ -278,18 +296,34 @@ fn read_properties<'a>(
     properties
 }
 
+/// Why a Service defined in the cluster has no entry in its services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unroutable {
+    Gateway,
+    Invalid,
+}
+
 fn attach_export<'a>(
     cluster: &mut Cluster,
     sourced: &'a SourcedObject,
     export: &super::objects::ServiceExport,
+    unroutable: &HashMap<ServiceKey, Unroutable>,
     findings: &mut Findings<'a>,
 ) {
     let key = key_of(&sourced.object);
     let Some(service) = cluster.services.get_mut(&key) else {
-        findings.error(
+        match unroutable.get(&key) {
+            Some(Unroutable::Gateway) => findings.error(
+                "metadata.name",
+                format!("exports Service {key}, which is this cluster's gateway ({GATEWAY_LABEL}) and cannot be exported"),
+            ),
+            // The Service's own error says what is wrong.
+            Some(Unroutable::Invalid) => {}
+            None => findings.error(
             "metadata.name",
             format!("exports Service {key}, which this cluster does not define"),
-        );
+        ),
+        }
         return;
     };
     if service.spec.service_type == crate::model::ServiceType::ExternalName {
@@ -310,6 +344,7 @@ fn attach_export<'a>(
 fn attach_slice(
     cluster: &mut Cluster,
     slice: &k8s_openapi::api::discovery::v1::EndpointSlice,
+    unroutable: &HashMap<ServiceKey, Unroutable>,
     findings: &mut Findings<'_>,
 ) {
     let labels = slice.metadata.labels.clone().unwrap_or_default();
@@ -338,6 +373,7 @@ fn attach_slice(
     let key = ServiceKey::new(namespace, service_name.as_str());
     match cluster.services.get_mut(&key) {
         Some(service) => service.endpoint_groups.push(group),
+        None if unroutable.contains_key(&key) => {}
         None => findings.warning(format!(
             "belongs to Service {key}, which this cluster does not define; ignored"
         )),

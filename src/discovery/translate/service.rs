@@ -14,6 +14,8 @@ use super::{Findings, GATEWAY_LABEL, TUNNEL_PORT_NAME, port_number, protocol};
 
 /// The longest session affinity timeout Kubernetes accepts (one day).
 const MAX_AFFINITY_TIMEOUT_SECONDS: i32 = 86_400;
+/// The timeout the API server fills in for ClientIP affinity (three hours).
+const DEFAULT_AFFINITY_TIMEOUT_SECONDS: u32 = 10_800;
 
 pub(super) fn is_gateway(service: &Service) -> bool {
     service
@@ -72,7 +74,8 @@ pub(super) fn gateway_addresses(
             }
         }
     }
-    if ingress.is_empty() {
+    // External IPs stand in only when the load balancer gave no usable address.
+    if hosts.is_empty() {
         for (index, ip) in spec.external_ips.iter().flatten().enumerate() {
             match ip.parse::<IpAddr>() {
                 Ok(ip) => hosts.push(GatewayHost::Ip(ip)),
@@ -182,7 +185,12 @@ pub(super) fn translate_spec(
         .as_ref()
         .and_then(|c| c.client_ip.as_ref())
         .and_then(|c| c.timeout_seconds);
+    // Defaulted as the API server does, so that a file that leaves the timeout
+    // out and a live cluster that fills it in do not conflict.
     let session_affinity_timeout = match timeout {
+        None if session_affinity == SessionAffinity::ClientIp => {
+            Some(DEFAULT_AFFINITY_TIMEOUT_SECONDS)
+        }
         None => None,
         Some(seconds @ 1..=MAX_AFFINITY_TIMEOUT_SECONDS) => u32::try_from(seconds).ok(),
         Some(seconds) => {
