@@ -6,12 +6,17 @@
 //! Kubernetes objects into the model; [`config`] reads the gateway's own
 //! settings; [`cli`] is the command line.
 
+pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod diagnostics;
 pub mod discovery;
+pub mod gateway;
 pub mod merge;
 pub mod model;
+pub mod proxy;
 pub mod routing;
 #[cfg(test)]
 mod testing;
+pub mod tls;
+pub mod tunnel;

@@ -3,14 +3,12 @@
 
 use std::fmt::Write as _;
 use std::io::Write;
-use std::net::IpAddr;
 use std::path::Path;
 
-use serde::Serialize;
-
-use crate::merge::{BackendState, Exclusion};
-use crate::model::{ClusterId, GatewayAddress, NetworkId, Protocol};
-use crate::routing::{Path as RoutePath, PortRoute, RouteTable, ServiceRoutes};
+use crate::merge::BackendState;
+use crate::model::Protocol;
+use crate::routing::report::PortReport;
+use crate::routing::{RouteTable, ServiceRoutes};
 
 use super::load::load;
 use super::{Output, Refused, emit};
@@ -57,47 +55,6 @@ fn parse_target(text: &str) -> Result<Target, Refused> {
     })
 }
 
-#[derive(Debug, Serialize)]
-struct From {
-    cluster: ClusterId,
-    network: NetworkId,
-}
-
-#[derive(Debug, Serialize)]
-struct BackendReport {
-    cluster: ClusterId,
-    network: NetworkId,
-    address: IpAddr,
-    port: u16,
-    path: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gateways: Option<Vec<GatewayAddress>>,
-    state: BackendState,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hostname: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-struct ExcludedReport {
-    cluster: ClusterId,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    address: Option<IpAddr>,
-    reason: &'static str,
-}
-
-#[derive(Debug, Serialize)]
-struct Report {
-    service: String,
-    port: u16,
-    protocol: Protocol,
-    #[serde(rename = "portName")]
-    port_name: String,
-    from: From,
-    conflicts: Vec<String>,
-    backends: Vec<BackendReport>,
-    excluded: Vec<ExcludedReport>,
-}
-
 pub(super) fn run(
     config: &Path,
     from: Option<&str>,
@@ -132,7 +89,7 @@ pub(super) fn run(
     let route = service
         .port(target.protocol, target.port)
         .ok_or_else(|| not_exposed(service, &target))?;
-    let report = report(&table, service, route);
+    let report = PortReport::new(&table, service, route);
     match output {
         Output::Json => {
             let json = serde_json::to_string_pretty(&report)
@@ -162,51 +119,7 @@ fn not_exposed(service: &ServiceRoutes, target: &Target) -> Refused {
     ))
 }
 
-fn report(table: &RouteTable, service: &ServiceRoutes, route: &PortRoute) -> Report {
-    Report {
-        service: service.key.to_string(),
-        port: route.port,
-        protocol: route.protocol,
-        port_name: route.name.clone(),
-        from: From {
-            cluster: table.viewer().clone(),
-            network: table.network().clone(),
-        },
-        conflicts: service
-            .conflicts
-            .iter()
-            .map(|c| c.reason.to_string())
-            .collect(),
-        backends: route
-            .backends
-            .iter()
-            .map(|routed| BackendReport {
-                cluster: routed.backend.cluster.clone(),
-                network: routed.network.clone(),
-                address: routed.backend.address,
-                port: routed.backend.port,
-                path: routed.path.as_str(),
-                gateways: match &routed.path {
-                    RoutePath::Direct => None,
-                    RoutePath::Tunnel { gateways } => Some(gateways.to_vec()),
-                },
-                state: routed.backend.state,
-                hostname: routed.backend.hostname.clone(),
-            })
-            .collect(),
-        excluded: route.excluded.iter().map(excluded).collect(),
-    }
-}
-
-fn excluded(exclusion: &Exclusion) -> ExcludedReport {
-    ExcludedReport {
-        cluster: exclusion.cluster.clone(),
-        address: exclusion.address,
-        reason: exclusion.reason.as_str(),
-    }
-}
-
-fn render(report: &Report) -> String {
+fn render(report: &PortReport) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,

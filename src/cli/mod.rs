@@ -2,9 +2,11 @@
 //! subcommand is a thin layer over the library; exit status 0 means success,
 //! 2 means the input (flags or configuration) was refused.
 
+mod certs;
 mod check;
 mod explain;
 mod load;
+mod run;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -56,6 +58,20 @@ enum Command {
         #[arg(value_name = "SERVICE_PORT")]
         target: String,
     },
+    /// Run one gateway.
+    Run(run::RunArgs),
+    /// Write a cluster set's CA and one gateway certificate per cluster.
+    Certs {
+        /// Output directory: ca.crt and <cluster>/{tls.crt,tls.key,ca.crt}.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// The cluster set id (the trust domain of gateway identities).
+        #[arg(long, value_name = "ID")]
+        clusterset: String,
+        /// A cluster to issue a gateway certificate for (repeatable).
+        #[arg(long = "cluster", value_name = "ID", required = true)]
+        clusters: Vec<String>,
+    },
 }
 
 /// A failure to report on stderr before exiting with [`EXIT_INVALID`].
@@ -75,6 +91,15 @@ pub fn main() -> ExitCode {
             output,
             target,
         } => explain::run(&config, from.as_deref(), output, &target, &mut stdout),
+        Command::Run(args) => {
+            init_logging();
+            run::run(&args)
+        }
+        Command::Certs {
+            out,
+            clusterset,
+            clusters,
+        } => certs::run(&out, &clusterset, &clusters),
     };
     let _ = stdout.flush();
     match result {
@@ -90,4 +115,22 @@ pub fn main() -> ExitCode {
 fn emit(out: &mut dyn Write, text: &str) -> Result<(), Refused> {
     out.write_all(text.as_bytes())
         .map_err(|e| Refused(format!("cannot write output: {e}")))
+}
+
+/// Logs to stderr; `RUST_LOG` filters (default `info`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The multi-threaded runtime the data plane runs on.
+fn runtime() -> Result<tokio::runtime::Runtime, Refused> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Refused(format!("cannot start the runtime: {e}")))
 }

@@ -4,8 +4,12 @@
 //! gateways of the backend's network otherwise. The table is an immutable
 //! snapshot, built off the hot path and read without locks.
 
-use std::collections::HashMap;
-use std::net::IpAddr;
+pub mod inbound;
+pub mod report;
+pub mod target;
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use crate::merge::{
@@ -15,6 +19,8 @@ use crate::model::{
     ClusterId, ClusterSet, GatewayAddress, NetworkId, Protocol, ServiceKey, ServiceType,
     SessionAffinity,
 };
+
+pub mod balancer;
 
 /// How a connection reaches a backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +92,11 @@ pub struct RouteTable {
     services: HashMap<String, HashMap<String, ServiceRoutes>>,
     /// ClusterSetIP VIP, protocol and port → the service key, from the viewer's ServiceImports.
     vips: HashMap<(IpAddr, Protocol, u16), ServiceKey>,
+    /// Every backend address (target port included) on the viewer's network:
+    /// the only addresses a tunnel server may dial for a peer.
+    local_backends: HashSet<SocketAddr>,
+    /// The clusters of each network: who may answer for a network's gateways.
+    network_clusters: HashMap<NetworkId, Arc<[ClusterId]>>,
 }
 
 impl RouteTable {
@@ -139,11 +150,33 @@ impl RouteTable {
             }
         }
 
+        let local_backends = services
+            .values()
+            .flat_map(HashMap::values)
+            .flat_map(|service| &service.ports)
+            .flat_map(|port| &port.backends)
+            .filter(|routed| routed.path == Path::Direct)
+            .map(|routed| SocketAddr::new(routed.backend.address, routed.backend.port))
+            .collect();
+        let mut by_network: HashMap<NetworkId, Vec<ClusterId>> = HashMap::new();
+        for cluster in set.clusters.values() {
+            by_network
+                .entry(cluster.network.clone())
+                .or_default()
+                .push(cluster.id.clone());
+        }
+        let network_clusters = by_network
+            .into_iter()
+            .map(|(network, clusters)| (network, clusters.into()))
+            .collect();
+
         Ok(Self {
             viewer: viewing.id.clone(),
             network: viewing.network.clone(),
             services,
             vips,
+            local_backends,
+            network_clusters,
         })
     }
 
@@ -184,6 +217,37 @@ impl RouteTable {
 
     pub fn services(&self) -> impl Iterator<Item = &ServiceRoutes> {
         self.services.values().flat_map(HashMap::values)
+    }
+
+    /// Whether `address` is a backend (with its target port) on the viewer's network.
+    pub fn is_local_backend(&self, address: &SocketAddr) -> bool {
+        self.local_backends.contains(address)
+    }
+
+    /// The clusters on `network`; empty when the network is unknown.
+    pub fn network_clusters(&self, network: &NetworkId) -> &[ClusterId] {
+        self.network_clusters
+            .get(network)
+            .map(|clusters| &clusters[..])
+            .unwrap_or_default()
+    }
+
+    /// How many backends the table holds across all service ports.
+    pub fn backend_count(&self) -> usize {
+        self.services()
+            .flat_map(|service| &service.ports)
+            .map(|port| port.backends.len())
+            .sum()
+    }
+}
+
+impl PortRoute {
+    /// The backend of one pod of a headless service, by hostname and cluster.
+    pub fn pod(&self, hostname: &str, cluster: &ClusterId) -> Option<&RoutedBackend> {
+        self.backends.iter().find(|routed| {
+            &routed.backend.cluster == cluster
+                && routed.backend.hostname.as_deref() == Some(hostname)
+        })
     }
 }
 

@@ -702,7 +702,11 @@ fn an_invalid_service_raises_no_follow_on_errors_for_its_export_and_slices() {
         export("")
     );
     let (_, found) = in_c1(&text);
-    assert_at(only(&found), "2 Service shop/cart spec.type", "not a Service type");
+    assert_at(
+        only(&found),
+        "2 Service shop/cart spec.type",
+        "not a Service type",
+    );
 }
 
 #[test]

@@ -1,0 +1,428 @@
+//! The gateway's Prometheus metrics: one [`Metrics`] owns a prometheus-client
+//! [`Registry`] (prefix `strait`) and every metric family.
+//!
+//! Label sets are small and bounded: every label is an enum except `peer`,
+//! which names a gateway address and so is bounded by the size of the cluster
+//! set. The data plane never touches a family on the hot path: it asks for a
+//! [`ConnectionMetrics`] (or [`PoolMetrics`]) once per connection, which holds
+//! the already-resolved counters, and updates those.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// Declares a label-value enum with its snake_case wire names.
+macro_rules! label_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The label value as it appears in the exposition.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl EncodeLabelValue for $name {
+            fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+                std::fmt::Write::write_str(encoder, self.as_str())
+            }
+        }
+    };
+}
+
+label_enum! {
+    /// How a connection reaches its backend, as seen by this gateway.
+    RoutePath {
+        /// This gateway dials the backend itself.
+        Direct => "direct",
+        /// This gateway carries the connection to a peer gateway.
+        Tunnel => "tunnel",
+        /// A peer's tunnelled connection, served by this gateway's tunnel server.
+        Inbound => "inbound",
+    }
+}
+
+label_enum! {
+    /// The tunnel transport a connection uses (`none` for direct connections).
+    Transport {
+        None => "none",
+        H2 => "h2",
+        Quic => "quic",
+    }
+}
+
+label_enum! {
+    /// How a connection ended.
+    ClosedResult {
+        Ok => "ok",
+        DialError => "dial_error",
+        Refused => "refused",
+        Timeout => "timeout",
+        Error => "error",
+    }
+}
+
+label_enum! {
+    /// Which way bytes flowed.
+    Direction {
+        ClientToBackend => "client_to_backend",
+        BackendToClient => "backend_to_client",
+    }
+}
+
+label_enum! {
+    /// Why the tunnel server refused a request.
+    RefusedReason {
+        Malformed => "malformed",
+        Forbidden => "forbidden",
+        UnknownService => "unknown_service",
+        NoBackend => "no_backend",
+        Unauthenticated => "unauthenticated",
+    }
+}
+
+label_enum! {
+    /// What was reloaded.
+    ReloadKind {
+        Routes => "routes",
+        Tls => "tls",
+    }
+}
+
+label_enum! {
+    /// Whether a reload succeeded.
+    ReloadResult {
+        Ok => "ok",
+        Error => "error",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OpenedLabels {
+    path: RoutePath,
+    transport: Transport,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PathLabels {
+    path: RoutePath,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ClosedLabels {
+    path: RoutePath,
+    result: ClosedResult,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BytesLabels {
+    path: RoutePath,
+    direction: Direction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PeerLabels {
+    peer: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RefusedLabels {
+    reason: RefusedReason,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReloadLabels {
+    kind: ReloadKind,
+    result: ReloadResult,
+}
+
+/// Why the metrics could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("encoding the metrics failed")]
+    Encode(#[from] std::fmt::Error),
+}
+
+/// Upper bounds of the dial-duration buckets, in seconds: 0.5 ms doubling up
+/// to 8.192 s, then 10 s.
+fn dial_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.0005, 2.0, 15).chain(std::iter::once(10.0))
+}
+
+fn dial_histogram() -> Histogram {
+    Histogram::new(dial_buckets())
+}
+
+type DialFamily = Family<PathLabels, Histogram, fn() -> Histogram>;
+
+/// Every metric of the gateway and the registry that exposes them.
+pub struct Metrics {
+    registry: Registry,
+    connections_opened: Family<OpenedLabels, Counter>,
+    connections_active: Family<PathLabels, Gauge>,
+    connections_closed: Family<ClosedLabels, Counter>,
+    bytes: Family<BytesLabels, Counter>,
+    dial_duration: DialFamily,
+    tunnel_pool_connections: Family<PeerLabels, Gauge>,
+    tunnel_pool_streams: Family<PeerLabels, Gauge>,
+    tunnel_requests_refused: Family<RefusedLabels, Counter>,
+    reloads: Family<ReloadLabels, Counter>,
+    routes_services: Gauge,
+    routes_backends: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Creates every family and registers it under the `strait` prefix.
+    pub fn new() -> Self {
+        let mut metrics = Self {
+            registry: Registry::with_prefix("strait"),
+            connections_opened: Family::default(),
+            connections_active: Family::default(),
+            connections_closed: Family::default(),
+            bytes: Family::default(),
+            dial_duration: Family::new_with_constructor(dial_histogram as fn() -> Histogram),
+            tunnel_pool_connections: Family::default(),
+            tunnel_pool_streams: Family::default(),
+            tunnel_requests_refused: Family::default(),
+            reloads: Family::default(),
+            routes_services: Gauge::default(),
+            routes_backends: Gauge::default(),
+        };
+        metrics.registry.register(
+            "connections_opened",
+            "Connections accepted, by path and tunnel transport",
+            metrics.connections_opened.clone(),
+        );
+        metrics.registry.register(
+            "connections_active",
+            "Connections currently open, by path",
+            metrics.connections_active.clone(),
+        );
+        metrics.registry.register(
+            "connections_closed",
+            "Connections ended, by path and result",
+            metrics.connections_closed.clone(),
+        );
+        metrics.registry.register(
+            "bytes",
+            "Bytes relayed, by path and direction (counted when a connection ends)",
+            metrics.bytes.clone(),
+        );
+        metrics.registry.register_with_unit(
+            "dial_duration",
+            "Time to reach the backend (direct dial or tunnel stream set-up), by path",
+            Unit::Seconds,
+            metrics.dial_duration.clone(),
+        );
+        metrics.registry.register(
+            "tunnel_pool_connections",
+            "Pooled tunnel connections, by peer gateway",
+            metrics.tunnel_pool_connections.clone(),
+        );
+        metrics.registry.register(
+            "tunnel_pool_streams",
+            "Open streams on pooled tunnel connections, by peer gateway",
+            metrics.tunnel_pool_streams.clone(),
+        );
+        metrics.registry.register(
+            "tunnel_requests_refused",
+            "Tunnel requests refused by this gateway's tunnel server, by reason",
+            metrics.tunnel_requests_refused.clone(),
+        );
+        metrics.registry.register(
+            "reloads",
+            "Reloads of routes or TLS material, by kind and result",
+            metrics.reloads.clone(),
+        );
+        metrics.registry.register(
+            "routes_services",
+            "Multi-cluster services in the current route table",
+            metrics.routes_services.clone(),
+        );
+        metrics.registry.register(
+            "routes_backends",
+            "Backends in the current route table",
+            metrics.routes_backends.clone(),
+        );
+        metrics
+    }
+
+    /// Counts a connection (or one attempt to reach a backend) as opened and
+    /// active, and resolves the handles it needs. Call once per connection;
+    /// end it with [`ConnectionMetrics::closed`].
+    pub fn connection(&self, path: RoutePath, transport: Transport) -> ConnectionMetrics {
+        let bytes = |direction| {
+            self.bytes
+                .get_or_create_owned(&BytesLabels { path, direction })
+        };
+        self.connections_opened
+            .get_or_create(&OpenedLabels { path, transport })
+            .inc();
+        let active = self
+            .connections_active
+            .get_or_create_owned(&PathLabels { path });
+        active.inc();
+        ConnectionMetrics {
+            path,
+            active,
+            dial: self.dial_duration.get_or_create_owned(&PathLabels { path }),
+            bytes_up: bytes(Direction::ClientToBackend),
+            bytes_down: bytes(Direction::BackendToClient),
+            closed: self.connections_closed.clone(),
+            open: true,
+        }
+    }
+
+    /// Counts one request refused by the tunnel server.
+    pub fn refused(&self, reason: RefusedReason) {
+        self.tunnel_requests_refused
+            .get_or_create(&RefusedLabels { reason })
+            .inc();
+    }
+
+    /// Counts one reload attempt.
+    pub fn reload(&self, kind: ReloadKind, result: ReloadResult) {
+        self.reloads
+            .get_or_create(&ReloadLabels { kind, result })
+            .inc();
+    }
+
+    /// Records the size of the route table now in use.
+    pub fn set_route_sizes(&self, services: usize, backends: usize) {
+        self.routes_services
+            .set(i64::try_from(services).unwrap_or(i64::MAX));
+        self.routes_backends
+            .set(i64::try_from(backends).unwrap_or(i64::MAX));
+    }
+
+    /// Resolves the pool gauges of one peer gateway. Call once per peer.
+    pub fn pool(&self, peer: &str) -> PoolMetrics {
+        let labels = PeerLabels {
+            peer: peer.to_owned(),
+        };
+        PoolMetrics {
+            connections: self.tunnel_pool_connections.get_or_create_owned(&labels),
+            streams: self.tunnel_pool_streams.get_or_create_owned(&labels),
+        }
+    }
+
+    /// Renders every metric in the OpenMetrics text format.
+    pub fn try_encode(&self) -> Result<String, MetricsError> {
+        let mut out = String::with_capacity(8 * 1024);
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+
+    /// Renders every metric in the OpenMetrics text format. Encoding into a
+    /// `String` only fails if a label encoder fails, which ours never do; if it
+    /// happens anyway the failure is logged and a lone `# EOF` is returned.
+    pub fn encode(&self) -> String {
+        self.try_encode().unwrap_or_else(|error| {
+            tracing::error!(%error, "encoding metrics failed");
+            "# EOF\n".to_owned()
+        })
+    }
+}
+
+/// The metric handles of one connection, resolved once when it starts.
+///
+/// [`Metrics::connection`] counts the connection as opened and active; the
+/// active gauge goes down exactly once: in [`closed`](Self::closed), or on
+/// drop if the connection ends without `closed` (a cancelled task, a panic),
+/// which is then counted as `result="error"` so that
+/// opened = closed + active holds for every path.
+#[derive(Debug)]
+pub struct ConnectionMetrics {
+    path: RoutePath,
+    active: Gauge,
+    dial: Histogram,
+    bytes_up: Counter,
+    bytes_down: Counter,
+    closed: Family<ClosedLabels, Counter>,
+    /// Still counted as active: not yet closed.
+    open: bool,
+}
+
+impl ConnectionMetrics {
+    /// Records how long reaching the backend took.
+    pub fn dial(&self, duration: Duration) {
+        self.dial.observe(duration.as_secs_f64());
+    }
+
+    /// Ends the connection: counts its result and the bytes relayed each way
+    /// (`bytes_up` client to backend, `bytes_down` backend to client).
+    pub fn closed(mut self, result: ClosedResult, bytes_up: u64, bytes_down: u64) {
+        self.finish(result);
+        self.bytes_up.inc_by(bytes_up);
+        self.bytes_down.inc_by(bytes_down);
+    }
+
+    fn finish(&mut self, result: ClosedResult) {
+        if !self.open {
+            return;
+        }
+        self.open = false;
+        self.active.dec();
+        self.closed
+            .get_or_create(&ClosedLabels {
+                path: self.path,
+                result,
+            })
+            .inc();
+    }
+}
+
+impl Drop for ConnectionMetrics {
+    fn drop(&mut self) {
+        self.finish(ClosedResult::Error);
+    }
+}
+
+/// The pool gauges of one peer gateway, resolved once.
+#[derive(Debug, Clone)]
+pub struct PoolMetrics {
+    connections: Gauge,
+    streams: Gauge,
+}
+
+impl PoolMetrics {
+    /// Adds `delta` (negative to remove) to the peer's pooled connections.
+    pub fn connections_add(&self, delta: i64) {
+        self.connections.inc_by(delta);
+    }
+
+    /// Adds `delta` (negative to remove) to the peer's open streams.
+    pub fn streams_add(&self, delta: i64) {
+        self.streams.inc_by(delta);
+    }
+}
+
+#[cfg(test)]
+mod tests;

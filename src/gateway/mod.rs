@@ -1,0 +1,286 @@
+//! One running gateway: loads its routes, binds its listeners, serves
+//! clients and peers, swaps routes when the configuration changes, and drains
+//! open connections on shutdown.
+
+mod reload;
+pub mod state;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::admin::metrics::Metrics;
+use crate::admin::{AdminState, serve as serve_admin};
+use crate::config::GatewaySettings;
+use crate::proxy::dial::DialOptions;
+use crate::routing::RouteTable;
+use crate::routing::balancer::{Chooser, OutlierPolicy};
+use crate::tls::ReloadingTls;
+use crate::tunnel::TunnelSettings;
+use crate::tunnel::client::TunnelPool;
+use state::{DialOverrides, GatewayState};
+
+/// How often the TLS files are checked for a renewed certificate.
+const TLS_POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("cannot bind {what} listener on {address}: {source}")]
+    Bind {
+        what: &'static str,
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot load TLS material: {0}")]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("cannot load routes:\n{0}")]
+    Routes(String),
+    #[error("cannot watch {}: {source}", dir.display())]
+    Watch { dir: PathBuf, source: notify::Error },
+}
+
+/// Everything a gateway needs besides its listeners.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    pub config_dir: PathBuf,
+    /// `gateway.yaml` with command-line overrides applied.
+    pub settings: GatewaySettings,
+    /// The cluster this gateway serves.
+    pub cluster: String,
+    pub tls_dir: PathBuf,
+    pub dial_source: Option<IpAddr>,
+    pub overrides: DialOverrides,
+    pub tunnel: TunnelSettings,
+}
+
+/// The gateway's bound sockets.
+pub struct Listeners {
+    pub connect: TcpListener,
+    pub tunnel: TcpListener,
+    pub admin: TcpListener,
+    pub cluster_set_ip: Vec<TcpListener>,
+}
+
+impl Listeners {
+    /// Binds every listener the settings name.
+    pub async fn bind(settings: &GatewaySettings) -> Result<Self, GatewayError> {
+        let bind = |what: &'static str, address: SocketAddr| async move {
+            TcpListener::bind(address)
+                .await
+                .map_err(|source| GatewayError::Bind {
+                    what,
+                    address,
+                    source,
+                })
+        };
+        let listeners = &settings.listeners;
+        let mut cluster_set_ip = Vec::new();
+        for address in &listeners.cluster_set_ip {
+            cluster_set_ip.push(bind("cluster-set-ip", *address).await?);
+        }
+        Ok(Self {
+            connect: bind("connect", listeners.connect).await?,
+            tunnel: bind("tunnel", listeners.tunnel).await?,
+            admin: bind("admin", listeners.admin).await?,
+            cluster_set_ip,
+        })
+    }
+}
+
+/// Where a started gateway listens.
+#[derive(Debug, Clone)]
+pub struct BoundAddresses {
+    pub connect: SocketAddr,
+    pub tunnel: SocketAddr,
+    pub admin: SocketAddr,
+    pub cluster_set_ip: Vec<SocketAddr>,
+}
+
+/// A started gateway.
+pub struct Gateway {
+    state: Arc<GatewayState>,
+    addresses: BoundAddresses,
+    ready: Arc<AtomicBool>,
+    /// Stops the listeners; open connections continue.
+    stop_accepting: CancellationToken,
+    /// Stops the admin listener and background tasks, after draining.
+    stop_admin: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Loads the routes of `options.cluster` from the configuration directory.
+pub fn load_routes(options: &GatewayOptions) -> Result<RouteTable, GatewayError> {
+    let loaded = crate::discovery::files::load_clusters(
+        &options.config_dir,
+        &options.settings.translate_options(),
+    )
+    .map_err(|e| GatewayError::Routes(e.to_string()))?;
+    for warning in &loaded.warnings {
+        tracing::warn!("{warning}");
+    }
+    let merged = crate::merge::merge(&loaded.set);
+    RouteTable::build(&loaded.set, &merged, &options.cluster)
+        .map_err(|e| GatewayError::Routes(e.to_string()))
+}
+
+impl Gateway {
+    /// Loads routes and TLS material, then serves on `listeners`.
+    pub async fn start(
+        options: GatewayOptions,
+        listeners: Listeners,
+    ) -> Result<Self, GatewayError> {
+        let table = load_routes(&options)?;
+        let tls = Arc::new(ReloadingTls::load(&options.tls_dir)?);
+        let metrics = Arc::new(Metrics::new());
+        metrics.set_route_sizes(table.services().count(), table.backend_count());
+        let tuning = &options.settings.tuning;
+        let dial = DialOptions {
+            timeout: tuning.connect_timeout,
+            source: options.dial_source,
+        };
+        let addresses = BoundAddresses {
+            connect: local(&listeners.connect),
+            tunnel: local(&listeners.tunnel),
+            admin: local(&listeners.admin),
+            cluster_set_ip: listeners.cluster_set_ip.iter().map(local).collect(),
+        };
+        let mut own_listeners = vec![addresses.connect, addresses.tunnel, addresses.admin];
+        own_listeners.extend(&addresses.cluster_set_ip);
+        let state = Arc::new(GatewayState {
+            chooser: Chooser::new(
+                tuning.balancer,
+                tuning.locality,
+                table.viewer().clone(),
+                table.network().clone(),
+                OutlierPolicy::default(),
+            ),
+            routes: ArcSwap::from_pointee(table),
+            pool: TunnelPool::new(options.tunnel.clone(), tls.clone(), dial, metrics.clone()),
+            tls: tls.clone(),
+            metrics: metrics.clone(),
+            dial,
+            idle_timeout: tuning.idle_timeout,
+            dial_attempts: tuning.dial_attempts,
+            tunnel: options.tunnel.clone(),
+            own_listeners,
+            overrides: options.overrides.clone(),
+            connections: TaskTracker::new(),
+        });
+
+        let stop_accepting = CancellationToken::new();
+        let stop_admin = CancellationToken::new();
+        let ready = Arc::new(AtomicBool::new(false));
+        let mut tasks = vec![
+            tls.spawn_watcher(TLS_POLL_INTERVAL),
+            reload::spawn(
+                options.config_dir.clone(),
+                options.clone(),
+                state.clone(),
+                tuning.reload_debounce,
+                stop_admin.clone(),
+            )?,
+            tokio::spawn(crate::proxy::connect::serve(
+                listeners.connect,
+                state.clone(),
+                stop_accepting.clone(),
+            )),
+            tokio::spawn(crate::tunnel::server::serve(
+                listeners.tunnel,
+                state.clone(),
+                stop_accepting.clone(),
+            )),
+        ];
+        for listener in listeners.cluster_set_ip {
+            tasks.push(tokio::spawn(crate::proxy::vip::serve(
+                listener,
+                state.clone(),
+                stop_accepting.clone(),
+            )));
+        }
+        let routes_state = state.clone();
+        let admin = AdminState {
+            metrics,
+            ready: ready.clone(),
+            routes_json: Arc::new(move || {
+                let table = routes_state.routes.load();
+                serde_json::to_value(crate::routing::report::all_ports(&table)).unwrap_or_default()
+            }),
+            clusters_json: None,
+        };
+        let admin_stop = stop_admin.clone();
+        let admin_listener = listeners.admin;
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = serve_admin(admin_listener, admin, async move {
+                admin_stop.cancelled().await
+            })
+            .await
+            {
+                tracing::error!(%error, "admin listener failed");
+            }
+        }));
+        ready.store(true, Ordering::Release);
+        tracing::info!(
+            cluster = %state.routes.load().viewer(),
+            network = %state.routes.load().network(),
+            connect = %addresses.connect,
+            tunnel = %addresses.tunnel,
+            admin = %addresses.admin,
+            "gateway ready"
+        );
+        Ok(Self {
+            state,
+            addresses,
+            ready,
+            stop_accepting,
+            stop_admin,
+            tasks,
+        })
+    }
+
+    pub fn addresses(&self) -> &BoundAddresses {
+        &self.addresses
+    }
+
+    pub fn state(&self) -> &Arc<GatewayState> {
+        &self.state
+    }
+
+    /// Stops accepting, waits up to `drain` for open connections to finish,
+    /// then stops everything else.
+    pub async fn shutdown(self, drain: Duration) {
+        self.ready.store(false, Ordering::Release);
+        self.stop_accepting.cancel();
+        self.state.connections.close();
+        let open = self.state.connections.len();
+        if open > 0 {
+            tracing::info!(open, ?drain, "draining connections");
+        }
+        if tokio::time::timeout(drain, self.state.connections.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                open = self.state.connections.len(),
+                "drain deadline passed; closing the remaining connections"
+            );
+        }
+        self.stop_admin.cancel();
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn local(listener: &TcpListener) -> SocketAddr {
+    listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+}

@@ -1,0 +1,57 @@
+//! What every listener of one gateway shares: the current route table
+//! (swapped atomically on reload), the backend chooser, the tunnel pool, TLS
+//! material, metrics and settings.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio_util::task::TaskTracker;
+
+use crate::admin::metrics::Metrics;
+use crate::model::GatewayAddress;
+use crate::proxy::dial::DialOptions;
+use crate::routing::RouteTable;
+use crate::routing::balancer::Chooser;
+use crate::tls::ReloadingTls;
+use crate::tunnel::TunnelSettings;
+use crate::tunnel::client::TunnelPool;
+
+/// Where to really dial an address the configuration names. Empty in
+/// production; `strait demo` maps its pretend pod and gateway addresses onto
+/// loopback with it.
+#[derive(Debug, Clone, Default)]
+pub struct DialOverrides {
+    pub backends: HashMap<SocketAddr, SocketAddr>,
+    pub gateways: HashMap<GatewayAddress, SocketAddr>,
+}
+
+impl DialOverrides {
+    pub fn backend(&self, address: SocketAddr) -> SocketAddr {
+        self.backends.get(&address).copied().unwrap_or(address)
+    }
+
+    pub fn gateway(&self, gateway: &GatewayAddress) -> Option<SocketAddr> {
+        self.gateways.get(gateway).copied()
+    }
+}
+
+/// The state one gateway's listeners share.
+pub struct GatewayState {
+    pub routes: ArcSwap<RouteTable>,
+    pub chooser: Chooser,
+    pub pool: TunnelPool,
+    pub tls: Arc<ReloadingTls>,
+    pub metrics: Arc<Metrics>,
+    pub dial: DialOptions,
+    pub idle_timeout: Duration,
+    pub dial_attempts: u8,
+    pub tunnel: TunnelSettings,
+    /// The gateway's own listening sockets, never dialled for a peer.
+    pub own_listeners: Vec<SocketAddr>,
+    pub overrides: DialOverrides,
+    /// Every proxied connection's task, so shutdown can wait for them.
+    pub connections: TaskTracker,
+}

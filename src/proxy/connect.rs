@@ -1,0 +1,177 @@
+//! The HTTP CONNECT egress listener: a local client asks for
+//! `<svc>.<ns>.svc.clusterset.local:<port>` (or one pod of a headless
+//! service), Strait opens the upstream, answers 200 and splices; or it
+//! answers with a clear 4xx/5xx saying why not.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use super::dial::tune_accepted;
+use super::relay;
+use super::upstream::{OpenError, Selection, open};
+use crate::gateway::state::GatewayState;
+use crate::model::Protocol;
+use crate::routing::target::{Target, parse_authority};
+
+/// How long a client may take to send its CONNECT request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accepts local clients until `shutdown`.
+pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: CancellationToken) {
+    loop {
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "connect listener accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => return,
+        };
+        let state = state.clone();
+        state
+            .connections
+            .clone()
+            .spawn(serve_connection(stream, remote, state));
+    }
+}
+
+async fn serve_connection(stream: TcpStream, remote: SocketAddr, state: Arc<GatewayState>) {
+    let _ = tune_accepted(&stream);
+    let service = service_fn(move |request| {
+        let state = state.clone();
+        async move { Ok::<_, Infallible>(handle(request, remote, state).await) }
+    });
+    let result = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(REQUEST_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades()
+        .await;
+    if let Err(error) = result {
+        tracing::debug!(%remote, %error, "connect client ended");
+    }
+}
+
+fn respond(status: StatusCode, message: impl Into<String>) -> Response<Full<Bytes>> {
+    let mut body = message.into();
+    body.push('\n');
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+}
+
+async fn handle(
+    mut request: Request<Incoming>,
+    remote: SocketAddr,
+    state: Arc<GatewayState>,
+) -> Response<Full<Bytes>> {
+    let started = Instant::now();
+    if request.method() != Method::CONNECT {
+        return respond(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only CONNECT is served here; ask for <service>.<namespace>.svc.clusterset.local:<port>",
+        );
+    }
+    let Some(authority) = request.uri().authority().map(|a| a.as_str().to_owned()) else {
+        return respond(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
+    };
+    let target = match parse_authority(&authority) {
+        Ok(target) => target,
+        Err(error) => return respond(StatusCode::BAD_REQUEST, error.to_string()),
+    };
+    let (key, port, pod) = match &target {
+        Target::Address(address) => {
+            return respond(
+                StatusCode::FORBIDDEN,
+                format!("{address}: clients name a service, not an address"),
+            );
+        }
+        Target::Service { service, port } => (service, *port, None),
+        Target::Pod {
+            hostname,
+            cluster,
+            service,
+            port,
+        } => (service, *port, Some((hostname.as_str(), cluster))),
+    };
+    let table = state.routes.load_full();
+    let Some(service) = table.service(&key.namespace, &key.name) else {
+        return respond(
+            StatusCode::NOT_FOUND,
+            format!("{key} is not an exported service"),
+        );
+    };
+    let Some(route) = service.port(Protocol::Tcp, port) else {
+        let exposed: Vec<String> = service
+            .ports
+            .iter()
+            .map(|p| format!("{}/{}", p.port, p.protocol))
+            .collect();
+        return respond(
+            StatusCode::FORBIDDEN,
+            format!(
+                "{key} does not expose port {port}/TCP; it exposes {}",
+                exposed.join(", ")
+            ),
+        );
+    };
+    let selection = match pod {
+        Some((hostname, cluster)) => {
+            if route.pod(hostname, cluster).is_none() {
+                return respond(
+                    StatusCode::NOT_FOUND,
+                    format!("{key} has no ready pod {hostname} in cluster {cluster}"),
+                );
+            }
+            Selection::Pod { hostname, cluster }
+        }
+        None => Selection::Port,
+    };
+    let opened = match open(&state, &table, service, route, selection, remote.ip()).await {
+        Ok(opened) => opened,
+        Err(error) => {
+            let status = match &error {
+                OpenError::NoBackend(_) => StatusCode::SERVICE_UNAVAILABLE,
+                OpenError::Failed(_) => StatusCode::BAD_GATEWAY,
+                OpenError::TimedOut(_) => StatusCode::GATEWAY_TIMEOUT,
+            };
+            tracing::info!(client = %remote, %authority, %error, "connect refused");
+            return respond(status, error.to_string());
+        }
+    };
+    let on_upgrade = hyper::upgrade::on(&mut request);
+    let key = key.clone();
+    let idle_timeout = state.idle_timeout;
+    state.connections.spawn(async move {
+        match on_upgrade.await {
+            Ok(upgraded) => {
+                relay(
+                    TokioIo::new(upgraded),
+                    remote,
+                    opened,
+                    &key,
+                    port,
+                    started,
+                    idle_timeout,
+                )
+                .await
+            }
+            Err(error) => tracing::debug!(client = %remote, %error, "connect upgrade failed"),
+        }
+    });
+    Response::new(Full::new(Bytes::new()))
+}

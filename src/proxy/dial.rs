@@ -1,0 +1,125 @@
+//! Dialling a TCP peer (a backend pod or a peer gateway) with a timeout and
+//! the socket options every proxied connection wants.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use socket2::{SockRef, TcpKeepalive};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// Keep-alive probes find peers that vanished without a FIN (a node lost,
+/// a NAT entry expired) long before an idle timeout would.
+const KEEPALIVE_TIME: Duration = Duration::from_secs(60);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(15);
+const KEEPALIVE_RETRIES: u32 = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DialError {
+    #[error("dial {address} timed out after {timeout:?}")]
+    Timeout {
+        address: SocketAddr,
+        timeout: Duration,
+    },
+    #[error("dial {address} refused: {source}")]
+    Refused {
+        address: SocketAddr,
+        source: io::Error,
+    },
+    #[error("dial {address} failed: {source}")]
+    Failed {
+        address: SocketAddr,
+        source: io::Error,
+    },
+}
+
+impl DialError {
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, DialError::Timeout { .. })
+    }
+}
+
+/// How outgoing connections are made.
+#[derive(Debug, Clone, Copy)]
+pub struct DialOptions {
+    pub timeout: Duration,
+    /// Source address for outgoing connections (the gateway's own address on
+    /// hosts with several); the kernel picks when `None`.
+    pub source: Option<IpAddr>,
+}
+
+/// Connects to `address` within the timeout, with TCP_NODELAY and keep-alive.
+pub async fn dial(address: SocketAddr, options: DialOptions) -> Result<TcpStream, DialError> {
+    let failed = |source: io::Error| {
+        if source.kind() == io::ErrorKind::ConnectionRefused {
+            DialError::Refused { address, source }
+        } else {
+            DialError::Failed { address, source }
+        }
+    };
+    let socket = if address.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(failed)?;
+    if let Some(source) = options.source.filter(|s| s.is_ipv4() == address.is_ipv4()) {
+        socket.bind(SocketAddr::new(source, 0)).map_err(failed)?;
+    }
+    socket.set_nodelay(true).map_err(failed)?;
+    let keepalive = TcpKeepalive::new()
+        .with_time(KEEPALIVE_TIME)
+        .with_interval(KEEPALIVE_INTERVAL)
+        .with_retries(KEEPALIVE_RETRIES);
+    SockRef::from(&socket)
+        .set_tcp_keepalive(&keepalive)
+        .map_err(failed)?;
+    match tokio::time::timeout(options.timeout, socket.connect(address)).await {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(error)) => Err(failed(error)),
+        Err(_) => Err(DialError::Timeout {
+            address,
+            timeout: options.timeout,
+        }),
+    }
+}
+
+/// Applies the same options to an accepted connection.
+pub fn tune_accepted(stream: &TcpStream) -> io::Result<()> {
+    stream.set_nodelay(true)?;
+    let keepalive = TcpKeepalive::new()
+        .with_time(KEEPALIVE_TIME)
+        .with_interval(KEEPALIVE_INTERVAL)
+        .with_retries(KEEPALIVE_RETRIES);
+    SockRef::from(stream).set_tcp_keepalive(&keepalive)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPTIONS: DialOptions = DialOptions {
+        timeout: Duration::from_secs(2),
+        source: None,
+    };
+
+    #[tokio::test]
+    async fn dials_a_listener_with_nodelay() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("addr");
+        let stream = dial(address, OPTIONS).await.expect("dial");
+        assert!(stream.nodelay().expect("nodelay"));
+        assert!(SockRef::from(&stream).keepalive().expect("keepalive"));
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_refused() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = listener.local_addr().expect("addr");
+        drop(listener);
+        let error = dial(address, OPTIONS).await.expect_err("nothing listens");
+        assert!(matches!(error, DialError::Refused { .. }), "{error}");
+    }
+}

@@ -1,0 +1,220 @@
+//! Opening the backend side of an egress connection: pick a backend of the
+//! service port, reach it directly or through a gateway of its network, and
+//! on failure try another backend (bounded), feeding the outcome to passive
+//! outlier detection.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use crate::admin::metrics::{ConnectionMetrics, RoutePath, Transport};
+use crate::gateway::state::GatewayState;
+use crate::model::ClusterId;
+use crate::routing::balancer::{ActiveGuard, BackendId};
+use crate::routing::{Path, PortRoute, RouteTable, RoutedBackend, ServiceRoutes};
+use crate::tunnel::client::{TunnelError, TunnelStream};
+
+/// The backend side of a proxied connection.
+pub enum Upstream {
+    Direct(TcpStream),
+    Tunnel(Box<TunnelStream>),
+}
+
+/// An open upstream and what it reaches.
+pub struct Opened {
+    pub upstream: Upstream,
+    pub backend: RoutedBackend,
+    pub metrics: ConnectionMetrics,
+    /// Counts the connection as active on its backend until dropped.
+    pub active: ActiveGuard,
+}
+
+/// Why no upstream could be opened; each maps to one HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("no ready backend for {0}")]
+    NoBackend(String),
+    #[error("every attempt failed; last: {0}")]
+    Failed(String),
+    #[error("every attempt timed out; last: {0}")]
+    TimedOut(String),
+}
+
+/// Which backends a connection may use: the service port's, or one pod's.
+pub enum Selection<'a> {
+    Port,
+    Pod {
+        hostname: &'a str,
+        cluster: &'a ClusterId,
+    },
+}
+
+/// Opens an upstream for a connection from `client` to a service port.
+pub async fn open(
+    state: &GatewayState,
+    table: &RouteTable,
+    service: &ServiceRoutes,
+    route: &PortRoute,
+    selection: Selection<'_>,
+    client: IpAddr,
+) -> Result<Opened, OpenError> {
+    let what = format!("{}:{}", service.key, route.port);
+    let mut tried: Vec<BackendId> = Vec::new();
+    let mut rng = fastrand::Rng::new();
+    let mut last: Option<(String, bool)> = None;
+    for _ in 0..state.dial_attempts.max(1) {
+        let picked = match &selection {
+            Selection::Port => {
+                state
+                    .chooser
+                    .pick(service, route, client, &tried, Instant::now(), &mut rng)
+            }
+            Selection::Pod { hostname, cluster } => route
+                .pod(hostname, cluster)
+                .filter(|pod| !tried.contains(&BackendId::of(pod))),
+        };
+        let Some(backend) = picked else {
+            break;
+        };
+        let id = BackendId::of(backend);
+        tried.push(id.clone());
+        let (path, transport) = match backend.path {
+            Path::Direct => (RoutePath::Direct, Transport::None),
+            Path::Tunnel { .. } => (RoutePath::Tunnel, Transport::H2),
+        };
+        let metrics = state.metrics.connection(path, transport);
+        let started = Instant::now();
+        match connect(state, table, backend).await {
+            Ok(upstream) => {
+                metrics.dial(started.elapsed());
+                state.chooser.report_success(&id);
+                return Ok(Opened {
+                    upstream,
+                    backend: backend.clone(),
+                    active: state.chooser.start(&id),
+                    metrics,
+                });
+            }
+            Err((error, timed_out)) => {
+                tracing::debug!(backend = %id.address, %error, "upstream attempt failed");
+                state.chooser.report_failure(&id, Instant::now());
+                metrics.closed(
+                    if timed_out {
+                        crate::admin::metrics::ClosedResult::Timeout
+                    } else {
+                        crate::admin::metrics::ClosedResult::DialError
+                    },
+                    0,
+                    0,
+                );
+                last = Some((error, timed_out));
+            }
+        }
+    }
+    match last {
+        None => Err(OpenError::NoBackend(what)),
+        Some((error, true)) => Err(OpenError::TimedOut(error)),
+        Some((error, false)) => Err(OpenError::Failed(error)),
+    }
+}
+
+/// Reaches one backend: a dial on the direct path; on the tunnel path, the
+/// gateways of its network in order, skipping those that fail.
+async fn connect(
+    state: &GatewayState,
+    table: &RouteTable,
+    backend: &RoutedBackend,
+) -> Result<Upstream, (String, bool)> {
+    let address = SocketAddr::new(backend.backend.address, backend.backend.port);
+    match &backend.path {
+        Path::Direct => crate::proxy::dial::dial(state.overrides.backend(address), state.dial)
+            .await
+            .map(Upstream::Direct)
+            .map_err(|e| {
+                let timed_out = e.is_timeout();
+                (e.to_string(), timed_out)
+            }),
+        Path::Tunnel { gateways } => {
+            let allowed = table.network_clusters(&backend.network);
+            let authority = address.to_string();
+            let mut last = (format!("no gateway of network {}", backend.network), false);
+            for gateway in gateways.iter() {
+                match state
+                    .pool
+                    .connect(
+                        gateway,
+                        state.overrides.gateway(gateway),
+                        allowed,
+                        &authority,
+                    )
+                    .await
+                {
+                    Ok(stream) => return Ok(Upstream::Tunnel(Box::new(stream))),
+                    Err(error) => {
+                        let gateway_failed = error.is_gateway_failure();
+                        last = (error.to_string(), error.is_timeout());
+                        if !gateway_failed {
+                            // The gateway answered for the backend: another
+                            // gateway of the same network would say the same.
+                            break;
+                        }
+                        log_gateway_failure(&error);
+                    }
+                }
+            }
+            Err(last)
+        }
+    }
+}
+
+fn log_gateway_failure(error: &TunnelError) {
+    match error {
+        TunnelError::BackingOff { .. } => tracing::debug!(%error, "skipping gateway"),
+        _ => tracing::warn!(%error, "gateway failed; trying the next one"),
+    }
+}
+
+impl AsyncRead for Upstream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Upstream::Direct(stream) => Pin::new(stream).poll_read(cx, buf),
+            Upstream::Tunnel(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Upstream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Upstream::Direct(stream) => Pin::new(stream).poll_write(cx, buf),
+            Upstream::Tunnel(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Upstream::Direct(stream) => Pin::new(stream).poll_flush(cx),
+            Upstream::Tunnel(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Upstream::Direct(stream) => Pin::new(stream).poll_shutdown(cx),
+            Upstream::Tunnel(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! ClusterSetIP listeners: a client dials a service's VIP (from this
+//! cluster's ServiceImport) and the address it dialled selects the service
+//! and port. Connections redirected by iptables (`REDIRECT`/`TPROXY` to a
+//! VIP listener) are accepted too: their original destination is read with
+//! `SO_ORIGINAL_DST`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use socket2::SockRef;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use super::dial::tune_accepted;
+use super::relay;
+use super::upstream::{Selection, open};
+use crate::gateway::state::GatewayState;
+use crate::model::Protocol;
+
+/// Accepts VIP connections until `shutdown`.
+pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: CancellationToken) {
+    loop {
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "cluster-set-ip listener accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => return,
+        };
+        let state = state.clone();
+        state
+            .connections
+            .clone()
+            .spawn(serve_connection(stream, remote, state));
+    }
+}
+
+/// The address the client meant: the pre-NAT destination when iptables
+/// redirected the connection, else the address it reached.
+fn dialled_address(stream: &TcpStream) -> Option<SocketAddr> {
+    let local = stream.local_addr().ok()?;
+    let original = SockRef::from(stream)
+        .original_dst_v4()
+        .ok()
+        .and_then(|address| address.as_socket());
+    Some(original.unwrap_or(local))
+}
+
+async fn serve_connection(stream: TcpStream, remote: SocketAddr, state: Arc<GatewayState>) {
+    let started = Instant::now();
+    let _ = tune_accepted(&stream);
+    let Some(dialled) = dialled_address(&stream) else {
+        return;
+    };
+    let opened = {
+        let table = state.routes.load_full();
+        let Some((service, route)) = table.lookup_vip(dialled.ip(), Protocol::Tcp, dialled.port())
+        else {
+            // Closing without a byte is all TCP can say: nothing is exported there.
+            tracing::info!(client = %remote, %dialled, "no service behind this address");
+            return;
+        };
+        open(&state, &table, service, route, Selection::Port, remote.ip())
+            .await
+            .map(|opened| (opened, service.key.clone(), route.port))
+        // The table is released here: a long connection must not pin old routes.
+    };
+    match opened {
+        Ok((opened, key, port)) => {
+            relay(
+                stream,
+                remote,
+                opened,
+                &key,
+                port,
+                started,
+                state.idle_timeout,
+            )
+            .await;
+        }
+        Err(error) => {
+            tracing::info!(client = %remote, %dialled, %error, "cluster-set-ip connection refused")
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Serialisable views of routing decisions: the shape `strait explain`
+//! prints and the admin endpoint `/debug/routes` serves.
+
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use super::{Path as RoutePath, PortRoute, RouteTable, ServiceRoutes};
+use crate::merge::{BackendState, Exclusion};
+use crate::model::{ClusterId, GatewayAddress, NetworkId, Protocol};
+
+#[derive(Debug, Serialize)]
+pub struct Viewer {
+    pub cluster: ClusterId,
+    pub network: NetworkId,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BackendReport {
+    pub cluster: ClusterId,
+    pub network: NetworkId,
+    pub address: IpAddr,
+    pub port: u16,
+    pub path: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateways: Option<Vec<GatewayAddress>>,
+    pub state: BackendState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ExcludedReport {
+    pub cluster: ClusterId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<IpAddr>,
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PortReport {
+    pub service: String,
+    pub port: u16,
+    pub protocol: Protocol,
+    #[serde(rename = "portName")]
+    pub port_name: String,
+    pub from: Viewer,
+    pub conflicts: Vec<String>,
+    pub backends: Vec<BackendReport>,
+    pub excluded: Vec<ExcludedReport>,
+}
+
+impl PortReport {
+    /// The decision for one service port, as `strait explain` prints it.
+    pub fn new(table: &RouteTable, service: &ServiceRoutes, route: &PortRoute) -> Self {
+        Self {
+            service: service.key.to_string(),
+            port: route.port,
+            protocol: route.protocol,
+            port_name: route.name.clone(),
+            from: Viewer {
+                cluster: table.viewer().clone(),
+                network: table.network().clone(),
+            },
+            conflicts: service
+                .conflicts
+                .iter()
+                .map(|c| c.reason.to_string())
+                .collect(),
+            backends: route
+                .backends
+                .iter()
+                .map(|routed| BackendReport {
+                    cluster: routed.backend.cluster.clone(),
+                    network: routed.network.clone(),
+                    address: routed.backend.address,
+                    port: routed.backend.port,
+                    path: routed.path.as_str(),
+                    gateways: match &routed.path {
+                        RoutePath::Direct => None,
+                        RoutePath::Tunnel { gateways } => Some(gateways.to_vec()),
+                    },
+                    state: routed.backend.state,
+                    hostname: routed.backend.hostname.clone(),
+                })
+                .collect(),
+            excluded: route.excluded.iter().map(excluded).collect(),
+        }
+    }
+}
+
+fn excluded(exclusion: &Exclusion) -> ExcludedReport {
+    ExcludedReport {
+        cluster: exclusion.cluster.clone(),
+        address: exclusion.address,
+        reason: exclusion.reason.as_str(),
+    }
+}
+
+/// Every service port of a table, in service then port order.
+pub fn all_ports(table: &RouteTable) -> Vec<PortReport> {
+    let mut services: Vec<&ServiceRoutes> = table.services().collect();
+    services.sort_by(|a, b| a.key.cmp(&b.key));
+    services
+        .into_iter()
+        .flat_map(|service| {
+            service
+                .ports
+                .iter()
+                .map(move |route| PortReport::new(table, service, route))
+        })
+        .collect()
+}

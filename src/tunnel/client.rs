@@ -1,0 +1,433 @@
+//! The tunnel client: a pool of HTTP/2-over-mTLS connections per peer
+//! gateway. A connection carries a bounded number of CONNECT streams; when
+//! all are full the pool opens another, one dial at a time per peer. A peer
+//! that fails to connect is skipped for a growing backoff. Every connection
+//! checks, after the handshake, that the peer is a gateway of the network the
+//! caller meant to reach.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::Empty;
+use hyper::client::conn::http2::SendRequest;
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_rustls::TlsConnector;
+
+use super::{ERROR_HEADER, TunnelSettings};
+use crate::admin::metrics::{Metrics, PoolMetrics};
+use crate::model::{ClusterId, GatewayAddress, GatewayHost};
+use crate::proxy::dial::{DialError, DialOptions, dial};
+use crate::tls::{Identity, ReloadingTls, peer_identity};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TunnelError {
+    #[error("gateway {gateway} is backing off after failures for another {wait:?}")]
+    BackingOff { gateway: String, wait: Duration },
+    #[error("cannot resolve gateway {gateway}: {reason}")]
+    Resolve { gateway: String, reason: String },
+    #[error(transparent)]
+    Dial(#[from] DialError),
+    #[error("tls handshake with gateway {gateway} failed: {reason}")]
+    Handshake { gateway: String, reason: String },
+    #[error("gateway {gateway} is {identity}, not a gateway of the network being reached")]
+    WrongPeer { gateway: String, identity: String },
+    #[error("http/2 with gateway {gateway} failed: {source}")]
+    Http {
+        gateway: String,
+        source: hyper::Error,
+    },
+    #[error("gateway {gateway} refused {authority}: {status} {reason}")]
+    Refused {
+        gateway: String,
+        authority: String,
+        status: StatusCode,
+        reason: String,
+    },
+}
+
+impl TunnelError {
+    /// Whether the gateway itself failed (try another gateway), rather than
+    /// answering for the backend (try another backend).
+    pub fn is_gateway_failure(&self) -> bool {
+        !matches!(self, TunnelError::Refused { .. })
+    }
+
+    /// Whether the gateway or backend dial timed out.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            TunnelError::Dial(error) => error.is_timeout(),
+            TunnelError::Refused { status, .. } => *status == StatusCode::GATEWAY_TIMEOUT,
+            _ => false,
+        }
+    }
+}
+
+/// Connections to every peer gateway this gateway has tunnelled to.
+pub struct TunnelPool {
+    peers: Mutex<HashMap<GatewayAddress, Arc<Peer>>>,
+    settings: TunnelSettings,
+    tls: Arc<ReloadingTls>,
+    dial: DialOptions,
+    metrics: Arc<Metrics>,
+}
+
+struct Peer {
+    label: String,
+    connections: Mutex<Vec<Arc<PooledConnection>>>,
+    /// Held while dialling, so a burst of new streams opens one connection.
+    dialing: tokio::sync::Mutex<()>,
+    backoff: Mutex<Backoff>,
+    metrics: PoolMetrics,
+}
+
+struct PooledConnection {
+    sender: SendRequest<Empty<Bytes>>,
+    streams: AtomicUsize,
+    peer: Identity,
+}
+
+#[derive(Debug, Default)]
+struct Backoff {
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+impl TunnelPool {
+    pub fn new(
+        settings: TunnelSettings,
+        tls: Arc<ReloadingTls>,
+        dial: DialOptions,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            peers: Mutex::new(HashMap::new()),
+            settings,
+            tls,
+            dial,
+            metrics,
+        }
+    }
+
+    /// Opens a CONNECT stream to `authority` through `gateway`, whose peer
+    /// must be one of `allowed` (the clusters of the network being reached).
+    /// `dial_to` overrides where the gateway is dialled (address mapping).
+    pub async fn connect(
+        &self,
+        gateway: &GatewayAddress,
+        dial_to: Option<SocketAddr>,
+        allowed: &[ClusterId],
+        authority: &str,
+    ) -> Result<TunnelStream, TunnelError> {
+        let peer = self.peer(gateway);
+        let connection = self.connection(&peer, gateway, dial_to, allowed).await?;
+        let guard = StreamGuard::new(connection.clone(), peer.metrics.clone());
+        let request = Request::builder()
+            .method(Method::CONNECT)
+            .uri(authority)
+            .body(Empty::new())
+            .map_err(|e| TunnelError::Refused {
+                gateway: peer.label.clone(),
+                authority: authority.to_owned(),
+                status: StatusCode::BAD_REQUEST,
+                reason: format!("invalid authority: {e}"),
+            })?;
+        let http = |source| TunnelError::Http {
+            gateway: peer.label.clone(),
+            source,
+        };
+        let mut sender = connection.sender.clone();
+        let response = sender.send_request(request).await.map_err(http)?;
+        if response.status() != StatusCode::OK {
+            let reason = response
+                .headers()
+                .get(ERROR_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            return Err(TunnelError::Refused {
+                gateway: peer.label.clone(),
+                authority: authority.to_owned(),
+                status: response.status(),
+                reason,
+            });
+        }
+        let upgraded = hyper::upgrade::on(response).await.map_err(http)?;
+        Ok(TunnelStream {
+            io: TokioIo::new(upgraded),
+            peer: connection.peer.clone(),
+            _guard: guard,
+        })
+    }
+
+    /// How many pooled connections are open to each peer, for debugging.
+    pub fn connection_counts(&self) -> Vec<(String, usize)> {
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        peers
+            .values()
+            .map(|peer| {
+                let open = peer
+                    .connections
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .filter(|c| !c.sender.is_closed())
+                    .count();
+                (peer.label.clone(), open)
+            })
+            .collect()
+    }
+
+    fn peer(&self, gateway: &GatewayAddress) -> Arc<Peer> {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        peers
+            .entry(gateway.clone())
+            .or_insert_with(|| {
+                let label = gateway.to_string();
+                Arc::new(Peer {
+                    metrics: self.metrics.pool(&label),
+                    label,
+                    connections: Mutex::new(Vec::new()),
+                    dialing: tokio::sync::Mutex::new(()),
+                    backoff: Mutex::new(Backoff::default()),
+                })
+            })
+            .clone()
+    }
+
+    async fn connection(
+        &self,
+        peer: &Arc<Peer>,
+        gateway: &GatewayAddress,
+        dial_to: Option<SocketAddr>,
+        allowed: &[ClusterId],
+    ) -> Result<Arc<PooledConnection>, TunnelError> {
+        let limit = self.settings.max_streams_per_connection;
+        if let Some(connection) = peer.available(allowed, limit) {
+            return Ok(connection);
+        }
+        peer.check_backoff()?;
+        let _dialing = peer.dialing.lock().await;
+        // Another stream may have opened a connection while this one waited.
+        if let Some(connection) = peer.available(allowed, limit) {
+            return Ok(connection);
+        }
+        peer.check_backoff()?;
+        match self.open(peer, gateway, dial_to, allowed).await {
+            Ok(connection) => {
+                *peer.backoff.lock().unwrap_or_else(|e| e.into_inner()) = Backoff::default();
+                peer.connections
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(connection.clone());
+                Ok(connection)
+            }
+            Err(error) => {
+                peer.record_failure(&self.settings);
+                Err(error)
+            }
+        }
+    }
+
+    async fn open(
+        &self,
+        peer: &Arc<Peer>,
+        gateway: &GatewayAddress,
+        dial_to: Option<SocketAddr>,
+        allowed: &[ClusterId],
+    ) -> Result<Arc<PooledConnection>, TunnelError> {
+        let address = match dial_to {
+            Some(address) => address,
+            None => resolve(gateway).await?,
+        };
+        let tcp = dial(address, self.dial).await?;
+        let server_name = match &gateway.host {
+            GatewayHost::Ip(ip) => ServerName::IpAddress((*ip).into()),
+            GatewayHost::Dns(name) => {
+                ServerName::try_from(name.clone()).map_err(|e| TunnelError::Resolve {
+                    gateway: peer.label.clone(),
+                    reason: e.to_string(),
+                })?
+            }
+        };
+        let connector = TlsConnector::from(self.tls.current().client_config());
+        let handshake = |reason: String| TunnelError::Handshake {
+            gateway: peer.label.clone(),
+            reason,
+        };
+        let tls = tokio::time::timeout(
+            self.settings.handshake_timeout,
+            connector.connect(server_name, tcp),
+        )
+        .await
+        .map_err(|_| handshake("timed out".to_owned()))?
+        .map_err(|e| handshake(e.to_string()))?;
+        let identity = peer_identity(tls.get_ref().1).map_err(|e| handshake(e.to_string()))?;
+        if !allowed.contains(&identity.cluster) {
+            return Err(TunnelError::WrongPeer {
+                gateway: peer.label.clone(),
+                identity: identity.to_string(),
+            });
+        }
+        let settings = &self.settings;
+        let (sender, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .initial_stream_window_size(settings.stream_window)
+            .initial_connection_window_size(settings.connection_window)
+            .max_frame_size(settings.max_frame_size)
+            .max_header_list_size(settings.max_header_list_size)
+            .keep_alive_interval(settings.keepalive_interval)
+            .keep_alive_timeout(settings.keepalive_timeout)
+            .keep_alive_while_idle(true)
+            .handshake(TokioIo::new(tls))
+            .await
+            .map_err(|source| TunnelError::Http {
+                gateway: peer.label.clone(),
+                source,
+            })?;
+        let metrics = peer.metrics.clone();
+        let label = peer.label.clone();
+        metrics.connections_add(1);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(gateway = %label, %error, "tunnel connection ended");
+            }
+            metrics.connections_add(-1);
+        });
+        tracing::debug!(gateway = %peer.label, peer = %identity, "tunnel connection established");
+        Ok(Arc::new(PooledConnection {
+            sender,
+            streams: AtomicUsize::new(0),
+            peer: identity,
+        }))
+    }
+}
+
+impl Peer {
+    /// A live connection to a permitted peer with room for another stream.
+    fn available(&self, allowed: &[ClusterId], limit: usize) -> Option<Arc<PooledConnection>> {
+        let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        connections.retain(|c| !c.sender.is_closed());
+        connections
+            .iter()
+            .find(|c| {
+                c.streams.load(Ordering::Relaxed) < limit && allowed.contains(&c.peer.cluster)
+            })
+            .cloned()
+    }
+
+    fn check_backoff(&self) -> Result<(), TunnelError> {
+        let backoff = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
+        match backoff.retry_at {
+            Some(at) if at > Instant::now() => Err(TunnelError::BackingOff {
+                gateway: self.label.clone(),
+                wait: at - Instant::now(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn record_failure(&self, settings: &TunnelSettings) {
+        let mut backoff = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
+        backoff.failures = backoff.failures.saturating_add(1);
+        let exponent = backoff.failures.saturating_sub(1).min(16);
+        let wait = settings
+            .backoff_base
+            .saturating_mul(1 << exponent)
+            .min(settings.backoff_max);
+        backoff.retry_at = Some(Instant::now() + wait);
+    }
+}
+
+async fn resolve(gateway: &GatewayAddress) -> Result<SocketAddr, TunnelError> {
+    match &gateway.host {
+        GatewayHost::Ip(ip) => Ok(SocketAddr::new(*ip, gateway.port)),
+        GatewayHost::Dns(name) => {
+            let failed = |reason: String| TunnelError::Resolve {
+                gateway: gateway.to_string(),
+                reason,
+            };
+            tokio::net::lookup_host((name.as_str(), gateway.port))
+                .await
+                .map_err(|e| failed(e.to_string()))?
+                .next()
+                .ok_or_else(|| failed("no addresses".to_owned()))
+        }
+    }
+}
+
+/// Counts a stream against its connection until the stream is dropped.
+struct StreamGuard {
+    connection: Arc<PooledConnection>,
+    metrics: PoolMetrics,
+}
+
+impl StreamGuard {
+    fn new(connection: Arc<PooledConnection>, metrics: PoolMetrics) -> Self {
+        connection.streams.fetch_add(1, Ordering::Relaxed);
+        metrics.streams_add(1);
+        Self {
+            connection,
+            metrics,
+        }
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.connection.streams.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.streams_add(-1);
+    }
+}
+
+/// One tunnelled connection: a CONNECT stream to a peer gateway.
+pub struct TunnelStream {
+    io: TokioIo<Upgraded>,
+    peer: Identity,
+    _guard: StreamGuard,
+}
+
+impl TunnelStream {
+    /// The peer gateway's identity, from its certificate.
+    pub fn peer(&self) -> &Identity {
+        &self.peer
+    }
+}
+
+impl AsyncRead for TunnelStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TunnelStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,463 @@
+//! Loopback integration tests of the data plane: real gateways with real TLS
+//! on 127.0.0.0/8 addresses, echo backends standing in for pods, clients
+//! speaking HTTP CONNECT. Cluster `cN`'s gateway dials from 127.0.N.1, so a
+//! backend's view of its peer tells whether a connection came direct or
+//! through a tunnel.
+//!
+//! Topology: c1 and c2 share network net-a; c3 is alone on net-b.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use strait::admin::Metrics;
+use strait::gateway::Gateway;
+use strait::model::{ClusterId, GatewayAddress, GatewayHost, Protocol};
+use strait::proxy::dial::DialOptions;
+use strait::tls::ReloadingTls;
+use strait::tunnel::TunnelSettings;
+use strait::tunnel::client::{TunnelError, TunnelPool};
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const EXPORTED_EARLY: Option<&str> = Some("2026-01-01T00:00:00Z");
+const EXPORTED_LATE: Option<&str> = Some("2026-02-01T00:00:00Z");
+
+struct World {
+    _dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+    certs: std::path::PathBuf,
+    gateways: Vec<Gateway>,
+    tunnels: Vec<SocketAddr>,
+}
+
+impl World {
+    /// Starts c1, c2 (net-a) and c3 (net-b) with the services `services(n)`
+    /// gives for cluster number n, using the tunnel addresses it is handed.
+    async fn start(services: impl Fn(u8) -> Vec<ServiceSpec<'static>>) -> World {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("config");
+        let certs = certificates(dir.path(), &["c1", "c2", "c3"]);
+        let mut listeners = Vec::new();
+        let mut tunnels = Vec::new();
+        for n in 1..=3u8 {
+            let bound = bind_gateway(n).await;
+            tunnels.push(bound.tunnel.local_addr().expect("tunnel address"));
+            listeners.push(bound);
+        }
+        for n in 1..=3u8 {
+            let network = if n == 3 { "net-b" } else { "net-a" };
+            let id = format!("c{n}");
+            let yaml = cluster_yaml(&id, network, tunnels[usize::from(n - 1)], &services(n));
+            write_cluster(&config, &id, &yaml);
+        }
+        let mut gateways = Vec::new();
+        for (index, bound) in listeners.into_iter().enumerate() {
+            let n = u8::try_from(index + 1).expect("few clusters");
+            gateways.push(start_gateway(&config, &certs, &format!("c{n}"), n, bound).await);
+        }
+        World {
+            _dir: dir,
+            config,
+            certs,
+            gateways,
+            tunnels,
+        }
+    }
+
+    fn connect_address(&self, n: u8) -> SocketAddr {
+        self.gateways[usize::from(n - 1)].addresses().connect
+    }
+}
+
+fn echo_service(
+    ports: &'static [(&'static str, u16, u16)],
+    exported_at: Option<&'static str>,
+    pods: Vec<Pod>,
+) -> ServiceSpec<'static> {
+    ServiceSpec {
+        namespace: "app",
+        name: "echo",
+        ports,
+        exported_at,
+        pods,
+    }
+}
+
+/// Backends share one port number across clusters so that EndpointSlices can name it.
+async fn backends_on_one_port(names_and_ips: &[(&str, std::net::IpAddr)]) -> Vec<Backend> {
+    let mut backends = Vec::new();
+    let mut port = 0;
+    for (name, ip) in names_and_ips {
+        let backend = Backend::start(name, SocketAddr::new(*ip, port)).await;
+        port = backend.address.port();
+        backends.push(backend);
+    }
+    backends
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_network_goes_direct_and_other_networks_through_the_gateway() {
+    let backends =
+        backends_on_one_port(&[("c2-pod", pod_ip(2, 0)), ("c3-pod", pod_ip(3, 0))]).await;
+    let target = backends[0].address.port();
+    let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
+    let world = World::start(|n| match n {
+        2 => vec![echo_service(
+            ports,
+            EXPORTED_EARLY,
+            vec![Pod::ready(pod_ip(2, 0))],
+        )],
+        3 => vec![echo_service(
+            ports,
+            EXPORTED_LATE,
+            vec![Pod::ready(pod_ip(3, 0))],
+        )],
+        _ => Vec::new(),
+    })
+    .await;
+
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        let connected = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
+        assert_eq!(connected.status, 200);
+        seen.insert(connected.greeting);
+    }
+    // c2's pod was dialled by c1's gateway itself; c3's pod by c3's gateway.
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        vec!["c2-pod 127.0.1.1".to_owned(), "c3-pod 127.0.3.1".to_owned()]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ports_go_only_to_clusters_that_declare_them() {
+    let backends =
+        backends_on_one_port(&[("c2-pod", pod_ip(2, 0)), ("c3-pod", pod_ip(3, 0))]).await;
+    let target = backends[0].address.port();
+    // (c): c2 declares tcp:42; c3 declares tcp:4242 whose pods listen on the
+    // same target port. (d): c3's port has another name, so both are exposed.
+    let c2_ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
+    let c3_ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp2", 4242, target)]));
+    let world = World::start(|n| match n {
+        2 => vec![echo_service(
+            c2_ports,
+            EXPORTED_EARLY,
+            vec![Pod::ready(pod_ip(2, 0))],
+        )],
+        3 => vec![echo_service(
+            c3_ports,
+            EXPORTED_LATE,
+            vec![Pod::ready(pod_ip(3, 0))],
+        )],
+        _ => Vec::new(),
+    })
+    .await;
+    for _ in 0..20 {
+        let to_42 = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
+        assert_eq!(to_42.greeting, "c2-pod 127.0.1.1");
+        let to_4242 = connect(
+            world.connect_address(1),
+            "echo.app.svc.clusterset.local:4242",
+        )
+        .await;
+        assert_eq!(to_4242.greeting, "c3-pod 127.0.3.1");
+    }
+    let undeclared = connect(world.connect_address(1), "echo.app.svc.clusterset.local:43").await;
+    assert_eq!(undeclared.status, 403);
+    let unknown = connect(world.connect_address(1), "nope.app.svc.clusterset.local:42").await;
+    assert_eq!(unknown.status, 404);
+    let address = connect(world.connect_address(1), &backends[0].address.to_string()).await;
+    assert_eq!(
+        address.status, 403,
+        "clients name services, never addresses"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_tunnelled_connections_echo_a_mebibyte_each() {
+    let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
+    let target = backends[0].address.port();
+    let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
+    let world = World::start(|n| match n {
+        3 => vec![echo_service(
+            ports,
+            EXPORTED_EARLY,
+            vec![Pod::ready(pod_ip(3, 0))],
+        )],
+        _ => Vec::new(),
+    })
+    .await;
+    let connect_address = world.connect_address(1);
+    let mut tasks = Vec::new();
+    for index in 0..200u32 {
+        tasks.push(tokio::spawn(async move {
+            let payload: Vec<u8> = (0..1024 * 1024u32)
+                .map(|i| (i.wrapping_mul(31).wrapping_add(index) % 251) as u8)
+                .collect();
+            let connected = connect(connect_address, "echo.app.svc.clusterset.local:42").await;
+            assert_eq!(connected.status, 200);
+            assert_eq!(connected.greeting, "c3-pod 127.0.3.1");
+            let stream = connected.stream.expect("open stream");
+            let received = echo(stream, &payload).await;
+            assert!(received == payload, "connection {index}: echo differs");
+        }));
+    }
+    for task in tasks {
+        task.await.expect("transfer task");
+    }
+    let pools = world.gateways[0].state().pool.connection_counts();
+    let connections: usize = pools.iter().map(|(_, open)| open).sum();
+    assert!(
+        (2..=10).contains(&connections),
+        "200 streams share a few pooled connections, got {pools:?}"
+    );
+}
+
+/// A tunnel client holding `cluster`'s certificate from `certs`.
+fn tunnel_client(certs: &std::path::Path, cluster: &str) -> TunnelPool {
+    let tls = ReloadingTls::load(&certs.join(cluster)).expect("client certificate");
+    TunnelPool::new(
+        TunnelSettings::default(),
+        Arc::new(tls),
+        DialOptions {
+            timeout: Duration::from_secs(2),
+            source: None,
+        },
+        Arc::new(Metrics::new()),
+    )
+}
+
+fn gateway_of(address: SocketAddr) -> GatewayAddress {
+    GatewayAddress {
+        host: GatewayHost::Ip(address.ip()),
+        port: address.port(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tunnel_server_dials_nothing_it_should_not() {
+    let backends =
+        backends_on_one_port(&[("c3-pod", pod_ip(3, 0)), ("c2-pod", pod_ip(2, 0))]).await;
+    let target = backends[0].address.port();
+    let at = |ip| SocketAddr::new(ip, target);
+    // Listeners where a wrongly dialled connection would land.
+    let not_ready = Tripwire::start(at(pod_ip(3, 1))).await;
+    let unexported = Tripwire::start(at(pod_ip(3, 2))).await;
+    let stray = Tripwire::start(SocketAddr::new(pod_ip(3, 9), 0)).await;
+    let undeclared_port = Tripwire::start(SocketAddr::new(pod_ip(3, 0), 0)).await;
+    let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
+    let world = World::start(|n| match n {
+        2 => vec![echo_service(
+            ports,
+            EXPORTED_EARLY,
+            vec![Pod::ready(pod_ip(2, 0))],
+        )],
+        3 => vec![
+            echo_service(
+                ports,
+                EXPORTED_LATE,
+                vec![
+                    Pod::ready(pod_ip(3, 0)),
+                    Pod {
+                        address: pod_ip(3, 1),
+                        ready: false,
+                    },
+                ],
+            ),
+            ServiceSpec {
+                namespace: "app",
+                name: "hidden",
+                ports,
+                exported_at: None,
+                pods: vec![Pod::ready(pod_ip(3, 2))],
+            },
+        ],
+        _ => Vec::new(),
+    })
+    .await;
+    let c3 = &world.gateways[2];
+    let own = c3.addresses().clone();
+    let client = tunnel_client(&world.certs, "c1");
+    let gateway = gateway_of(world.tunnels[2]);
+    let allowed = [ClusterId::new("c3").expect("id")];
+
+    let forbidden: Vec<(String, u16)> = vec![
+        ("127.0.0.1:22".into(), 403),
+        (format!("127.0.0.1:{target}"), 403),
+        ("169.254.169.254:80".into(), 403),
+        (format!("[::1]:{target}"), 403),
+        (own.tunnel.to_string(), 403),
+        (own.admin.to_string(), 403),
+        (own.connect.to_string(), 403),
+        (stray.address.to_string(), 403),
+        (undeclared_port.address.to_string(), 403),
+        (not_ready.address.to_string(), 403),
+        (unexported.address.to_string(), 403),
+        (at(pod_ip(2, 0)).to_string(), 403),
+        ("echo.app.svc.clusterset.local:43".into(), 403),
+        (format!("echo.app.svc.clusterset.local:{target}"), 403),
+        ("hidden.app.svc.clusterset.local:42".into(), 404),
+        ("nope.app.svc.clusterset.local:42".into(), 404),
+        ("pod-0.c3.echo.app.svc.clusterset.local:42".into(), 404),
+        ("example.com:443".into(), 400),
+        ("localhost:80".into(), 400),
+        ("echo.app.svc.cluster.local:42".into(), 400),
+    ];
+    for (authority, status) in &forbidden {
+        match client.connect(&gateway, None, &allowed, authority).await {
+            Err(TunnelError::Refused { status: got, .. }) => {
+                assert_eq!(got.as_u16(), *status, "{authority}")
+            }
+            Err(other) => panic!("{authority}: unexpected error {other}"),
+            Ok(_) => panic!("{authority} was let through"),
+        }
+    }
+    for (name, tripwire) in [
+        ("non-ready endpoint", &not_ready),
+        ("unexported service", &unexported),
+        ("stray address", &stray),
+        ("undeclared port", &undeclared_port),
+    ] {
+        assert_eq!(tripwire.hits(), 0, "{name} was dialled");
+    }
+    assert_eq!(
+        backends[1].accepted(),
+        0,
+        "an address of another network was dialled"
+    );
+    assert_eq!(backends[0].accepted(), 0);
+
+    // The control: the same client, asking for a real backend, gets through.
+    let mut stream = client
+        .connect(&gateway, None, &allowed, &at(pod_ip(3, 0)).to_string())
+        .await
+        .expect("a ready backend of an exported service is allowed");
+    let mut greeting = vec![0u8; "c3-pod 127.0.3.1\n".len()];
+    stream.read_exact(&mut greeting).await.expect("greeting");
+    assert_eq!(greeting, b"c3-pod 127.0.3.1\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_of_another_certificate_authority_is_refused() {
+    let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
+    let ports: &'static [(&str, u16, u16)] =
+        Box::leak(Box::new([("tcp", 42, backends[0].address.port())]));
+    let world = World::start(|n| match n {
+        3 => vec![echo_service(
+            ports,
+            EXPORTED_EARLY,
+            vec![Pod::ready(pod_ip(3, 0))],
+        )],
+        _ => Vec::new(),
+    })
+    .await;
+    // Same cluster set name, same cluster id, different CA.
+    let impostor = tempfile::tempdir().expect("temp dir");
+    let certs = certificates(impostor.path(), &["c1"]);
+    let client = tunnel_client(&certs, "c1");
+    let result = client
+        .connect(
+            &gateway_of(world.tunnels[2]),
+            None,
+            &[ClusterId::new("c3").expect("id")],
+            "echo.app.svc.clusterset.local:42",
+        )
+        .await;
+    assert!(
+        matches!(result, Err(TunnelError::Handshake { .. })),
+        "expected a refused handshake, got {:?}",
+        result.err()
+    );
+    assert_eq!(backends[0].accepted(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_open_connections_and_moves_new_ones() {
+    let backends =
+        backends_on_one_port(&[("c3-pod", pod_ip(3, 0)), ("c2-pod", pod_ip(2, 0))]).await;
+    let target = backends[0].address.port();
+    let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
+    let world = World::start(|n| match n {
+        3 => vec![echo_service(
+            ports,
+            EXPORTED_EARLY,
+            vec![Pod::ready(pod_ip(3, 0))],
+        )],
+        _ => Vec::new(),
+    })
+    .await;
+    let connected = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
+    assert_eq!(connected.greeting, "c3-pod 127.0.3.1");
+    let mut open = connected.stream.expect("open stream");
+    open.write_all(b"before").await.expect("write");
+    let mut buffer = [0u8; 6];
+    open.read_exact(&mut buffer)
+        .await
+        .expect("echo before reload");
+
+    // The service moves from c3 to c2 while the connection stays open.
+    write_cluster(
+        &world.config,
+        "c3",
+        &cluster_yaml("c3", "net-b", world.tunnels[2], &[]),
+    );
+    write_cluster(
+        &world.config,
+        "c2",
+        &cluster_yaml(
+            "c2",
+            "net-a",
+            world.tunnels[1],
+            &[echo_service(
+                ports,
+                EXPORTED_EARLY,
+                vec![Pod::ready(pod_ip(2, 0))],
+            )],
+        ),
+    );
+    let c1 = world.gateways[0].state().clone();
+    let moved = eventually(Duration::from_secs(10), || {
+        c1.routes
+            .load()
+            .lookup("app", "echo", Protocol::Tcp, 42)
+            .is_some_and(|route| {
+                route
+                    .backends
+                    .iter()
+                    .all(|b| b.backend.cluster.as_str() == "c2")
+            })
+    })
+    .await;
+    assert!(moved, "c1 reloaded its routes");
+    let fresh = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
+    assert_eq!(fresh.greeting, "c2-pod 127.0.1.1");
+
+    // A broken update is refused; the last good routes stay.
+    write_cluster(&world.config, "c2", "apiVersion: v1\nkind: [broken\n");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let still = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
+    assert_eq!(still.greeting, "c2-pod 127.0.1.1");
+    let refused_reloads = c1
+        .metrics
+        .encode()
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("strait_reloads_total{kind=\"routes\",result=\"error\"} ")
+        })
+        .and_then(|count| count.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(
+        refused_reloads >= 1,
+        "the broken update is counted as refused"
+    );
+
+    // The connection opened before both reloads still carries bytes both ways.
+    open.write_all(b"after!").await.expect("write after reload");
+    open.read_exact(&mut buffer)
+        .await
+        .expect("echo after reload");
+    assert_eq!(&buffer, b"after!");
+}

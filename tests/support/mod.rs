@@ -1,0 +1,387 @@
+//! A loopback cluster set for integration tests: real gateways (the library's
+//! `Gateway`, real TLS, real sockets) and echo backends, each on its own
+//! 127.0.0.0/8 address so a backend can tell who dialled it.
+//!
+//! Addresses: cluster `cN`'s gateway listens on 127.0.N.1 and dials from it;
+//! its pods use 127.0.N.10 and up.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use strait::config::GatewaySettings;
+use strait::gateway::state::DialOverrides;
+use strait::gateway::{Gateway, GatewayOptions, Listeners};
+use strait::model::ClusterId;
+use strait::tunnel::TunnelSettings;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+pub const CLUSTERSET: &str = "test.strait.dev";
+
+/// The gateway address of cluster number `n`.
+pub fn gateway_ip(n: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, n, 1))
+}
+
+/// The address of pod `pod` of cluster number `n`.
+pub fn pod_ip(n: u8, pod: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, n, 10 + pod))
+}
+
+/// An echo server standing in for a pod: it greets with its name and the
+/// address that dialled it, then echoes every byte back.
+pub struct Backend {
+    pub name: String,
+    pub address: SocketAddr,
+    pub accepted: Arc<AtomicUsize>,
+    pub peers: Arc<Mutex<Vec<SocketAddr>>>,
+}
+
+impl Backend {
+    pub async fn start(name: &str, address: SocketAddr) -> Backend {
+        let listener = TcpListener::bind(address).await.expect("bind backend");
+        let address = listener.local_addr().expect("backend address");
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let peers = Arc::new(Mutex::new(Vec::new()));
+        let (task_accepted, task_peers, greeting_name) =
+            (accepted.clone(), peers.clone(), name.to_owned());
+        tokio::spawn(async move {
+            while let Ok((mut stream, peer)) = listener.accept().await {
+                task_accepted.fetch_add(1, Ordering::SeqCst);
+                task_peers.lock().expect("peers").push(peer);
+                let greeting = format!("{greeting_name} {}\n", peer.ip());
+                tokio::spawn(async move {
+                    if stream.write_all(greeting.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let (mut read, mut write) = stream.split();
+                    let _ = tokio::io::copy(&mut read, &mut write).await;
+                    let _ = write.shutdown().await;
+                });
+            }
+        });
+        Backend {
+            name: name.to_owned(),
+            address,
+            accepted,
+            peers,
+        }
+    }
+
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+/// A listener that only counts connection attempts: a target that must never be dialled.
+pub struct Tripwire {
+    pub address: SocketAddr,
+    pub hits: Arc<AtomicUsize>,
+}
+
+impl Tripwire {
+    pub async fn start(address: SocketAddr) -> Tripwire {
+        let listener = TcpListener::bind(address).await.expect("bind tripwire");
+        let address = listener.local_addr().expect("tripwire address");
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counter = hits.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        Tripwire { address, hits }
+    }
+
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+/// One endpoint of an EndpointSlice.
+pub struct Pod {
+    pub address: IpAddr,
+    pub ready: bool,
+}
+
+impl Pod {
+    pub fn ready(address: IpAddr) -> Pod {
+        Pod {
+            address,
+            ready: true,
+        }
+    }
+}
+
+/// One Service of one cluster: `(name, port, target)` ports, its export's
+/// creation time (`None`: not exported) and its pods.
+pub struct ServiceSpec<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub ports: &'a [(&'a str, u16, u16)],
+    pub exported_at: Option<&'a str>,
+    pub pods: Vec<Pod>,
+}
+
+/// The objects of one cluster folder.
+pub fn cluster_yaml(
+    id: &str,
+    network: &str,
+    tunnel: SocketAddr,
+    services: &[ServiceSpec<'_>],
+) -> String {
+    let mut yaml = format!(
+        "apiVersion: about.k8s.io/v1beta1
+kind: ClusterProperty
+metadata: {{name: cluster.clusterset.k8s.io}}
+spec: {{value: {id}}}
+---
+apiVersion: about.k8s.io/v1beta1
+kind: ClusterProperty
+metadata: {{name: network.clusterset.k8s.io}}
+spec: {{value: {network}}}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: cluster-edge
+  namespace: strait-system
+  labels: {{strait.dev/gateway: \"true\"}}
+spec:
+  type: LoadBalancer
+  ports: [{{name: tunnel, port: {}}}]
+  externalIPs: [\"{}\"]
+",
+        tunnel.port(),
+        tunnel.ip()
+    );
+    for service in services {
+        let ports: Vec<String> = service
+            .ports
+            .iter()
+            .map(|(name, port, target)| {
+                format!("{{name: {name}, port: {port}, targetPort: {target}}}")
+            })
+            .collect();
+        let slice_ports: Vec<String> = service
+            .ports
+            .iter()
+            .map(|(name, _, target)| format!("{{name: {name}, port: {target}}}"))
+            .collect();
+        let _ = write!(
+            yaml,
+            "---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  ports: [{ports}]
+",
+            name = service.name,
+            ns = service.namespace,
+            ports = ports.join(", ")
+        );
+        if let Some(created) = service.exported_at {
+            let _ = write!(
+                yaml,
+                "---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceExport
+metadata: {{name: {name}, namespace: {ns}, creationTimestamp: \"{created}\"}}
+",
+                name = service.name,
+                ns = service.namespace,
+            );
+        }
+        let endpoints: Vec<String> = service
+            .pods
+            .iter()
+            .map(|pod| {
+                format!(
+                    "- addresses: [\"{}\"]\n  conditions: {{ready: {}}}",
+                    pod.address, pod.ready
+                )
+            })
+            .collect();
+        let _ = write!(
+            yaml,
+            "---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {name}-slice
+  namespace: {ns}
+  labels: {{kubernetes.io/service-name: {name}}}
+addressType: IPv4
+ports: [{slice_ports}]
+endpoints:
+{endpoints}
+",
+            name = service.name,
+            ns = service.namespace,
+            slice_ports = slice_ports.join(", "),
+            endpoints = if endpoints.is_empty() {
+                "[]".to_owned()
+            } else {
+                endpoints.join("\n")
+            },
+        );
+    }
+    yaml
+}
+
+/// Writes `clusters/<id>/objects.yaml` atomically (write, then rename), as a
+/// ConfigMap update would land.
+pub fn write_cluster(config: &Path, id: &str, yaml: &str) {
+    let folder = config.join("clusters").join(id);
+    std::fs::create_dir_all(&folder).expect("cluster folder");
+    let staging = folder.join(".objects.yaml.tmp");
+    std::fs::write(&staging, yaml).expect("write cluster yaml");
+    std::fs::rename(&staging, folder.join("objects.yaml")).expect("rename cluster yaml");
+}
+
+/// Certificates of the test cluster set, in a temporary directory.
+pub fn certificates(dir: &Path, clusters: &[&str]) -> PathBuf {
+    let ids: Vec<ClusterId> = clusters
+        .iter()
+        .map(|c| ClusterId::new(c).expect("cluster id"))
+        .collect();
+    let out = dir.join("certs");
+    strait::tls::write_cluster_set(&out, CLUSTERSET, &ids).expect("write certificates");
+    out
+}
+
+/// Listeners of gateway number `n`, bound before the configuration is
+/// written so it can name their ports.
+pub async fn bind_gateway(n: u8) -> Listeners {
+    let bind = |port| async move {
+        TcpListener::bind(SocketAddr::new(gateway_ip(n), port))
+            .await
+            .expect("bind gateway listener")
+    };
+    Listeners {
+        connect: bind(0).await,
+        tunnel: bind(0).await,
+        admin: bind(0).await,
+        cluster_set_ip: Vec::new(),
+    }
+}
+
+/// Starts the gateway of cluster `id` (number `n`) on its bound listeners.
+pub async fn start_gateway(
+    config: &Path,
+    certs: &Path,
+    id: &str,
+    n: u8,
+    listeners: Listeners,
+) -> Gateway {
+    let mut settings = GatewaySettings::default();
+    settings.tuning.reload_debounce = Duration::from_millis(100);
+    settings.tuning.connect_timeout = Duration::from_secs(2);
+    let options = GatewayOptions {
+        config_dir: config.to_owned(),
+        settings,
+        cluster: id.to_owned(),
+        tls_dir: certs.join(id),
+        dial_source: Some(gateway_ip(n)),
+        overrides: DialOverrides::default(),
+        tunnel: TunnelSettings::default(),
+    };
+    Gateway::start(options, listeners)
+        .await
+        .expect("gateway starts")
+}
+
+/// What a CONNECT through a gateway gave: the HTTP status, and on 200 the
+/// open stream and the backend's greeting (`name dialler-ip`).
+pub struct Connected {
+    pub status: u16,
+    pub stream: Option<BufReader<TcpStream>>,
+    pub greeting: String,
+}
+
+/// Sends `CONNECT authority` to a gateway's connect listener.
+pub async fn connect(gateway: SocketAddr, authority: &str) -> Connected {
+    let stream = TcpStream::connect(gateway)
+        .await
+        .expect("reach the connect listener");
+    let mut stream = BufReader::new(stream);
+    let request = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
+    stream
+        .get_mut()
+        .write_all(request.as_bytes())
+        .await
+        .expect("send CONNECT");
+    let mut status_line = String::new();
+    stream
+        .read_line(&mut status_line)
+        .await
+        .expect("status line");
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut headers = HashMap::new();
+    loop {
+        let mut line = String::new();
+        if stream.read_line(&mut line).await.expect("header line") == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = line.trim_end().split_once(':') {
+            headers.insert(name.to_ascii_lowercase(), value.trim().to_owned());
+        }
+    }
+    if status != 200 {
+        return Connected {
+            status,
+            stream: None,
+            greeting: String::new(),
+        };
+    }
+    let mut greeting = String::new();
+    stream
+        .read_line(&mut greeting)
+        .await
+        .expect("backend greeting");
+    Connected {
+        status,
+        stream: Some(stream),
+        greeting: greeting.trim_end().to_owned(),
+    }
+}
+
+/// Writes `payload` and reads it back through an open connection, both at once.
+pub async fn echo(stream: BufReader<TcpStream>, payload: &[u8]) -> Vec<u8> {
+    let (mut read, mut write) = tokio::io::split(stream);
+    let sent = payload.to_vec();
+    let writer = tokio::spawn(async move {
+        write.write_all(&sent).await.expect("write payload");
+        write.shutdown().await.expect("half-close");
+        write
+    });
+    let mut received = Vec::with_capacity(payload.len());
+    read.read_to_end(&mut received).await.expect("read echo");
+    writer.await.expect("writer task");
+    received
+}
+
+/// Polls `condition` every 20 ms for up to `deadline`.
+pub async fn eventually(deadline: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < deadline {
+        if condition() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    condition()
+}
