@@ -299,3 +299,31 @@ fn a_bad_gateway_yaml_names_its_field() {
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("field tuning.dialAttempts: must be at least 1"));
 }
+
+/// The demo runs its gateways and pods on 127.0.0.10 and up, sends traffic
+/// through every gateway and prints who answered by which path.
+#[test]
+fn demo_once_shows_direct_and_tunnelled_answers() {
+    let output = strait(&["demo", "--once", "--rounds", "6"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}\n{}", stdout, stderr(&output));
+    let row = |from: &str, service: &str| {
+        stdout
+            .lines()
+            .find(|line| line.starts_with(from) && line.contains(service))
+            .unwrap_or_else(|| panic!("no row for {from} {service}:\n{stdout}"))
+            .to_owned()
+    };
+    // inventory is exported only by east-2: direct from its network, tunnelled from the others.
+    assert!(
+        row("east-1", "shop/inventory:80").contains("east-2/shop/inventory 10.10.2.41 (direct)")
+    );
+    assert!(row("west-1", "shop/inventory:80").contains("(tunnel via east-2)"));
+    // checkout:9100 is declared only by west-1.
+    let metrics = row("east-1", "shop/checkout:9100");
+    assert!(
+        !metrics.contains("east-1/") && !metrics.contains("edge-1/"),
+        "{metrics}"
+    );
+    assert!(!stdout.contains("refused"), "{stdout}");
+}

@@ -4,6 +4,7 @@
 
 mod certs;
 mod check;
+mod demo;
 mod explain;
 mod load;
 mod run;
@@ -60,6 +61,8 @@ enum Command {
     },
     /// Run one gateway.
     Run(run::RunArgs),
+    /// Run the demo cluster set on loopback: gateways, pods and sample traffic.
+    Demo(demo::DemoArgs),
     /// Write a cluster set's CA and one gateway certificate per cluster.
     Certs {
         /// Output directory: ca.crt and <cluster>/{tls.crt,tls.key,ca.crt}.
@@ -95,6 +98,10 @@ pub fn main() -> ExitCode {
             init_logging();
             run::run(&args)
         }
+        Command::Demo(args) => {
+            init_logging_quiet();
+            demo::run(&args)
+        }
         Command::Certs {
             out,
             clusterset,
@@ -121,6 +128,17 @@ fn emit(out: &mut dyn Write, text: &str) -> Result<(), Refused> {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Logs warnings and errors only, unless `RUST_LOG` says otherwise: the
+/// demo's own output is the table.
+fn init_logging_quiet() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
