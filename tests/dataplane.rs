@@ -37,20 +37,37 @@ impl World {
     /// Starts c1, c2 (net-a) and c3 (net-b) with the services `services(n)`
     /// gives for cluster number n, using the tunnel addresses it is handed.
     async fn start(services: impl Fn(u8) -> Vec<ServiceSpec<'static>>) -> World {
+        Self::start_with(services, |_| String::new(), Vec::new()).await
+    }
+
+    /// As `start`, with more YAML per cluster and ClusterSetIP listeners for c1.
+    async fn start_with(
+        services: impl Fn(u8) -> Vec<ServiceSpec<'static>>,
+        extra_yaml: impl Fn(u8) -> String,
+        c1_vips: Vec<SocketAddr>,
+    ) -> World {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("config");
         let certs = certificates(dir.path(), &["c1", "c2", "c3"]);
         let mut listeners = Vec::new();
         let mut tunnels = Vec::new();
         for n in 1..=3u8 {
-            let bound = bind_gateway(n).await;
+            let mut bound = bind_gateway(n).await;
+            if n == 1 {
+                for vip in &c1_vips {
+                    bound
+                        .cluster_set_ip
+                        .push(tokio::net::TcpListener::bind(vip).await.expect("bind vip"));
+                }
+            }
             tunnels.push(bound.tunnel.local_addr().expect("tunnel address"));
             listeners.push(bound);
         }
         for n in 1..=3u8 {
             let network = if n == 3 { "net-b" } else { "net-a" };
             let id = format!("c{n}");
-            let yaml = cluster_yaml(&id, network, tunnels[usize::from(n - 1)], &services(n));
+            let yaml = cluster_yaml(&id, network, tunnels[usize::from(n - 1)], &services(n))
+                + &extra_yaml(n);
             write_cluster(&config, &id, &yaml);
         }
         let mut gateways = Vec::new();
@@ -460,4 +477,181 @@ async fn a_reload_keeps_open_connections_and_moves_new_ones() {
         .await
         .expect("echo after reload");
     assert_eq!(&buffer, b"after!");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_dial_retries_another_backend_and_the_dead_one_is_ejected() {
+    let backends = backends_on_one_port(&[("c2-pod", pod_ip(2, 0))]).await;
+    let target = backends[0].address.port();
+    let dead = SocketAddr::new(pod_ip(2, 1), target);
+    let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
+    let world = World::start(|n| match n {
+        2 => vec![echo_service(
+            ports,
+            EXPORTED_EARLY,
+            vec![Pod::ready(pod_ip(2, 0)), Pod::ready(dead.ip())],
+        )],
+        _ => Vec::new(),
+    })
+    .await;
+    for _ in 0..30 {
+        let connected = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
+        assert_eq!(
+            connected.greeting, "c2-pod 127.0.1.1",
+            "every connection reaches the live pod"
+        );
+    }
+    let ejected = world.gateways[0]
+        .state()
+        .chooser
+        .ejected(std::time::Instant::now());
+    assert!(
+        ejected.iter().any(|(id, _)| id.address == dead),
+        "the dead pod is ejected: {ejected:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_gateway_of_a_network_is_skipped() {
+    let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
+    let ports: &'static [(&str, u16, u16)] =
+        Box::leak(Box::new([("tcp", 42, backends[0].address.port())]));
+    let services = |n: u8| match n {
+        3 => vec![echo_service(
+            ports,
+            EXPORTED_EARLY,
+            vec![Pod::ready(pod_ip(3, 0))],
+        )],
+        _ => Vec::new(),
+    };
+    let world = World::start(services).await;
+    // c3's gateway Service now lists a dead replica first.
+    let dead_replica = "127.0.3.2".parse().expect("ip");
+    write_cluster(
+        &world.config,
+        "c3",
+        &cluster_yaml_with_gateways(
+            "c3",
+            "net-b",
+            &[dead_replica, gateway_ip(3)],
+            world.tunnels[2].port(),
+            &services(3),
+        ),
+    );
+    let c1 = world.gateways[0].state().clone();
+    let updated = eventually(Duration::from_secs(10), || {
+        c1.routes
+            .load()
+            .lookup("app", "echo", Protocol::Tcp, 42)
+            .and_then(|route| route.backends.first())
+            .is_some_and(|backend| match &backend.path {
+                strait::routing::Path::Tunnel { gateways } => gateways.len() == 2,
+                strait::routing::Path::Direct => false,
+            })
+    })
+    .await;
+    assert!(updated, "c1 learned both replicas");
+    for _ in 0..10 {
+        let connected = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
+        assert_eq!(connected.greeting, "c3-pod 127.0.3.1");
+    }
+    let pools = c1.pool.connection_counts();
+    assert!(
+        pools
+            .iter()
+            .any(|(peer, open)| peer.starts_with("127.0.3.1:") && *open > 0),
+        "{pools:?}"
+    );
+    assert!(
+        pools
+            .iter()
+            .all(|(peer, open)| !peer.starts_with("127.0.3.2:") || *open == 0),
+        "{pools:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_set_ip_selects_service_and_port() {
+    let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
+    let ports: &'static [(&str, u16, u16)] =
+        Box::leak(Box::new([("tcp", 4242, backends[0].address.port())]));
+    let vip: std::net::IpAddr = "127.0.1.100".parse().expect("ip");
+    let world = World::start_with(
+        |n| match n {
+            3 => vec![echo_service(
+                ports,
+                EXPORTED_EARLY,
+                vec![Pod::ready(pod_ip(3, 0))],
+            )],
+            _ => Vec::new(),
+        },
+        |n| {
+            if n == 1 {
+                import_yaml("echo", vip)
+            } else {
+                String::new()
+            }
+        },
+        vec![SocketAddr::new(vip, 4242)],
+    )
+    .await;
+    let stream = tokio::net::TcpStream::connect(SocketAddr::new(vip, 4242))
+        .await
+        .expect("dial the VIP");
+    let mut stream = tokio::io::BufReader::new(stream);
+    let mut greeting = String::new();
+    tokio::io::AsyncBufReadExt::read_line(&mut stream, &mut greeting)
+        .await
+        .expect("greeting");
+    assert_eq!(greeting, "c3-pod 127.0.3.1\n");
+    let echoed = echo(stream, b"through the vip").await;
+    assert_eq!(echoed, b"through the vip");
+    drop(world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_stops_accepting_and_drains_open_connections() {
+    let backends = backends_on_one_port(&[("c2-pod", pod_ip(2, 0))]).await;
+    let ports: &'static [(&str, u16, u16)] =
+        Box::leak(Box::new([("tcp", 42, backends[0].address.port())]));
+    let mut world = World::start(|n| match n {
+        2 => vec![echo_service(
+            ports,
+            EXPORTED_EARLY,
+            vec![Pod::ready(pod_ip(2, 0))],
+        )],
+        _ => Vec::new(),
+    })
+    .await;
+    let connect_address = world.connect_address(1);
+    let connected = connect(connect_address, "echo.app.svc.clusterset.local:42").await;
+    let mut open = connected.stream.expect("open stream");
+
+    let gateway = world.gateways.remove(0);
+    let started = std::time::Instant::now();
+    let shutdown = tokio::spawn(gateway.shutdown(Duration::from_secs(20)));
+    let refused = eventually(Duration::from_secs(5), || {
+        std::net::TcpStream::connect(connect_address).is_err()
+    })
+    .await;
+    assert!(refused, "the connect listener closed");
+
+    open.write_all(b"draining")
+        .await
+        .expect("write while draining");
+    let mut buffer = [0u8; 8];
+    open.read_exact(&mut buffer)
+        .await
+        .expect("echo while draining");
+    assert_eq!(&buffer, b"draining");
+    assert!(
+        !shutdown.is_finished(),
+        "shutdown waits for the open connection"
+    );
+    drop(open);
+    shutdown.await.expect("shutdown task");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "shutdown ended when the last connection closed, not at the deadline"
+    );
 }

@@ -131,13 +131,38 @@ pub struct ServiceSpec<'a> {
     pub pods: Vec<Pod>,
 }
 
-/// The objects of one cluster folder.
+/// The objects of one cluster folder whose gateway is at `tunnel`.
 pub fn cluster_yaml(
     id: &str,
     network: &str,
     tunnel: SocketAddr,
     services: &[ServiceSpec<'_>],
 ) -> String {
+    cluster_yaml_with_gateways(id, network, &[tunnel.ip()], tunnel.port(), services)
+}
+
+/// A ServiceImport giving `app/<name>` the ClusterSetIP `vip` in this cluster.
+pub fn import_yaml(name: &str, vip: IpAddr) -> String {
+    format!(
+        "---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceImport
+metadata: {{name: {name}, namespace: app}}
+spec: {{type: ClusterSetIP, ips: [\"{vip}\"]}}
+"
+    )
+}
+
+/// The objects of one cluster folder whose gateway Service lists several
+/// addresses (tried in order by peers) on one tunnel port.
+pub fn cluster_yaml_with_gateways(
+    id: &str,
+    network: &str,
+    gateway_ips: &[IpAddr],
+    tunnel_port: u16,
+    services: &[ServiceSpec<'_>],
+) -> String {
+    let external: Vec<String> = gateway_ips.iter().map(|ip| format!("\"{ip}\"")).collect();
     let mut yaml = format!(
         "apiVersion: about.k8s.io/v1beta1
 kind: ClusterProperty
@@ -157,11 +182,10 @@ metadata:
   labels: {{strait.dev/gateway: \"true\"}}
 spec:
   type: LoadBalancer
-  ports: [{{name: tunnel, port: {}}}]
-  externalIPs: [\"{}\"]
+  ports: [{{name: tunnel, port: {tunnel_port}}}]
+  externalIPs: [{}]
 ",
-        tunnel.port(),
-        tunnel.ip()
+        external.join(", ")
     );
     for service in services {
         let ports: Vec<String> = service
