@@ -32,6 +32,10 @@ pub struct GatewaySettings {
     pub tls: TlsSettings,
     #[serde(default)]
     pub tuning: Tuning,
+    /// Accept loopback endpoint addresses: only for single-host setups and
+    /// tests, never in a real cluster set.
+    #[serde(default)]
+    pub allow_loopback_endpoints: bool,
 }
 
 fn default_network_property() -> String {
@@ -46,6 +50,7 @@ impl Default for GatewaySettings {
             listeners: Listeners::default(),
             tls: TlsSettings::default(),
             tuning: Tuning::default(),
+            allow_loopback_endpoints: false,
         }
     }
 }
@@ -235,6 +240,7 @@ impl GatewaySettings {
     pub fn translate_options(&self) -> TranslateOptions {
         TranslateOptions {
             network_property: self.network_property.clone(),
+            allow_loopback_endpoints: self.allow_loopback_endpoints,
         }
     }
 }

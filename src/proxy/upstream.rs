@@ -100,9 +100,15 @@ pub async fn open(
                     metrics,
                 });
             }
-            Err((error, timed_out)) => {
+            Err(Failure {
+                message: error,
+                timed_out,
+                backend_at_fault,
+            }) => {
                 tracing::debug!(backend = %id.address, %error, "upstream attempt failed");
-                state.chooser.report_failure(&id, Instant::now());
+                if backend_at_fault {
+                    state.chooser.report_failure(&id, Instant::now());
+                }
                 metrics.closed(
                     if timed_out {
                         crate::admin::metrics::ClosedResult::Timeout
@@ -123,26 +129,41 @@ pub async fn open(
     }
 }
 
+/// Why one attempt failed.
+struct Failure {
+    message: String,
+    timed_out: bool,
+    /// Whether the backend itself failed (counts toward its ejection). A peer
+    /// gateway refusing the target (400/403/404) says the two gateways' views
+    /// of the cluster set differ, not that the backend is unhealthy.
+    backend_at_fault: bool,
+}
+
 /// Reaches one backend: a dial on the direct path; on the tunnel path, the
 /// gateways of its network in order, skipping those that fail.
 async fn connect(
     state: &GatewayState,
     table: &RouteTable,
     backend: &RoutedBackend,
-) -> Result<Upstream, (String, bool)> {
+) -> Result<Upstream, Failure> {
     let address = SocketAddr::new(backend.backend.address, backend.backend.port);
     match &backend.path {
         Path::Direct => crate::proxy::dial::dial(state.overrides.backend(address), state.dial)
             .await
             .map(Upstream::Direct)
-            .map_err(|e| {
-                let timed_out = e.is_timeout();
-                (e.to_string(), timed_out)
+            .map_err(|e| Failure {
+                timed_out: e.is_timeout(),
+                message: e.to_string(),
+                backend_at_fault: true,
             }),
         Path::Tunnel { gateways } => {
             let allowed = table.network_clusters(&backend.network);
             let authority = address.to_string();
-            let mut last = (format!("no gateway of network {}", backend.network), false);
+            let mut last = Failure {
+                message: format!("no gateway of network {}", backend.network),
+                timed_out: false,
+                backend_at_fault: true,
+            };
             for gateway in gateways.iter() {
                 match state
                     .pool
@@ -157,7 +178,11 @@ async fn connect(
                     Ok(stream) => return Ok(Upstream::Tunnel(Box::new(stream))),
                     Err(error) => {
                         let gateway_failed = error.is_gateway_failure();
-                        last = (error.to_string(), error.is_timeout());
+                        last = Failure {
+                            message: error.to_string(),
+                            timed_out: error.is_timeout(),
+                            backend_at_fault: gateway_failed || error.is_backend_failure(),
+                        };
                         if !gateway_failed {
                             // The gateway answered for the backend: another
                             // gateway of the same network would say the same.

@@ -84,6 +84,14 @@ pub fn authorize<'a>(
                     "{address} is this gateway's own listener"
                 )));
             }
+            // Defence in depth: translation already refuses these as endpoints.
+            if let Some(class) =
+                crate::discovery::translate::unroutable_endpoint(&address.ip(), true)
+            {
+                return Err(InboundRefusal::Forbidden(format!(
+                    "{address} is a {class} address"
+                )));
+            }
             if table.is_local_backend(&address) {
                 Ok(InboundPlan::Dial(address))
             } else {
@@ -132,10 +140,14 @@ pub fn authorize<'a>(
     }
 }
 
-/// Whether `target` reaches the listener `own`, including listeners bound to
-/// a wildcard address (which answer on every local address).
+/// Whether `target` reaches the listener `own`. A listener bound to a
+/// wildcard address also answers on loopback; a backend elsewhere that
+/// happens to use the same port number is not the gateway.
 fn own_or_wildcard(own: &SocketAddr, target: &SocketAddr) -> bool {
-    own.port() == target.port() && (own.ip() == target.ip() || own.ip().is_unspecified())
+    own.port() == target.port()
+        && (own.ip() == target.ip()
+            || (own.ip().is_unspecified()
+                && (target.ip().is_loopback() || target.ip().is_unspecified())))
 }
 
 #[cfg(test)]
@@ -214,11 +226,23 @@ mod tests {
     }
 
     #[test]
+    fn a_backend_elsewhere_on_the_tunnel_port_number_is_not_the_gateway() {
+        let own = [SocketAddr::from(([0, 0, 0, 0], 8042))];
+        let table = table();
+        let plan = authorize(&table, Some("10.0.0.1:8042"), &own).expect("a real backend");
+        assert!(matches!(plan, InboundPlan::Dial(_)));
+        let refusal = authorize(&table, Some("127.0.0.1:8042"), &own).expect_err("own port");
+        assert_eq!(refusal.status(), 403);
+    }
+
+    #[test]
     fn everything_else_is_refused_with_its_status() {
         let cases: &[(&str, u16)] = &[
             ("127.0.0.1:22", 403),
             ("127.0.0.1:15021", 403),
-            ("10.0.0.1:15008", 403),
+            ("127.0.0.1:15008", 403),
+            ("0.0.0.0:8042", 403),
+            ("224.0.0.1:8042", 403),
             ("169.254.169.254:80", 403),
             ("10.0.0.1:42", 403),
             ("10.0.0.1:9000", 403),

@@ -94,8 +94,11 @@ pub fn parse_authority(authority: &str) -> Result<Target, TargetError> {
     let (host, port) = authority
         .rsplit_once(':')
         .ok_or_else(|| TargetError::NoPort(authority.to_owned()))?;
-    // Digits only: `u16::from_str` would also take a leading `+`.
-    let digits = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    // `u16::from_str` would also take a leading `+`.
+    // Digits only, without leading zeros, so one port has one spelling.
+    let digits = !port.is_empty()
+        && port.bytes().all(|b| b.is_ascii_digit())
+        && !(port.len() > 1 && port.starts_with('0'));
     let port = match port.parse::<u16>() {
         Ok(number) if digits && number != 0 => number,
         _ => return Err(TargetError::BadPort(port.to_owned())),
@@ -209,6 +212,7 @@ mod tests {
             "10.0.0.1:0",
             "10.0.0.1:65536",
             "10.0.0.1:+80",
+            "10.0.0.1:080",
             "10.0.0.1:http",
             "[fd00::1:80",
             "[nope]:80",

@@ -63,6 +63,12 @@ impl TunnelError {
         !matches!(self, TunnelError::Refused { .. })
     }
 
+    /// Whether the peer gateway reports the backend failing (502/503/504),
+    /// rather than refusing the request.
+    pub fn is_backend_failure(&self) -> bool {
+        matches!(self, TunnelError::Refused { status, .. } if status.is_server_error())
+    }
+
     /// Whether the gateway or backend dial timed out.
     pub fn is_timeout(&self) -> bool {
         match self {

@@ -91,7 +91,7 @@ async fn serve_connection(
     let service = service_fn(move |request| {
         let state = service_state.clone();
         let caller = service_caller.clone();
-        async move { Ok::<_, Infallible>(handle(request, caller, state).await) }
+        async move { Ok::<_, Infallible>(handle(request, caller, remote, state).await) }
     });
     let connection = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
@@ -129,6 +129,7 @@ fn respond(status: StatusCode, reason: &str) -> Response<Empty<Bytes>> {
 async fn handle(
     mut request: Request<Incoming>,
     caller: Identity,
+    remote: SocketAddr,
     state: Arc<GatewayState>,
 ) -> Response<Empty<Bytes>> {
     let started = Instant::now();
@@ -164,28 +165,32 @@ async fn handle(
     let mut last_error = None;
     let mut rng = fastrand::Rng::new();
     let mut backend = None;
-    for _ in 0..state.dial_attempts.max(1) {
+    let mut attempts = 0;
+    while attempts < state.dial_attempts.max(1) {
         let address = match &plan {
             InboundPlan::Dial(address) => *address,
             InboundPlan::Pick { service, route } => {
+                // Session affinity keys on the calling gateway: the original
+                // client's address does not cross the tunnel.
                 let picked = state.chooser.pick(
                     service,
                     route,
-                    caller_ip(&caller),
+                    remote.ip(),
                     &tried,
                     Instant::now(),
                     &mut rng,
                 );
-                match picked {
-                    // A pick that left the network means the local ones are exhausted.
-                    Some(routed) if routed.path == Path::Direct => {
-                        tried.push(BackendId::of(routed));
-                        std::net::SocketAddr::new(routed.backend.address, routed.backend.port)
-                    }
-                    _ => break,
+                let Some(routed) = picked else { break };
+                tried.push(BackendId::of(routed));
+                // Only backends of this network are dialled; skip the others
+                // without spending an attempt.
+                if routed.path != Path::Direct {
+                    continue;
                 }
+                SocketAddr::new(routed.backend.address, routed.backend.port)
             }
         };
+        attempts += 1;
         let dial_started = Instant::now();
         match dial(state.overrides.backend(address), state.dial).await {
             Ok(stream) => {
@@ -250,10 +255,4 @@ async fn handle(
         metrics.closed(result, outcome.client_to_backend, outcome.backend_to_client);
     });
     Response::new(Empty::new())
-}
-
-/// Session affinity for tunnelled connections keys on the calling gateway:
-/// the original client's address does not cross the tunnel.
-fn caller_ip(_caller: &Identity) -> std::net::IpAddr {
-    std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)
 }

@@ -310,6 +310,8 @@ pub async fn start_gateway(
     let mut settings = GatewaySettings::default();
     settings.tuning.reload_debounce = Duration::from_millis(100);
     settings.tuning.connect_timeout = Duration::from_secs(2);
+    // Pods of this loopback world live on 127.0.0.0/8.
+    settings.allow_loopback_endpoints = true;
     let options = GatewayOptions {
         config_dir: config.to_owned(),
         settings,

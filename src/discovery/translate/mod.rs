@@ -43,13 +43,38 @@ pub struct SourcedObject {
 pub struct TranslateOptions {
     /// The ClusterProperty whose value is the cluster's network.
     pub network_property: String,
+    /// Accept loopback endpoint addresses (single-host setups and tests).
+    /// Kubernetes refuses them, and a gateway must never be steered at its
+    /// own host by a configuration.
+    pub allow_loopback_endpoints: bool,
 }
 
 impl Default for TranslateOptions {
     fn default() -> Self {
         Self {
             network_property: NETWORK_PROPERTY.to_owned(),
+            allow_loopback_endpoints: false,
         }
+    }
+}
+
+/// Why an endpoint address can never be a backend, as Kubernetes' own
+/// EndpointSlice validation decides; `None` when it can.
+pub fn unroutable_endpoint(address: &IpAddr, allow_loopback: bool) -> Option<&'static str> {
+    let link_local = match address {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => v6.is_unicast_link_local(),
+    };
+    if address.is_unspecified() {
+        Some("unspecified")
+    } else if address.is_loopback() && !allow_loopback {
+        Some("loopback")
+    } else if link_local {
+        Some("link-local")
+    } else if address.is_multicast() || matches!(address, IpAddr::V4(v4) if v4.is_broadcast()) {
+        Some("multicast or broadcast")
+    } else {
+        None
     }
 }
 
@@ -151,9 +176,13 @@ pub fn translate_cluster(
             KubeObject::ServiceExport(export) => {
                 attach_export(&mut cluster, sourced, export, &unroutable, &mut findings)
             }
-            KubeObject::EndpointSlice(slice) => {
-                attach_slice(&mut cluster, slice, &unroutable, &mut findings)
-            }
+            KubeObject::EndpointSlice(slice) => attach_slice(
+                &mut cluster,
+                slice,
+                &unroutable,
+                options.allow_loopback_endpoints,
+                &mut findings,
+            ),
             KubeObject::ServiceImport(import) => {
                 let mut addresses = Vec::new();
                 for (index, ip) in import.spec.ips.iter().enumerate() {
@@ -345,6 +374,7 @@ fn attach_slice(
     cluster: &mut Cluster,
     slice: &k8s_openapi::api::discovery::v1::EndpointSlice,
     unroutable: &HashMap<ServiceKey, Unroutable>,
+    allow_loopback: bool,
     findings: &mut Findings<'_>,
 ) {
     let labels = slice.metadata.labels.clone().unwrap_or_default();
@@ -366,7 +396,7 @@ fn attach_slice(
         ));
         return;
     }
-    let Some(group) = endpoint_group(slice, findings) else {
+    let Some(group) = endpoint_group(slice, allow_loopback, findings) else {
         return;
     };
     let namespace = slice.metadata.namespace.as_deref().unwrap_or("default");
@@ -382,6 +412,7 @@ fn attach_slice(
 
 fn endpoint_group(
     slice: &k8s_openapi::api::discovery::v1::EndpointSlice,
+    allow_loopback: bool,
     findings: &mut Findings<'_>,
 ) -> Option<EndpointGroup> {
     let want_v6 = match slice.address_type.as_str() {
@@ -431,7 +462,16 @@ fn endpoint_group(
             continue;
         };
         let address = match first.parse::<IpAddr>() {
-            Ok(address) if address.is_ipv6() == want_v6 => address,
+            Ok(address) if address.is_ipv6() == want_v6 => {
+                if let Some(class) = unroutable_endpoint(&address, allow_loopback) {
+                    findings.error(
+                        &format!("{field}[0]"),
+                        format!("{address} is a {class} address, which cannot be a backend"),
+                    );
+                    continue;
+                }
+                address
+            }
             Ok(_) => {
                 findings.error(
                     &format!("{field}[0]"),

@@ -183,7 +183,10 @@ fn the_network_property_name_is_configurable() {
         property("v1beta1", &network_property, "net-b"),
     ]
     .join("---\n");
-    let options = TranslateOptions { network_property };
+    let options = TranslateOptions {
+        network_property,
+        ..TranslateOptions::default()
+    };
     let (cluster, found) = translate_in(FOLDER, &text, &options);
     assert!(found.is_empty(), "{found:#?}");
     assert_eq!(cluster.expect("named").network.as_str(), "net-b");
@@ -741,4 +744,47 @@ fn client_ip_affinity_without_timeout_gets_the_api_server_default() {
     assert_eq!(cart(&cluster).spec.session_affinity_timeout, Some(10_800));
     let cluster = clean(&svc("cart", HTTP));
     assert_eq!(cart(&cluster).spec.session_affinity_timeout, None);
+}
+
+#[test]
+fn endpoints_kubernetes_would_refuse_are_errors() {
+    for (address, class) in [
+        ("169.254.169.254", "link-local"),
+        ("127.0.0.1", "loopback"),
+        ("0.0.0.0", "unspecified"),
+        ("224.0.0.1", "multicast"),
+    ] {
+        let text = cart_slice(
+            BY_NAME,
+            &format!("addressType: IPv4\nendpoints: [{{addresses: [\"{address}\"]}}]"),
+        );
+        let (_, found) = in_c1(&text);
+        assert_at(
+            only(&found),
+            "3 EndpointSlice shop/cart-abc endpoints[0].addresses[0]",
+            class,
+        );
+    }
+}
+
+#[test]
+fn loopback_endpoints_are_accepted_when_allowed() {
+    let options = TranslateOptions {
+        allow_loopback_endpoints: true,
+        ..TranslateOptions::default()
+    };
+    let text = format!(
+        "{ID}---\n{}",
+        cart_slice(
+            BY_NAME,
+            "addressType: IPv4\nendpoints: [{addresses: [\"127.0.3.10\"]}]"
+        )
+    );
+    let (cluster, found) = translate_in(FOLDER, &text, &options);
+    assert!(found.is_empty(), "{found:#?}");
+    let cluster = cluster.expect("cluster");
+    assert_eq!(
+        cart(&cluster).endpoint_groups[0].endpoints[0].address,
+        ip("127.0.3.10")
+    );
 }
