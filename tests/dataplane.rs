@@ -17,8 +17,9 @@ use strait::gateway::Gateway;
 use strait::model::{ClusterId, GatewayAddress, GatewayHost, Protocol};
 use strait::proxy::dial::DialOptions;
 use strait::tls::ReloadingTls;
-use strait::tunnel::TunnelSettings;
 use strait::tunnel::client::{TunnelError, TunnelPool};
+use strait::tunnel::quic::client::QuicPool;
+use strait::tunnel::{TransportMode, TunnelSettings};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -36,12 +37,16 @@ struct World {
 impl World {
     /// Starts c1, c2 (net-a) and c3 (net-b) with the services `services(n)`
     /// gives for cluster number n, using the tunnel addresses it is handed.
-    async fn start(services: impl Fn(u8) -> Vec<ServiceSpec<'static>>) -> World {
-        Self::start_with(services, |_| String::new(), Vec::new()).await
+    async fn start(
+        transport: TransportMode,
+        services: impl Fn(u8) -> Vec<ServiceSpec<'static>>,
+    ) -> World {
+        Self::start_with(|_| transport, services, |_| String::new(), Vec::new()).await
     }
 
     /// As `start`, with more YAML per cluster and ClusterSetIP listeners for c1.
     async fn start_with(
+        transport_of: impl Fn(u8) -> TransportMode,
         services: impl Fn(u8) -> Vec<ServiceSpec<'static>>,
         extra_yaml: impl Fn(u8) -> String,
         c1_vips: Vec<SocketAddr>,
@@ -73,7 +78,9 @@ impl World {
         let mut gateways = Vec::new();
         for (index, bound) in listeners.into_iter().enumerate() {
             let n = u8::try_from(index + 1).expect("few clusters");
-            gateways.push(start_gateway(&config, &certs, &format!("c{n}"), n, bound).await);
+            gateways.push(
+                start_gateway(&config, &certs, &format!("c{n}"), n, bound, transport_of(n)).await,
+            );
         }
         World {
             _dir: dir,
@@ -115,13 +122,12 @@ async fn backends_on_one_port(names_and_ips: &[(&str, std::net::IpAddr)]) -> Vec
     backends
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn same_network_goes_direct_and_other_networks_through_the_gateway() {
+async fn same_network_goes_direct_and_other_networks_through_the_gateway(transport: TransportMode) {
     let backends =
         backends_on_one_port(&[("c2-pod", pod_ip(2, 0)), ("c3-pod", pod_ip(3, 0))]).await;
     let target = backends[0].address.port();
     let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
-    let world = World::start(|n| match n {
+    let world = World::start(transport, |n| match n {
         2 => vec![echo_service(
             ports,
             EXPORTED_EARLY,
@@ -149,8 +155,7 @@ async fn same_network_goes_direct_and_other_networks_through_the_gateway() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ports_go_only_to_clusters_that_declare_them() {
+async fn ports_go_only_to_clusters_that_declare_them(transport: TransportMode) {
     let backends =
         backends_on_one_port(&[("c2-pod", pod_ip(2, 0)), ("c3-pod", pod_ip(3, 0))]).await;
     let target = backends[0].address.port();
@@ -158,7 +163,7 @@ async fn ports_go_only_to_clusters_that_declare_them() {
     // same target port. (d): c3's port has another name, so both are exposed.
     let c2_ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
     let c3_ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp2", 4242, target)]));
-    let world = World::start(|n| match n {
+    let world = World::start(transport, |n| match n {
         2 => vec![echo_service(
             c2_ports,
             EXPORTED_EARLY,
@@ -193,12 +198,11 @@ async fn ports_go_only_to_clusters_that_declare_them() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_hundred_tunnelled_connections_echo_a_mebibyte_each() {
+async fn two_hundred_tunnelled_connections_echo_a_mebibyte_each(transport: TransportMode) {
     let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
     let target = backends[0].address.port();
     let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
-    let world = World::start(|n| match n {
+    let world = World::start(transport, |n| match n {
         3 => vec![echo_service(
             ports,
             EXPORTED_EARLY,
@@ -225,26 +229,79 @@ async fn two_hundred_tunnelled_connections_echo_a_mebibyte_each() {
     for task in tasks {
         task.await.expect("transfer task");
     }
-    let pools = world.gateways[0].state().pool.connection_counts();
+    let pools = tunnel_connections(&world.gateways[0], transport);
     let connections: usize = pools.iter().map(|(_, open)| open).sum();
+    // HTTP/2 bounds streams per connection and opens more when full; QUIC
+    // carries every stream on one connection per peer.
+    let expected = match transport {
+        TransportMode::Quic => 1..=1,
+        _ => 2..=10,
+    };
     assert!(
-        (2..=10).contains(&connections),
-        "200 streams share a few pooled connections, got {pools:?}"
+        expected.contains(&connections),
+        "200 streams share {expected:?} pooled connections, got {pools:?}"
     );
 }
 
-/// A tunnel client holding `cluster`'s certificate from `certs`.
-fn tunnel_client(certs: &std::path::Path, cluster: &str) -> TunnelPool {
-    let tls = ReloadingTls::load(&certs.join(cluster)).expect("client certificate");
-    TunnelPool::new(
-        TunnelSettings::default(),
-        Arc::new(tls),
-        DialOptions {
-            timeout: Duration::from_secs(2),
-            source: None,
-        },
-        Arc::new(Metrics::new()),
-    )
+/// A tunnel client holding `cluster`'s certificate from `certs`, speaking
+/// the transport under test, as a peer gateway would.
+enum TestClient {
+    H2(TunnelPool),
+    Quic(QuicPool),
+}
+
+/// A tunnelled stream of either transport.
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
+
+impl TestClient {
+    fn new(certs: &std::path::Path, cluster: &str, transport: TransportMode) -> TestClient {
+        let tls = Arc::new(ReloadingTls::load(&certs.join(cluster)).expect("client certificate"));
+        let settings = TunnelSettings::default();
+        let metrics = Arc::new(Metrics::new());
+        match transport {
+            TransportMode::Quic => TestClient::Quic(
+                QuicPool::new("127.0.0.1:0".parse().expect("addr"), tls, settings, metrics)
+                    .expect("quic client"),
+            ),
+            _ => TestClient::H2(TunnelPool::new(
+                settings,
+                tls,
+                DialOptions {
+                    timeout: Duration::from_secs(2),
+                    source: None,
+                },
+                metrics,
+            )),
+        }
+    }
+
+    async fn connect(
+        &self,
+        gateway: &GatewayAddress,
+        allowed: &[ClusterId],
+        authority: &str,
+    ) -> Result<Box<dyn Stream>, TunnelError> {
+        match self {
+            TestClient::H2(pool) => pool
+                .connect(gateway, None, allowed, authority)
+                .await
+                .map(|s| Box::new(s) as Box<dyn Stream>),
+            TestClient::Quic(pool) => pool
+                .connect(gateway, None, allowed, authority)
+                .await
+                .map(|s| Box::new(s) as Box<dyn Stream>),
+        }
+    }
+}
+
+/// Open tunnel connections per peer of a gateway, for the transport under test.
+fn tunnel_connections(gateway: &Gateway, transport: TransportMode) -> Vec<(String, usize)> {
+    let state = gateway.state();
+    match (transport, &state.quic) {
+        (TransportMode::Quic, Some(quic)) => quic.connection_counts(),
+        _ => state.pool.connection_counts(),
+    }
 }
 
 fn gateway_of(address: SocketAddr) -> GatewayAddress {
@@ -254,8 +311,7 @@ fn gateway_of(address: SocketAddr) -> GatewayAddress {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_tunnel_server_dials_nothing_it_should_not() {
+async fn the_tunnel_server_dials_nothing_it_should_not(transport: TransportMode) {
     let backends =
         backends_on_one_port(&[("c3-pod", pod_ip(3, 0)), ("c2-pod", pod_ip(2, 0))]).await;
     let target = backends[0].address.port();
@@ -266,7 +322,7 @@ async fn the_tunnel_server_dials_nothing_it_should_not() {
     let stray = Tripwire::start(SocketAddr::new(pod_ip(3, 9), 0)).await;
     let undeclared_port = Tripwire::start(SocketAddr::new(pod_ip(3, 0), 0)).await;
     let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
-    let world = World::start(|n| match n {
+    let world = World::start(transport, |n| match n {
         2 => vec![echo_service(
             ports,
             EXPORTED_EARLY,
@@ -297,7 +353,7 @@ async fn the_tunnel_server_dials_nothing_it_should_not() {
     .await;
     let c3 = &world.gateways[2];
     let own = c3.addresses().clone();
-    let client = tunnel_client(&world.certs, "c1");
+    let client = TestClient::new(&world.certs, "c1", transport);
     let gateway = gateway_of(world.tunnels[2]);
     let allowed = [ClusterId::new("c3").expect("id")];
 
@@ -324,7 +380,7 @@ async fn the_tunnel_server_dials_nothing_it_should_not() {
         ("echo.app.svc.cluster.local:42".into(), 400),
     ];
     for (authority, status) in &forbidden {
-        match client.connect(&gateway, None, &allowed, authority).await {
+        match client.connect(&gateway, &allowed, authority).await {
             Err(TunnelError::Refused { status: got, .. }) => {
                 assert_eq!(got.as_u16(), *status, "{authority}")
             }
@@ -349,7 +405,7 @@ async fn the_tunnel_server_dials_nothing_it_should_not() {
 
     // The control: the same client, asking for a real backend, gets through.
     let mut stream = client
-        .connect(&gateway, None, &allowed, &at(pod_ip(3, 0)).to_string())
+        .connect(&gateway, &allowed, &at(pod_ip(3, 0)).to_string())
         .await
         .expect("a ready backend of an exported service is allowed");
     let mut greeting = vec![0u8; "c3-pod 127.0.3.1\n".len()];
@@ -357,12 +413,11 @@ async fn the_tunnel_server_dials_nothing_it_should_not() {
     assert_eq!(greeting, b"c3-pod 127.0.3.1\n");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_caller_of_another_certificate_authority_is_refused() {
+async fn a_caller_of_another_certificate_authority_is_refused(transport: TransportMode) {
     let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
     let ports: &'static [(&str, u16, u16)] =
         Box::leak(Box::new([("tcp", 42, backends[0].address.port())]));
-    let world = World::start(|n| match n {
+    let world = World::start(transport, |n| match n {
         3 => vec![echo_service(
             ports,
             EXPORTED_EARLY,
@@ -374,11 +429,10 @@ async fn a_caller_of_another_certificate_authority_is_refused() {
     // Same cluster set name, same cluster id, different CA.
     let impostor = tempfile::tempdir().expect("temp dir");
     let certs = certificates(impostor.path(), &["c1"]);
-    let client = tunnel_client(&certs, "c1");
+    let client = TestClient::new(&certs, "c1", transport);
     let result = client
         .connect(
             &gateway_of(world.tunnels[2]),
-            None,
             &[ClusterId::new("c3").expect("id")],
             "echo.app.svc.clusterset.local:42",
         )
@@ -391,13 +445,12 @@ async fn a_caller_of_another_certificate_authority_is_refused() {
     assert_eq!(backends[0].accepted(), 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reload_keeps_open_connections_and_moves_new_ones() {
+async fn a_reload_keeps_open_connections_and_moves_new_ones(transport: TransportMode) {
     let backends =
         backends_on_one_port(&[("c3-pod", pod_ip(3, 0)), ("c2-pod", pod_ip(2, 0))]).await;
     let target = backends[0].address.port();
     let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
-    let world = World::start(|n| match n {
+    let world = World::start(transport, |n| match n {
         3 => vec![echo_service(
             ports,
             EXPORTED_EARLY,
@@ -485,7 +538,7 @@ async fn a_failed_dial_retries_another_backend_and_the_dead_one_is_ejected() {
     let target = backends[0].address.port();
     let dead = SocketAddr::new(pod_ip(2, 1), target);
     let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
-    let world = World::start(|n| match n {
+    let world = World::start(TransportMode::Auto, |n| match n {
         2 => vec![echo_service(
             ports,
             EXPORTED_EARLY,
@@ -511,8 +564,7 @@ async fn a_failed_dial_retries_another_backend_and_the_dead_one_is_ejected() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_gateway_of_a_network_is_skipped() {
+async fn a_failing_gateway_of_a_network_is_skipped(transport: TransportMode) {
     let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
     let ports: &'static [(&str, u16, u16)] =
         Box::leak(Box::new([("tcp", 42, backends[0].address.port())]));
@@ -524,7 +576,7 @@ async fn a_failing_gateway_of_a_network_is_skipped() {
         )],
         _ => Vec::new(),
     };
-    let world = World::start(services).await;
+    let world = World::start(transport, services).await;
     // c3's gateway Service now lists a dead replica first.
     let dead_replica = "127.0.3.2".parse().expect("ip");
     write_cluster(
@@ -555,7 +607,7 @@ async fn a_failing_gateway_of_a_network_is_skipped() {
         let connected = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
         assert_eq!(connected.greeting, "c3-pod 127.0.3.1");
     }
-    let pools = c1.pool.connection_counts();
+    let pools = tunnel_connections(&world.gateways[0], transport);
     assert!(
         pools
             .iter()
@@ -570,13 +622,13 @@ async fn a_failing_gateway_of_a_network_is_skipped() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_set_ip_selects_service_and_port() {
+async fn a_cluster_set_ip_selects_service_and_port(transport: TransportMode) {
     let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
     let ports: &'static [(&str, u16, u16)] =
         Box::leak(Box::new([("tcp", 4242, backends[0].address.port())]));
     let vip: std::net::IpAddr = "127.0.1.100".parse().expect("ip");
     let world = World::start_with(
+        |_| transport,
         |n| match n {
             3 => vec![echo_service(
                 ports,
@@ -614,7 +666,7 @@ async fn shutdown_stops_accepting_and_drains_open_connections() {
     let backends = backends_on_one_port(&[("c2-pod", pod_ip(2, 0))]).await;
     let ports: &'static [(&str, u16, u16)] =
         Box::leak(Box::new([("tcp", 42, backends[0].address.port())]));
-    let mut world = World::start(|n| match n {
+    let mut world = World::start(TransportMode::Auto, |n| match n {
         2 => vec![echo_service(
             ports,
             EXPORTED_EARLY,
@@ -654,4 +706,84 @@ async fn shutdown_stops_accepting_and_drains_open_connections() {
         started.elapsed() < Duration::from_secs(10),
         "shutdown ended when the last connection closed, not at the deadline"
     );
+}
+
+/// Runs each tunnel scenario once over HTTP/2 and once over QUIC.
+macro_rules! over_both_transports {
+    ($($scenario:ident),* $(,)?) => {
+        mod over_h2 {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(strait::tunnel::TransportMode::H2).await
+                }
+            )*
+        }
+        mod over_quic {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(strait::tunnel::TransportMode::Quic).await
+                }
+            )*
+        }
+    };
+}
+
+over_both_transports!(
+    same_network_goes_direct_and_other_networks_through_the_gateway,
+    ports_go_only_to_clusters_that_declare_them,
+    two_hundred_tunnelled_connections_echo_a_mebibyte_each,
+    the_tunnel_server_dials_nothing_it_should_not,
+    a_caller_of_another_certificate_authority_is_refused,
+    a_reload_keeps_open_connections_and_moves_new_ones,
+    a_failing_gateway_of_a_network_is_skipped,
+    a_cluster_set_ip_selects_service_and_port,
+);
+
+/// `auto` tries QUIC first; a peer that does not answer over UDP (here: a
+/// gateway serving HTTP/2 only, so nothing listens on its UDP port) is
+/// reached over HTTP/2 instead, and QUIC is not retried on every connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_falls_back_to_http2_when_the_peer_does_not_answer_quic() {
+    let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
+    let ports: &'static [(&str, u16, u16)] =
+        Box::leak(Box::new([("tcp", 42, backends[0].address.port())]));
+    let world = World::start_with(
+        |n| {
+            if n == 3 {
+                TransportMode::H2
+            } else {
+                TransportMode::Auto
+            }
+        },
+        |n| match n {
+            3 => vec![echo_service(
+                ports,
+                EXPORTED_EARLY,
+                vec![Pod::ready(pod_ip(3, 0))],
+            )],
+            _ => Vec::new(),
+        },
+        |_| String::new(),
+        Vec::new(),
+    )
+    .await;
+    let first = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
+    assert_eq!(first.greeting, "c3-pod 127.0.3.1");
+    let started = std::time::Instant::now();
+    for _ in 0..5 {
+        let again = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
+        assert_eq!(again.greeting, "c3-pod 127.0.3.1");
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "once QUIC failed, HTTP/2 is used without waiting for QUIC again"
+    );
+    let metrics = world.gateways[0].state().metrics.encode();
+    assert!(
+        metrics.contains("strait_connections_opened_total{path=\"tunnel\",transport=\"h2\"} 6"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("transport=\"quic\"} 1"), "{metrics}");
 }

@@ -24,8 +24,9 @@ use crate::proxy::dial::DialOptions;
 use crate::routing::RouteTable;
 use crate::routing::balancer::{Chooser, OutlierPolicy};
 use crate::tls::ReloadingTls;
-use crate::tunnel::TunnelSettings;
 use crate::tunnel::client::TunnelPool;
+use crate::tunnel::quic::client::QuicPool;
+use crate::tunnel::{TransportMode, TunnelSettings};
 use state::{DialOverrides, GatewayState};
 
 /// How often the TLS files are checked for a renewed certificate.
@@ -41,6 +42,8 @@ pub enum GatewayError {
     },
     #[error("cannot load TLS material: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    #[error("cannot start quic: {0}")]
+    Quic(#[from] crate::tunnel::quic::QuicError),
     #[error("cannot load routes:\n{0}")]
     Routes(String),
     #[error("cannot watch {}: {source}", dir.display())]
@@ -152,6 +155,48 @@ impl Gateway {
             admin: local(&listeners.admin),
             cluster_set_ip: listeners.cluster_set_ip.iter().map(local).collect(),
         };
+        let quic_enabled = options.tunnel.transport != TransportMode::H2
+            || options
+                .tunnel
+                .peer_transports
+                .values()
+                .any(|mode| *mode != TransportMode::H2);
+        let quic = if quic_enabled {
+            let bind = SocketAddr::new(
+                options
+                    .dial_source
+                    .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+                0,
+            );
+            Some(QuicPool::new(
+                bind,
+                tls.clone(),
+                options.tunnel.clone(),
+                metrics.clone(),
+            )?)
+        } else {
+            None
+        };
+        // The QUIC listener shares the tunnel listener's port number, on UDP.
+        let quic_endpoint = if quic_enabled {
+            let socket = crate::tunnel::quic::udp_socket(addresses.tunnel)?;
+            let config = crate::tunnel::quic::server_config(&tls.current(), &options.tunnel)?;
+            Some(
+                quinn::Endpoint::new(
+                    quinn::EndpointConfig::default(),
+                    Some(config),
+                    socket,
+                    Arc::new(quinn::TokioRuntime),
+                )
+                .map_err(|source| GatewayError::Bind {
+                    what: "tunnel (udp)",
+                    address: addresses.tunnel,
+                    source,
+                })?,
+            )
+        } else {
+            None
+        };
         let mut own_listeners = vec![addresses.connect, addresses.tunnel, addresses.admin];
         own_listeners.extend(&addresses.cluster_set_ip);
         let state = Arc::new(GatewayState {
@@ -164,6 +209,7 @@ impl Gateway {
             ),
             routes: ArcSwap::from_pointee(table),
             pool: TunnelPool::new(options.tunnel.clone(), tls.clone(), dial, metrics.clone()),
+            quic,
             tls: tls.clone(),
             metrics: metrics.clone(),
             dial,
@@ -198,6 +244,13 @@ impl Gateway {
                 stop_accepting.clone(),
             )),
         ];
+        if let Some(endpoint) = quic_endpoint {
+            tasks.push(tokio::spawn(crate::tunnel::quic::server::serve(
+                endpoint,
+                state.clone(),
+                stop_accepting.clone(),
+            )));
+        }
         for listener in listeners.cluster_set_ip {
             tasks.push(tokio::spawn(crate::proxy::vip::serve(
                 listener,

@@ -18,6 +18,7 @@ use crate::routing::balancer::Chooser;
 use crate::tls::ReloadingTls;
 use crate::tunnel::TunnelSettings;
 use crate::tunnel::client::TunnelPool;
+use crate::tunnel::quic::client::QuicPool;
 
 /// Where to really dial an address the configuration names. Empty in
 /// production; `strait demo` maps its pretend pod and gateway addresses onto
@@ -43,6 +44,8 @@ pub struct GatewayState {
     pub routes: ArcSwap<RouteTable>,
     pub chooser: Chooser,
     pub pool: TunnelPool,
+    /// QUIC connections to peers; `None` when this gateway tunnels over HTTP/2 only.
+    pub quic: Option<QuicPool>,
     pub tls: Arc<ReloadingTls>,
     pub metrics: Arc<Metrics>,
     pub dial: DialOptions,

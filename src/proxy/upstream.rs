@@ -17,12 +17,25 @@ use crate::gateway::state::GatewayState;
 use crate::model::ClusterId;
 use crate::routing::balancer::{ActiveGuard, BackendId};
 use crate::routing::{Path, PortRoute, RouteTable, RoutedBackend, ServiceRoutes};
+use crate::tunnel::TransportMode;
 use crate::tunnel::client::{TunnelError, TunnelStream};
+use crate::tunnel::quic::QuicStream;
 
 /// The backend side of a proxied connection.
 pub enum Upstream {
     Direct(TcpStream),
     Tunnel(Box<TunnelStream>),
+    Quic(Box<QuicStream>),
+}
+
+impl Upstream {
+    fn transport(&self) -> Transport {
+        match self {
+            Upstream::Direct(_) => Transport::None,
+            Upstream::Tunnel(_) => Transport::H2,
+            Upstream::Quic(_) => Transport::Quic,
+        }
+    }
 }
 
 /// An open upstream and what it reaches.
@@ -87,10 +100,11 @@ pub async fn open(
             Path::Direct => (RoutePath::Direct, Transport::None),
             Path::Tunnel { .. } => (RoutePath::Tunnel, Transport::H2),
         };
-        let metrics = state.metrics.connection(path, transport);
         let started = Instant::now();
         match connect(state, table, backend).await {
             Ok(upstream) => {
+                // Counted once the transport is known: auto mode decides per peer.
+                let metrics = state.metrics.connection(path, upstream.transport());
                 metrics.dial(started.elapsed());
                 state.chooser.report_success(&id);
                 return Ok(Opened {
@@ -109,7 +123,7 @@ pub async fn open(
                 if backend_at_fault {
                     state.chooser.report_failure(&id, Instant::now());
                 }
-                metrics.closed(
+                state.metrics.connection(path, transport).closed(
                     if timed_out {
                         crate::admin::metrics::ClosedResult::Timeout
                     } else {
@@ -165,17 +179,8 @@ async fn connect(
                 backend_at_fault: true,
             };
             for gateway in gateways.iter() {
-                match state
-                    .pool
-                    .connect(
-                        gateway,
-                        state.overrides.gateway(gateway),
-                        allowed,
-                        &authority,
-                    )
-                    .await
-                {
-                    Ok(stream) => return Ok(Upstream::Tunnel(Box::new(stream))),
+                match through(state, gateway, allowed, &authority).await {
+                    Ok(upstream) => return Ok(upstream),
                     Err(error) => {
                         let gateway_failed = error.is_gateway_failure();
                         last = Failure {
@@ -197,6 +202,38 @@ async fn connect(
     }
 }
 
+/// Opens a tunnel stream through one gateway with the transport configured
+/// for it: QUIC, HTTP/2, or (auto) QUIC falling back to HTTP/2 when QUIC does
+/// not connect, QUIC being retried once the peer's back-off has passed.
+async fn through(
+    state: &GatewayState,
+    gateway: &crate::model::GatewayAddress,
+    allowed: &[ClusterId],
+    authority: &str,
+) -> Result<Upstream, TunnelError> {
+    let dial_to = state.overrides.gateway(gateway);
+    let mode = state.tunnel.transport_for(gateway);
+    if let (Some(quic), TransportMode::Quic | TransportMode::Auto) = (&state.quic, mode) {
+        let skip = mode == TransportMode::Auto && quic.is_down(gateway);
+        if !skip {
+            match quic.connect(gateway, dial_to, allowed, authority).await {
+                Ok(stream) => return Ok(Upstream::Quic(Box::new(stream))),
+                // The peer answered about the backend: HTTP/2 would hear the same.
+                Err(error) if !error.is_gateway_failure() => return Err(error),
+                Err(error) if mode == TransportMode::Quic => return Err(error),
+                Err(error) => {
+                    tracing::info!(%error, "quic to gateway failed; falling back to http/2")
+                }
+            }
+        }
+    }
+    state
+        .pool
+        .connect(gateway, dial_to, allowed, authority)
+        .await
+        .map(|stream| Upstream::Tunnel(Box::new(stream)))
+}
+
 fn log_gateway_failure(error: &TunnelError) {
     match error {
         TunnelError::BackingOff { .. } => tracing::debug!(%error, "skipping gateway"),
@@ -213,6 +250,7 @@ impl AsyncRead for Upstream {
         match self.get_mut() {
             Upstream::Direct(stream) => Pin::new(stream).poll_read(cx, buf),
             Upstream::Tunnel(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
+            Upstream::Quic(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -226,6 +264,7 @@ impl AsyncWrite for Upstream {
         match self.get_mut() {
             Upstream::Direct(stream) => Pin::new(stream).poll_write(cx, buf),
             Upstream::Tunnel(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
+            Upstream::Quic(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -233,6 +272,7 @@ impl AsyncWrite for Upstream {
         match self.get_mut() {
             Upstream::Direct(stream) => Pin::new(stream).poll_flush(cx),
             Upstream::Tunnel(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
+            Upstream::Quic(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
         }
     }
 
@@ -240,6 +280,7 @@ impl AsyncWrite for Upstream {
         match self.get_mut() {
             Upstream::Direct(stream) => Pin::new(stream).poll_shutdown(cx),
             Upstream::Tunnel(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
+            Upstream::Quic(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
         }
     }
 }

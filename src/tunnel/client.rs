@@ -47,6 +47,8 @@ pub enum TunnelError {
         gateway: String,
         source: hyper::Error,
     },
+    #[error("quic with gateway {gateway} failed: {reason}")]
+    Quic { gateway: String, reason: String },
     #[error("gateway {gateway} refused {authority}: {status} {reason}")]
     Refused {
         gateway: String,

@@ -5,16 +5,40 @@
 //! `docs/tunnel-protocol.md`.
 
 pub mod client;
+pub mod inbound;
+pub mod quic;
 pub mod server;
 
+use std::collections::HashMap;
 use std::time::Duration;
+
+use serde::Deserialize;
 
 /// Response header carrying a refusal's reason as text.
 pub const ERROR_HEADER: &str = "strait-error";
 
-/// HTTP/2 and TLS limits shared by both ends of the tunnel.
+/// Which transport carries tunnelled connections to a peer gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportMode {
+    /// QUIC first; HTTP/2 when QUIC does not connect in time, QUIC retried later.
+    #[default]
+    Auto,
+    H2,
+    Quic,
+}
+
+/// HTTP/2, QUIC and TLS limits shared by both ends of the tunnel.
 #[derive(Debug, Clone)]
 pub struct TunnelSettings {
+    /// The transport to peers not listed in `peer_transports`.
+    pub transport: TransportMode,
+    /// Per-peer transport, keyed by gateway address as `host:port`.
+    pub peer_transports: HashMap<String, TransportMode>,
+    /// How long a QUIC handshake may take before `auto` falls back to HTTP/2.
+    pub quic_connect_timeout: Duration,
+    /// How long `auto` keeps using HTTP/2 with a peer whose QUIC failed.
+    pub quic_retry_after: Duration,
     /// Streams one pooled connection carries before the pool opens another.
     pub max_streams_per_connection: usize,
     /// Streams a server accepts on one connection.
@@ -36,6 +60,10 @@ pub struct TunnelSettings {
 impl Default for TunnelSettings {
     fn default() -> Self {
         Self {
+            transport: TransportMode::Auto,
+            peer_transports: HashMap::new(),
+            quic_connect_timeout: Duration::from_secs(1),
+            quic_retry_after: quic::client::DEFAULT_RETRY_AFTER,
             max_streams_per_connection: 100,
             server_max_concurrent_streams: 1000,
             max_header_list_size: 16 * 1024,
@@ -48,5 +76,18 @@ impl Default for TunnelSettings {
             backoff_base: Duration::from_millis(200),
             backoff_max: Duration::from_secs(30),
         }
+    }
+}
+
+impl TunnelSettings {
+    /// The transport to use with one peer gateway.
+    pub fn transport_for(&self, gateway: &crate::model::GatewayAddress) -> TransportMode {
+        if self.peer_transports.is_empty() {
+            return self.transport;
+        }
+        self.peer_transports
+            .get(&gateway.to_string())
+            .copied()
+            .unwrap_or(self.transport)
     }
 }

@@ -6,7 +6,6 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
@@ -18,14 +17,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use super::ERROR_HEADER;
-use crate::admin::metrics::{ClosedResult, RefusedReason, RoutePath, Transport};
+use super::{ERROR_HEADER, inbound};
+use crate::admin::metrics::{RefusedReason, Transport};
 use crate::gateway::state::GatewayState;
-use crate::proxy::dial::{dial, tune_accepted};
-use crate::proxy::splice::{SpliceEnd, splice};
-use crate::routing::Path;
-use crate::routing::balancer::BackendId;
-use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize};
+use crate::proxy::dial::tune_accepted;
+use crate::routing::inbound::InboundRefusal;
 use crate::tls::{Identity, peer_identity};
 
 /// Accepts peer gateways until `shutdown`, then lets open streams finish.
@@ -132,127 +128,33 @@ async fn handle(
     remote: SocketAddr,
     state: Arc<GatewayState>,
 ) -> Response<Empty<Bytes>> {
-    let started = Instant::now();
     let authority = request.uri().authority().map(|a| a.as_str().to_owned());
-    let table = state.routes.load_full();
-    let plan = if request.method() == Method::CONNECT {
-        authorize(&table, authority.as_deref(), &state.own_listeners)
+    let accepted = if request.method() == Method::CONNECT {
+        inbound::open(&state, authority.as_deref(), &caller, remote, Transport::H2).await
     } else {
-        Err(InboundRefusal::Malformed(format!(
-            "method {} is not CONNECT",
-            request.method()
-        )))
+        let malformed =
+            InboundRefusal::Malformed(format!("method {} is not CONNECT", request.method()));
+        Err(inbound::refuse(
+            &state,
+            &caller,
+            authority.as_deref(),
+            malformed,
+        ))
     };
-    let plan = match plan {
-        Ok(plan) => plan,
+    let accepted = match accepted {
+        Ok(accepted) => accepted,
         Err(refusal) => {
-            state.metrics.refused(match &refusal {
-                InboundRefusal::Malformed(_) => RefusedReason::Malformed,
-                InboundRefusal::Forbidden(_) => RefusedReason::Forbidden,
-                InboundRefusal::UnknownService(_) => RefusedReason::UnknownService,
-                InboundRefusal::NoBackend(_) => RefusedReason::NoBackend,
-            });
-            tracing::info!(caller = %caller, authority = authority.as_deref().unwrap_or(""), %refusal, "tunnel request refused");
-            let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::FORBIDDEN);
-            return respond(status, &refusal.to_string());
+            let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
+            return respond(status, &refusal.reason);
         }
     };
-
-    let metrics = state.metrics.connection(RoutePath::Inbound, Transport::H2);
-    // Candidates in the order they are tried: one fixed address, or picks
-    // from the local backends of a service port.
-    let mut tried: Vec<BackendId> = Vec::new();
-    let mut last_error = None;
-    let mut rng = fastrand::Rng::new();
-    let mut backend = None;
-    let mut attempts = 0;
-    while attempts < state.dial_attempts.max(1) {
-        let address = match &plan {
-            InboundPlan::Dial(address) => *address,
-            InboundPlan::Pick { service, route } => {
-                // Session affinity keys on the calling gateway: the original
-                // client's address does not cross the tunnel.
-                let picked = state.chooser.pick(
-                    service,
-                    route,
-                    remote.ip(),
-                    &tried,
-                    Instant::now(),
-                    &mut rng,
-                );
-                let Some(routed) = picked else { break };
-                tried.push(BackendId::of(routed));
-                // Only backends of this network are dialled; skip the others
-                // without spending an attempt.
-                if routed.path != Path::Direct {
-                    continue;
-                }
-                SocketAddr::new(routed.backend.address, routed.backend.port)
-            }
-        };
-        attempts += 1;
-        let dial_started = Instant::now();
-        match dial(state.overrides.backend(address), state.dial).await {
-            Ok(stream) => {
-                metrics.dial(dial_started.elapsed());
-                backend = Some((address, stream));
-                break;
-            }
-            Err(error) => {
-                tracing::debug!(caller = %caller, %address, %error, "inbound dial failed");
-                last_error = Some(error);
-                if matches!(plan, InboundPlan::Dial(_)) {
-                    break;
-                }
-            }
-        }
-    }
-    let Some((address, backend)) = backend else {
-        let (status, result) = match &last_error {
-            Some(error) if error.is_timeout() => {
-                (StatusCode::GATEWAY_TIMEOUT, ClosedResult::Timeout)
-            }
-            Some(_) => (StatusCode::BAD_GATEWAY, ClosedResult::DialError),
-            None => (StatusCode::SERVICE_UNAVAILABLE, ClosedResult::DialError),
-        };
-        metrics.closed(result, 0, 0);
-        let reason = last_error.map_or_else(
-            || "no ready backend left to try".to_owned(),
-            |e| e.to_string(),
-        );
-        return respond(status, &reason);
-    };
-
     let on_upgrade = hyper::upgrade::on(&mut request);
     let idle_timeout = state.idle_timeout;
     state.connections.spawn(async move {
-        let upgraded = match on_upgrade.await {
-            Ok(upgraded) => upgraded,
-            Err(error) => {
-                tracing::debug!(caller = %caller, %error, "tunnel stream upgrade failed");
-                metrics.closed(ClosedResult::Error, 0, 0);
-                return;
-            }
-        };
-        let outcome = splice(TokioIo::new(upgraded), backend, idle_timeout).await;
-        let result = match outcome.end {
-            SpliceEnd::Closed => ClosedResult::Ok,
-            SpliceEnd::IdleTimeout => ClosedResult::Timeout,
-            SpliceEnd::Error(_) => ClosedResult::Error,
-        };
-        tracing::info!(
-            target: "strait::access",
-            direction = "inbound",
-            caller = %caller.cluster,
-            authority = authority.as_deref().unwrap_or(""),
-            backend = %address,
-            bytes_in = outcome.client_to_backend,
-            bytes_out = outcome.backend_to_client,
-            duration_ms = started.elapsed().as_millis() as u64,
-            result = ?outcome.end,
-            "connection"
-        );
-        metrics.closed(result, outcome.client_to_backend, outcome.backend_to_client);
+        match on_upgrade.await {
+            Ok(upgraded) => accepted.relay(TokioIo::new(upgraded), idle_timeout).await,
+            Err(error) => accepted.abandon(&error.to_string()),
+        }
     });
     Response::new(Empty::new())
 }

@@ -19,7 +19,7 @@ use strait::config::GatewaySettings;
 use strait::gateway::state::DialOverrides;
 use strait::gateway::{Gateway, GatewayOptions, Listeners};
 use strait::model::ClusterId;
-use strait::tunnel::TunnelSettings;
+use strait::tunnel::{TransportMode, TunnelSettings};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -306,6 +306,7 @@ pub async fn start_gateway(
     id: &str,
     n: u8,
     listeners: Listeners,
+    transport: TransportMode,
 ) -> Gateway {
     let mut settings = GatewaySettings::default();
     settings.tuning.reload_debounce = Duration::from_millis(100);
@@ -319,7 +320,10 @@ pub async fn start_gateway(
         tls_dir: certs.join(id),
         dial_source: Some(gateway_ip(n)),
         overrides: DialOverrides::default(),
-        tunnel: TunnelSettings::default(),
+        tunnel: TunnelSettings {
+            transport,
+            ..TunnelSettings::default()
+        },
     };
     Gateway::start(options, listeners)
         .await

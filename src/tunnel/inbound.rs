@@ -1,0 +1,171 @@
+//! Serving one tunnel request, whatever the transport carries it (an HTTP/2
+//! CONNECT stream or a QUIC stream): authorise the target against the route
+//! table, dial it (picking a local backend when a service was named), then
+//! splice and write the access-log line.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+use crate::admin::metrics::{ClosedResult, ConnectionMetrics, RefusedReason, RoutePath, Transport};
+use crate::gateway::state::GatewayState;
+use crate::proxy::dial::dial;
+use crate::proxy::splice::{SpliceEnd, splice};
+use crate::routing::Path;
+use crate::routing::balancer::BackendId;
+use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize};
+use crate::tls::Identity;
+
+/// A refused request: the status and the reason sent back to the peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: u16,
+    pub reason: String,
+}
+
+/// A request whose backend is dialled, waiting for the stream to splice to.
+pub struct Accepted {
+    caller: Identity,
+    authority: String,
+    address: SocketAddr,
+    backend: TcpStream,
+    metrics: ConnectionMetrics,
+    started: Instant,
+}
+
+/// Counts and logs a refusal decided before any dial.
+pub fn refuse(
+    state: &GatewayState,
+    caller: &Identity,
+    authority: Option<&str>,
+    refusal: InboundRefusal,
+) -> Refusal {
+    state.metrics.refused(match &refusal {
+        InboundRefusal::Malformed(_) => RefusedReason::Malformed,
+        InboundRefusal::Forbidden(_) => RefusedReason::Forbidden,
+        InboundRefusal::UnknownService(_) => RefusedReason::UnknownService,
+        InboundRefusal::NoBackend(_) => RefusedReason::NoBackend,
+    });
+    tracing::info!(caller = %caller, authority = authority.unwrap_or(""), %refusal, "tunnel request refused");
+    Refusal {
+        status: refusal.status(),
+        reason: refusal.to_string(),
+    }
+}
+
+/// Authorises `authority` for `caller` and dials the backend.
+pub async fn open(
+    state: &GatewayState,
+    authority: Option<&str>,
+    caller: &Identity,
+    remote: SocketAddr,
+    transport: Transport,
+) -> Result<Accepted, Refusal> {
+    let started = Instant::now();
+    let table = state.routes.load_full();
+    let plan = authorize(&table, authority, &state.own_listeners)
+        .map_err(|refusal| refuse(state, caller, authority, refusal))?;
+    let metrics = state.metrics.connection(RoutePath::Inbound, transport);
+    let mut tried: Vec<BackendId> = Vec::new();
+    let mut last_error = None;
+    let mut rng = fastrand::Rng::new();
+    let mut attempts = 0;
+    while attempts < state.dial_attempts.max(1) {
+        let address = match &plan {
+            InboundPlan::Dial(address) => *address,
+            InboundPlan::Pick { service, route } => {
+                // Session affinity keys on the calling gateway: the original
+                // client's address does not cross the tunnel.
+                let picked = state.chooser.pick(
+                    service,
+                    route,
+                    remote.ip(),
+                    &tried,
+                    Instant::now(),
+                    &mut rng,
+                );
+                let Some(routed) = picked else { break };
+                tried.push(BackendId::of(routed));
+                // Only backends of this network are dialled; skip the others
+                // without spending an attempt.
+                if routed.path != Path::Direct {
+                    continue;
+                }
+                SocketAddr::new(routed.backend.address, routed.backend.port)
+            }
+        };
+        attempts += 1;
+        let dial_started = Instant::now();
+        match dial(state.overrides.backend(address), state.dial).await {
+            Ok(backend) => {
+                metrics.dial(dial_started.elapsed());
+                return Ok(Accepted {
+                    caller: caller.clone(),
+                    authority: authority.unwrap_or_default().to_owned(),
+                    address,
+                    backend,
+                    metrics,
+                    started,
+                });
+            }
+            Err(error) => {
+                tracing::debug!(caller = %caller, %address, %error, "inbound dial failed");
+                let fixed = matches!(plan, InboundPlan::Dial(_));
+                last_error = Some(error);
+                if fixed {
+                    break;
+                }
+            }
+        }
+    }
+    let (status, result) = match &last_error {
+        Some(error) if error.is_timeout() => (504, ClosedResult::Timeout),
+        Some(_) => (502, ClosedResult::DialError),
+        None => (503, ClosedResult::DialError),
+    };
+    metrics.closed(result, 0, 0);
+    Err(Refusal {
+        status,
+        reason: last_error.map_or_else(
+            || "no ready backend left to try".to_owned(),
+            |e| e.to_string(),
+        ),
+    })
+}
+
+impl Accepted {
+    /// Splices the peer's stream to the backend until both sides are done.
+    pub async fn relay<S>(self, stream: S, idle_timeout: Duration)
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let outcome = splice(stream, self.backend, idle_timeout).await;
+        let result = match outcome.end {
+            SpliceEnd::Closed => ClosedResult::Ok,
+            SpliceEnd::IdleTimeout => ClosedResult::Timeout,
+            SpliceEnd::Error(_) => ClosedResult::Error,
+        };
+        tracing::info!(
+            target: "strait::access",
+            direction = "inbound",
+            caller = %self.caller.cluster,
+            authority = %self.authority,
+            backend = %self.address,
+            bytes_in = outcome.client_to_backend,
+            bytes_out = outcome.backend_to_client,
+            duration_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            result = ?outcome.end,
+            "connection"
+        );
+        self.metrics
+            .closed(result, outcome.client_to_backend, outcome.backend_to_client);
+    }
+
+    /// The peer went away before the stream could be spliced.
+    pub fn abandon(self, why: &str) {
+        tracing::debug!(caller = %self.caller, why, "tunnel stream abandoned");
+        self.metrics.closed(ClosedResult::Error, 0, 0);
+    }
+}

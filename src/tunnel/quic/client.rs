@@ -1,0 +1,253 @@
+//! The QUIC tunnel client: one QUIC connection per peer gateway, one
+//! bidirectional stream per proxied connection. Dials are one at a time per
+//! peer; a peer that does not answer over QUIC within the connect deadline
+//! is marked down for a while, so `auto` mode falls back to HTTP/2 and
+//! retries QUIC later.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+use quinn::{Connection, Endpoint};
+
+use super::{QuicStream, client_config, encode_request, peer_certificate, read_response};
+use crate::admin::metrics::{Metrics, PoolMetrics};
+use crate::model::{ClusterId, GatewayAddress, GatewayHost};
+use crate::tls::{ReloadingTls, identity_of};
+use crate::tunnel::TunnelSettings;
+use crate::tunnel::client::TunnelError;
+
+/// Connections to peer gateways over QUIC.
+pub struct QuicPool {
+    endpoint: Endpoint,
+    tls: Arc<ReloadingTls>,
+    settings: TunnelSettings,
+    metrics: Arc<Metrics>,
+    peers: Mutex<HashMap<GatewayAddress, Arc<Peer>>>,
+}
+
+struct Peer {
+    label: String,
+    connection: Mutex<Option<(Connection, ClusterId)>>,
+    dialing: tokio::sync::Mutex<()>,
+    /// Until when QUIC is not tried again after a failed connect.
+    down_until: Mutex<Option<Instant>>,
+    metrics: PoolMetrics,
+}
+
+impl QuicPool {
+    /// A client endpoint on an ephemeral UDP port of `bind`.
+    pub fn new(
+        bind: SocketAddr,
+        tls: Arc<ReloadingTls>,
+        settings: TunnelSettings,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, super::QuicError> {
+        let socket = super::udp_socket(bind)?;
+        let endpoint = Endpoint::new(
+            quinn::EndpointConfig::default(),
+            None,
+            socket,
+            Arc::new(quinn::TokioRuntime),
+        )
+        .map_err(|source| super::QuicError::Socket {
+            address: bind,
+            source,
+        })?;
+        Ok(Self {
+            endpoint,
+            tls,
+            settings,
+            metrics,
+            peers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether QUIC to `gateway` failed recently and should not be tried yet.
+    pub fn is_down(&self, gateway: &GatewayAddress) -> bool {
+        let peer = self.peer(gateway);
+        let down = peer.down_until.lock().unwrap_or_else(|e| e.into_inner());
+        down.is_some_and(|until| until > Instant::now())
+    }
+
+    /// Opens a stream to `authority` through `gateway`, whose peer must be
+    /// one of `allowed`.
+    pub async fn connect(
+        &self,
+        gateway: &GatewayAddress,
+        dial_to: Option<SocketAddr>,
+        allowed: &[ClusterId],
+        authority: &str,
+    ) -> Result<QuicStream, TunnelError> {
+        let peer = self.peer(gateway);
+        let connection = self.connection(&peer, gateway, dial_to, allowed).await?;
+        let failed = |reason: String| TunnelError::Quic {
+            gateway: peer.label.clone(),
+            reason,
+        };
+        let (mut send, mut recv) = connection
+            .open_bi()
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let request = encode_request(authority).map_err(|e| failed(e.to_string()))?;
+        send.write_all(&request)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let (status, reason) = read_response(&mut recv)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        if status != 200 {
+            return Err(TunnelError::Refused {
+                gateway: peer.label.clone(),
+                authority: authority.to_owned(),
+                status: StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
+                reason,
+            });
+        }
+        Ok(QuicStream::new(send, recv))
+    }
+
+    fn peer(&self, gateway: &GatewayAddress) -> Arc<Peer> {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        peers
+            .entry(gateway.clone())
+            .or_insert_with(|| {
+                let label = gateway.to_string();
+                Arc::new(Peer {
+                    metrics: self.metrics.pool(&format!("{label}/quic")),
+                    label,
+                    connection: Mutex::new(None),
+                    dialing: tokio::sync::Mutex::new(()),
+                    down_until: Mutex::new(None),
+                })
+            })
+            .clone()
+    }
+
+    async fn connection(
+        &self,
+        peer: &Arc<Peer>,
+        gateway: &GatewayAddress,
+        dial_to: Option<SocketAddr>,
+        allowed: &[ClusterId],
+    ) -> Result<Connection, TunnelError> {
+        if let Some(connection) = peer.live(allowed) {
+            return Ok(connection);
+        }
+        let _dialing = peer.dialing.lock().await;
+        if let Some(connection) = peer.live(allowed) {
+            return Ok(connection);
+        }
+        match self.dial(peer, gateway, dial_to, allowed).await {
+            Ok((connection, cluster)) => {
+                *peer.down_until.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                *peer.connection.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((connection.clone(), cluster));
+                let metrics = peer.metrics.clone();
+                metrics.connections_add(1);
+                let watched = connection.clone();
+                tokio::spawn(async move {
+                    let _ = watched.closed().await;
+                    metrics.connections_add(-1);
+                });
+                Ok(connection)
+            }
+            Err(error) => {
+                *peer.down_until.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(Instant::now() + self.settings.quic_retry_after);
+                Err(error)
+            }
+        }
+    }
+
+    async fn dial(
+        &self,
+        peer: &Peer,
+        gateway: &GatewayAddress,
+        dial_to: Option<SocketAddr>,
+        allowed: &[ClusterId],
+    ) -> Result<(Connection, ClusterId), TunnelError> {
+        let failed = |reason: String| TunnelError::Quic {
+            gateway: peer.label.clone(),
+            reason,
+        };
+        let address = match dial_to {
+            Some(address) => address,
+            None => match &gateway.host {
+                GatewayHost::Ip(ip) => SocketAddr::new(*ip, gateway.port),
+                GatewayHost::Dns(name) => tokio::net::lookup_host((name.as_str(), gateway.port))
+                    .await
+                    .map_err(|e| failed(format!("cannot resolve: {e}")))?
+                    .find(|a| a.is_ipv4())
+                    .ok_or_else(|| failed("no IPv4 address".to_owned()))?,
+            },
+        };
+        let config = client_config(&self.tls.current(), &self.settings)
+            .map_err(|e| failed(e.to_string()))?;
+        let server_name = match &gateway.host {
+            GatewayHost::Dns(name) => name.clone(),
+            // Identity is the certificate's URI, not the name: any valid name will do.
+            GatewayHost::Ip(_) => "gateway.strait.invalid".to_owned(),
+        };
+        let connecting = self
+            .endpoint
+            .connect_with(config, address, &server_name)
+            .map_err(|e| failed(e.to_string()))?;
+        let connection = tokio::time::timeout(self.settings.quic_connect_timeout, connecting)
+            .await
+            .map_err(|_| {
+                failed(format!(
+                    "no answer within {:?}",
+                    self.settings.quic_connect_timeout
+                ))
+            })?
+            .map_err(|e| TunnelError::Handshake {
+                gateway: peer.label.clone(),
+                reason: e.to_string(),
+            })?;
+        let identity = peer_certificate(&connection)
+            .ok_or_else(|| failed("no peer certificate".to_owned()))
+            .and_then(|cert| identity_of(&cert).map_err(|e| failed(e.to_string())))?;
+        if !allowed.contains(&identity.cluster) {
+            connection.close(1u32.into(), b"wrong peer");
+            return Err(TunnelError::WrongPeer {
+                gateway: peer.label.clone(),
+                identity: identity.to_string(),
+            });
+        }
+        tracing::debug!(gateway = %peer.label, peer = %identity, "quic tunnel connection established");
+        Ok((connection, identity.cluster))
+    }
+
+    /// Open QUIC connections per peer, for debugging.
+    pub fn connection_counts(&self) -> Vec<(String, usize)> {
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        peers
+            .values()
+            .map(|peer| {
+                let open = peer
+                    .connection
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                    .is_some_and(|(c, _)| c.close_reason().is_none());
+                (peer.label.clone(), usize::from(open))
+            })
+            .collect()
+    }
+}
+
+impl Peer {
+    fn live(&self, allowed: &[ClusterId]) -> Option<Connection> {
+        let connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
+        connection
+            .as_ref()
+            .filter(|(c, cluster)| c.close_reason().is_none() && allowed.contains(cluster))
+            .map(|(c, _)| c.clone())
+    }
+}
+
+/// How long QUIC is not retried with a peer after it failed, by default.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(30);

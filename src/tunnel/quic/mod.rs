@@ -1,0 +1,258 @@
+//! The QUIC tunnel transport (quinn): the same gateway certificates and
+//! identity checks as the HTTP/2 tunnel, one QUIC connection per peer
+//! gateway and one bidirectional stream per proxied connection, so a lost
+//! packet stalls only the stream it belongs to. No 0-RTT: a tunnel request
+//! is never replayable.
+//!
+//! Framing on each stream (all integers big-endian), documented in
+//! `docs/tunnel-protocol.md`:
+//! - request: `u8 version (1)`, `u16 length`, the target authority (UTF-8);
+//! - response: `u8 version (1)`, `u16 status`, `u16 length`, reason (UTF-8);
+//! - then the proxied bytes; FIN is a half-close, as END_STREAM is on HTTP/2.
+
+pub mod client;
+pub mod server;
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{IdleTimeout, RecvStream, SendStream, TransportConfig, VarInt};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::TunnelSettings;
+use crate::tls::TlsMaterial;
+
+/// ALPN of the QUIC tunnel; HTTP/2 uses `h2`.
+pub const ALPN_QUIC: &[u8] = b"strait-tunnel/1";
+/// The framing version both ends speak.
+pub const FRAME_VERSION: u8 = 1;
+/// Longest authority or reason accepted on the wire.
+pub const MAX_FIELD_LEN: usize = 1024;
+/// UDP socket buffers: a bulk flow at WAN rates needs more than the default.
+const UDP_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum QuicError {
+    #[error("tls configuration unusable for quic: {0}")]
+    Tls(String),
+    #[error("udp socket on {address}: {source}")]
+    Socket {
+        address: SocketAddr,
+        source: io::Error,
+    },
+    #[error("malformed tunnel frame: {0}")]
+    Frame(String),
+    #[error("stream: {0}")]
+    Stream(String),
+}
+
+fn transport(settings: &TunnelSettings, server: bool) -> TransportConfig {
+    let mut transport = TransportConfig::default();
+    transport
+        .stream_receive_window(VarInt::from_u32(settings.stream_window))
+        .receive_window(VarInt::from_u32(settings.connection_window))
+        .send_window(u64::from(settings.connection_window))
+        .max_concurrent_uni_streams(VarInt::from_u32(0))
+        .keep_alive_interval(Some(settings.keepalive_interval))
+        .max_idle_timeout(
+            IdleTimeout::try_from(settings.keepalive_interval + settings.keepalive_timeout).ok(),
+        );
+    let streams = if server {
+        settings.server_max_concurrent_streams
+    } else {
+        0
+    };
+    transport.max_concurrent_bidi_streams(VarInt::from_u32(streams));
+    transport
+}
+
+/// The server side: our certificate, peers must present one of our CA.
+pub fn server_config(
+    material: &TlsMaterial,
+    settings: &TunnelSettings,
+) -> Result<quinn::ServerConfig, QuicError> {
+    let mut tls = (*material.server_config()).clone();
+    tls.alpn_protocols = vec![ALPN_QUIC.to_vec()];
+    tls.max_early_data_size = 0;
+    let crypto = QuicServerConfig::try_from(tls).map_err(|e| QuicError::Tls(e.to_string()))?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(transport(settings, true)));
+    Ok(config)
+}
+
+/// The client side: the same checks as the HTTP/2 client, and no 0-RTT.
+pub fn client_config(
+    material: &TlsMaterial,
+    settings: &TunnelSettings,
+) -> Result<quinn::ClientConfig, QuicError> {
+    let mut tls = (*material.client_config()).clone();
+    tls.alpn_protocols = vec![ALPN_QUIC.to_vec()];
+    tls.enable_early_data = false;
+    let crypto = QuicClientConfig::try_from(tls).map_err(|e| QuicError::Tls(e.to_string()))?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(Arc::new(transport(settings, false)));
+    Ok(config)
+}
+
+/// A UDP socket with raised buffers, bound to `address`.
+pub fn udp_socket(address: SocketAddr) -> Result<std::net::UdpSocket, QuicError> {
+    let failed = |source| QuicError::Socket { address, source };
+    let socket = Socket::new(
+        Domain::for_address(address),
+        Type::DGRAM,
+        Some(Protocol::UDP),
+    )
+    .map_err(failed)?;
+    // The kernel caps these at net.core.[rw]mem_max; a smaller buffer still works.
+    let _ = socket.set_recv_buffer_size(UDP_BUFFER_BYTES);
+    let _ = socket.set_send_buffer_size(UDP_BUFFER_BYTES);
+    socket.bind(&address.into()).map_err(failed)?;
+    socket.set_nonblocking(true).map_err(failed)?;
+    Ok(socket.into())
+}
+
+/// The peer's end-entity certificate, as quinn hands it over.
+fn peer_certificate(
+    connection: &quinn::Connection,
+) -> Option<rustls_pki_types::CertificateDer<'static>> {
+    connection
+        .peer_identity()?
+        .downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>()
+        .ok()?
+        .into_iter()
+        .next()
+}
+
+fn field(bytes: &[u8]) -> Result<[u8; 2], QuicError> {
+    if bytes.len() > MAX_FIELD_LEN {
+        return Err(QuicError::Frame(format!(
+            "field of {} bytes exceeds {MAX_FIELD_LEN}",
+            bytes.len()
+        )));
+    }
+    Ok(u16::try_from(bytes.len()).unwrap_or(u16::MAX).to_be_bytes())
+}
+
+/// Encodes a request frame.
+pub fn encode_request(authority: &str) -> Result<Vec<u8>, QuicError> {
+    let mut frame = vec![FRAME_VERSION];
+    frame.extend_from_slice(&field(authority.as_bytes())?);
+    frame.extend_from_slice(authority.as_bytes());
+    Ok(frame)
+}
+
+/// Encodes a response frame.
+pub fn encode_response(status: u16, reason: &str) -> Vec<u8> {
+    let reason = &reason.as_bytes()[..reason.len().min(MAX_FIELD_LEN)];
+    let mut frame = vec![FRAME_VERSION];
+    frame.extend_from_slice(&status.to_be_bytes());
+    frame.extend_from_slice(&u16::try_from(reason.len()).unwrap_or(0).to_be_bytes());
+    frame.extend_from_slice(reason);
+    frame
+}
+
+async fn read_exact(recv: &mut RecvStream, buf: &mut [u8]) -> Result<(), QuicError> {
+    recv.read_exact(buf)
+        .await
+        .map_err(|e| QuicError::Stream(e.to_string()))
+}
+
+async fn read_version(recv: &mut RecvStream) -> Result<(), QuicError> {
+    let mut version = [0u8; 1];
+    read_exact(recv, &mut version).await?;
+    if version[0] != FRAME_VERSION {
+        return Err(QuicError::Frame(format!("unknown version {}", version[0])));
+    }
+    Ok(())
+}
+
+async fn read_text(recv: &mut RecvStream) -> Result<String, QuicError> {
+    let mut length = [0u8; 2];
+    read_exact(recv, &mut length).await?;
+    let length = usize::from(u16::from_be_bytes(length));
+    if length > MAX_FIELD_LEN {
+        return Err(QuicError::Frame(format!(
+            "field of {length} bytes exceeds {MAX_FIELD_LEN}"
+        )));
+    }
+    let mut text = vec![0u8; length];
+    read_exact(recv, &mut text).await?;
+    String::from_utf8(text).map_err(|_| QuicError::Frame("field is not UTF-8".to_owned()))
+}
+
+/// Reads a request frame: the target authority.
+pub async fn read_request(recv: &mut RecvStream) -> Result<String, QuicError> {
+    read_version(recv).await?;
+    read_text(recv).await
+}
+
+/// Reads a response frame: the status and reason.
+pub async fn read_response(recv: &mut RecvStream) -> Result<(u16, String), QuicError> {
+    read_version(recv).await?;
+    let mut status = [0u8; 2];
+    read_exact(recv, &mut status).await?;
+    Ok((u16::from_be_bytes(status), read_text(recv).await?))
+}
+
+/// One proxied connection over a QUIC stream.
+pub struct QuicStream {
+    send: SendStream,
+    recv: RecvStream,
+}
+
+impl QuicStream {
+    pub fn new(send: SendStream, recv: RecvStream) -> Self {
+        Self { send, recv }
+    }
+}
+
+impl AsyncRead for QuicStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.recv).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for QuicStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.send)
+            .poll_write(cx, buf)
+            .map_err(io::Error::from)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.send).poll_flush(cx)
+    }
+
+    /// Finishes the send side (FIN): a half-close.
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.send).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_carry_version_length_and_text() {
+        assert_eq!(
+            encode_request("10.0.0.1:80").expect("short authority"),
+            [&[1u8, 0, 11][..], b"10.0.0.1:80"].concat()
+        );
+        assert_eq!(encode_response(403, "no"), [1u8, 1, 147, 0, 2, b'n', b'o']);
+        assert!(encode_request(&"a".repeat(MAX_FIELD_LEN + 1)).is_err());
+    }
+}
