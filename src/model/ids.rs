@@ -38,23 +38,26 @@ pub fn check_dns_subdomain(value: &str, max_len: usize) -> Result<(), IdError> {
             max: max_len,
         });
     }
-    let label_ok = |label: &str| {
-        let bytes = label.as_bytes();
-        !bytes.is_empty()
-            && bytes.len() <= 63
-            && bytes
-                .iter()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-            && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
-            && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
-    };
-    if value.split('.').all(label_ok) {
+    if value.split('.').all(is_dns_label) {
         Ok(())
     } else {
         Err(IdError::NotSubdomain {
             value: value.to_owned(),
         })
     }
+}
+
+/// Whether `label` is one RFC-1123 DNS label: 1-63 lowercase letters,
+/// digits and '-', starting and ending with a letter or digit.
+pub fn is_dns_label(label: &str) -> bool {
+    let bytes = label.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }
 
 /// A cluster's id: the value of its `cluster.clusterset.k8s.io` ClusterProperty.

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 pub use ids::{
     ClusterId, DEFAULT_NETWORK, IdError, MAX_CLUSTER_ID_LEN, NetworkId, Protocol, ServiceKey,
-    check_dns_subdomain,
+    check_dns_subdomain, is_dns_label,
 };
 
 /// Every cluster of the set, by id.

@@ -29,24 +29,15 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Accepts local clients until `shutdown`.
 pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: CancellationToken) {
-    loop {
-        let (stream, remote) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "connect listener accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = shutdown.cancelled() => return,
-        };
-        let state = state.clone();
-        state
-            .connections
-            .clone()
-            .spawn(serve_connection(stream, remote, state));
-    }
+    let tracker = state.connections.clone();
+    super::accept_until(
+        listener,
+        "connect",
+        shutdown,
+        tracker,
+        move |stream, remote| serve_connection(stream, remote, state.clone()),
+    )
+    .await;
 }
 
 async fn serve_connection(stream: TcpStream, remote: SocketAddr, state: Arc<GatewayState>) {

@@ -8,15 +8,48 @@ pub mod splice;
 pub mod upstream;
 pub mod vip;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::admin::metrics::ClosedResult;
 use crate::model::ServiceKey;
 use splice::{SpliceEnd, splice};
 use upstream::Opened;
+
+/// Accepts connections on `listener` until `shutdown`, serving each in its
+/// own task on `tracker` (so a drain can wait for them). Accept errors (out
+/// of file descriptors, say) are logged and retried after a short pause.
+pub(crate) async fn accept_until<F, Fut>(
+    listener: TcpListener,
+    what: &'static str,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    mut serve: F,
+) where
+    F: FnMut(TcpStream, SocketAddr) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, remote)) => {
+                    tracker.spawn(serve(stream, remote));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, listener = what, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
 
 /// Splices a client to its opened upstream, then writes the access-log line
 /// and closes the connection's metrics.

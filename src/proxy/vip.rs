@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use socket2::SockRef;
 use tokio::net::{TcpListener, TcpStream};
@@ -20,24 +20,15 @@ use crate::model::Protocol;
 
 /// Accepts VIP connections until `shutdown`.
 pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: CancellationToken) {
-    loop {
-        let (stream, remote) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "cluster-set-ip listener accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = shutdown.cancelled() => return,
-        };
-        let state = state.clone();
-        state
-            .connections
-            .clone()
-            .spawn(serve_connection(stream, remote, state));
-    }
+    let tracker = state.connections.clone();
+    super::accept_until(
+        listener,
+        "cluster-set-ip",
+        shutdown,
+        tracker,
+        move |stream, remote| serve_connection(stream, remote, state.clone()),
+    )
+    .await;
 }
 
 /// The address the client meant: the pre-NAT destination when iptables

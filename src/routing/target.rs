@@ -7,7 +7,7 @@
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-use crate::model::{ClusterId, ServiceKey};
+use crate::model::{ClusterId, ServiceKey, is_dns_label};
 
 /// The DNS suffix of multi-cluster services (KEP-1645).
 pub const CLUSTERSET_SUFFIX: &str = ".svc.clusterset.local";
@@ -139,17 +139,6 @@ pub fn parse_authority(authority: &str) -> Result<Target, TargetError> {
         }
         _ => Err(bad_name()),
     }
-}
-
-fn is_dns_label(label: &str) -> bool {
-    let bytes = label.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
-        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }
 
 #[cfg(test)]

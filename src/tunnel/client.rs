@@ -357,7 +357,9 @@ impl Peer {
     }
 }
 
-async fn resolve(gateway: &GatewayAddress) -> Result<SocketAddr, TunnelError> {
+/// The address to dial for a gateway: its IP, or its load balancer
+/// hostname resolved now (the first address the resolver gives).
+pub(crate) async fn resolve(gateway: &GatewayAddress) -> Result<SocketAddr, TunnelError> {
     match &gateway.host {
         GatewayHost::Ip(ip) => Ok(SocketAddr::new(*ip, gateway.port)),
         GatewayHost::Dns(name) => {

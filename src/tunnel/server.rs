@@ -26,25 +26,15 @@ use crate::tls::{Identity, peer_identity};
 
 /// Accepts peer gateways until `shutdown`, then lets open streams finish.
 pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: CancellationToken) {
-    loop {
-        let (stream, remote) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "tunnel listener accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = shutdown.cancelled() => return,
-        };
-        let state = state.clone();
-        let shutdown = shutdown.clone();
-        state
-            .connections
-            .clone()
-            .spawn(serve_connection(stream, remote, state, shutdown));
-    }
+    let tracker = state.connections.clone();
+    crate::proxy::accept_until(
+        listener,
+        "tunnel",
+        shutdown.clone(),
+        tracker,
+        move |stream, remote| serve_connection(stream, remote, state.clone(), shutdown.clone()),
+    )
+    .await;
 }
 
 async fn serve_connection(

@@ -175,14 +175,7 @@ impl QuicPool {
         };
         let address = match dial_to {
             Some(address) => address,
-            None => match &gateway.host {
-                GatewayHost::Ip(ip) => SocketAddr::new(*ip, gateway.port),
-                GatewayHost::Dns(name) => tokio::net::lookup_host((name.as_str(), gateway.port))
-                    .await
-                    .map_err(|e| failed(format!("cannot resolve: {e}")))?
-                    .find(|a| a.is_ipv4())
-                    .ok_or_else(|| failed("no IPv4 address".to_owned()))?,
-            },
+            None => crate::tunnel::client::resolve(gateway).await?,
         };
         let config = client_config(&self.tls.current(), &self.settings)
             .map_err(|e| failed(e.to_string()))?;
