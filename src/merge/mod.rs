@@ -341,7 +341,9 @@ fn resolve_port(
         };
         let mut found_target = false;
         // An endpoint may sit in two slices while the EndpointSlice
-        // controller moves it: keep it once.
+        // controller moves it: keep it once. One slice holds no duplicates,
+        // so the (costly) check runs only when there are several.
+        let several_slices = service.endpoint_groups.len() > 1;
         let mut seen = HashSet::new();
         for group in &service.endpoint_groups {
             let Some(target) = group
@@ -353,7 +355,7 @@ fn resolve_port(
             };
             found_target = true;
             for endpoint in &group.endpoints {
-                if !seen.insert((endpoint.address, target.port)) {
+                if several_slices && !seen.insert((endpoint.address, target.port)) {
                     continue;
                 }
                 let backend = Backend {

@@ -2,6 +2,7 @@
 //! protocols, with the validation rules of KEP-2149 and Kubernetes.
 
 use std::fmt;
+use std::sync::Arc;
 use std::str::FromStr;
 
 use serde::Serialize;
@@ -61,14 +62,15 @@ pub fn is_dns_label(label: &str) -> bool {
 }
 
 /// A cluster's id: the value of its `cluster.clusterset.k8s.io` ClusterProperty.
+/// Shared, not copied: every backend of a route table names its cluster.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
-pub struct ClusterId(String);
+pub struct ClusterId(Arc<str>);
 
 impl ClusterId {
     pub fn new(value: &str) -> Result<Self, IdError> {
         check_dns_subdomain(value, MAX_CLUSTER_ID_LEN)?;
-        Ok(Self(value.to_owned()))
+        Ok(Self(Arc::from(value)))
     }
 
     pub fn as_str(&self) -> &str {
@@ -85,17 +87,17 @@ impl fmt::Display for ClusterId {
 /// A network's id: the value of the network ClusterProperty, or [`DEFAULT_NETWORK`].
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
-pub struct NetworkId(String);
+pub struct NetworkId(Arc<str>);
 
 impl NetworkId {
     /// Network ids follow the cluster id rules, so they can appear in names and labels.
     pub fn new(value: &str) -> Result<Self, IdError> {
         check_dns_subdomain(value, MAX_CLUSTER_ID_LEN)?;
-        Ok(Self(value.to_owned()))
+        Ok(Self(Arc::from(value)))
     }
 
     pub fn default_network() -> Self {
-        Self(DEFAULT_NETWORK.to_owned())
+        Self(Arc::from(DEFAULT_NETWORK))
     }
 
     pub fn as_str(&self) -> &str {

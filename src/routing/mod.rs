@@ -8,7 +8,7 @@ pub mod inbound;
 pub mod report;
 pub mod target;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -94,7 +94,8 @@ pub struct RouteTable {
     vips: HashMap<(IpAddr, Protocol, u16), ServiceKey>,
     /// Every backend address (target port included) on the viewer's network:
     /// the only addresses a tunnel server may dial for a peer.
-    local_backends: HashSet<SocketAddr>,
+    /// Sorted and deduplicated: built once per reload, searched per request.
+    local_backends: Vec<SocketAddr>,
     /// The clusters of each network: who may answer for a network's gateways.
     network_clusters: HashMap<NetworkId, Arc<[ClusterId]>>,
 }
@@ -150,7 +151,7 @@ impl RouteTable {
             }
         }
 
-        let local_backends = services
+        let mut local_backends: Vec<SocketAddr> = services
             .values()
             .flat_map(HashMap::values)
             .flat_map(|service| &service.ports)
@@ -158,6 +159,8 @@ impl RouteTable {
             .filter(|routed| routed.path == Path::Direct)
             .map(|routed| SocketAddr::new(routed.backend.address, routed.backend.port))
             .collect();
+        local_backends.sort_unstable();
+        local_backends.dedup();
         let mut by_network: HashMap<NetworkId, Vec<ClusterId>> = HashMap::new();
         for cluster in set.clusters.values() {
             by_network
@@ -221,7 +224,7 @@ impl RouteTable {
 
     /// Whether `address` is a backend (with its target port) on the viewer's network.
     pub fn is_local_backend(&self, address: &SocketAddr) -> bool {
-        self.local_backends.contains(address)
+        self.local_backends.binary_search(address).is_ok()
     }
 
     /// The clusters on `network`; empty when the network is unknown.
