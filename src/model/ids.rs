@@ -2,8 +2,8 @@
 //! protocols, with the validation rules of KEP-2149 and Kubernetes.
 
 use std::fmt;
-use std::sync::Arc;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::Serialize;
 
