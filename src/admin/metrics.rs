@@ -141,6 +141,11 @@ struct PeerLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ClusterLabels {
+    cluster: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RefusedLabels {
     reason: RefusedReason,
 }
@@ -184,6 +189,9 @@ pub struct Metrics {
     reloads: Family<ReloadLabels, Counter>,
     routes_services: Gauge,
     routes_backends: Gauge,
+    cluster_synced: Family<ClusterLabels, Gauge>,
+    cluster_stale: Family<ClusterLabels, Gauge>,
+    cluster_stale_transitions: Family<ClusterLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -214,6 +222,9 @@ impl Metrics {
             reloads: Family::default(),
             routes_services: Gauge::default(),
             routes_backends: Gauge::default(),
+            cluster_synced: Family::default(),
+            cluster_stale: Family::default(),
+            cluster_stale_transitions: Family::default(),
         };
         metrics.registry.register(
             "connections_opened",
@@ -271,6 +282,21 @@ impl Metrics {
             "Backends in the current route table",
             metrics.routes_backends.clone(),
         );
+        metrics.registry.register(
+            "cluster_synced",
+            "1 while the cluster's API objects are fully listed and watched (Kubernetes source)",
+            metrics.cluster_synced.clone(),
+        );
+        metrics.registry.register(
+            "cluster_stale",
+            "1 while the cluster's API has been unreachable past staleAfter and its backends are dropped",
+            metrics.cluster_stale.clone(),
+        );
+        metrics.registry.register(
+            "cluster_went_stale",
+            "Times the cluster went stale (its backends dropped after staleAfter)",
+            metrics.cluster_stale_transitions.clone(),
+        );
         metrics
     }
 
@@ -320,6 +346,35 @@ impl Metrics {
             .set(i64::try_from(services).unwrap_or(i64::MAX));
         self.routes_backends
             .set(i64::try_from(backends).unwrap_or(i64::MAX));
+    }
+
+    /// Records one cluster's sync state as the Kubernetes source reports it:
+    /// synced, stale, and how often it went stale in total.
+    pub fn set_cluster_sync(&self, cluster: &str, synced: bool, stale: bool, stale_count: u64) {
+        let labels = ClusterLabels {
+            cluster: cluster.to_owned(),
+        };
+        self.cluster_synced
+            .get_or_create(&labels)
+            .set(i64::from(synced));
+        self.cluster_stale
+            .get_or_create(&labels)
+            .set(i64::from(stale));
+        let transitions = self.cluster_stale_transitions.get_or_create(&labels);
+        let counted = transitions.get();
+        if stale_count > counted {
+            transitions.inc_by(stale_count - counted);
+        }
+    }
+
+    /// Forgets a cluster that left the cluster set.
+    pub fn remove_cluster(&self, cluster: &str) {
+        let labels = ClusterLabels {
+            cluster: cluster.to_owned(),
+        };
+        self.cluster_synced.remove(&labels);
+        self.cluster_stale.remove(&labels);
+        self.cluster_stale_transitions.remove(&labels);
     }
 
     /// Resolves the pool gauges of one peer gateway. Call once per peer.

@@ -3,14 +3,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::Path;
 
 use serde::Serialize;
 
 use crate::merge::{Conflict, MergedSet};
 use crate::model::{ClusterId, ClusterSet, GatewayAddress, NetworkId, ServicePort, ServiceType};
 
-use super::load::load;
+use super::load::{SourceArgs, load};
 use super::{Output, Refused, emit};
 
 #[derive(Debug, Serialize)]
@@ -50,8 +49,8 @@ struct ServiceReport {
     not_exported: Vec<ClusterId>,
 }
 
-pub(super) fn run(config: &Path, output: Output, out: &mut dyn Write) -> Result<(), Refused> {
-    let loaded = load(config)?;
+pub(super) fn run(source: &SourceArgs, output: Output, out: &mut dyn Write) -> Result<(), Refused> {
+    let loaded = load(source)?;
     for warning in &loaded.warnings {
         eprintln!("{warning}");
     }
@@ -62,7 +61,7 @@ pub(super) fn run(config: &Path, output: Output, out: &mut dyn Write) -> Result<
                 .map_err(|e| Refused(format!("cannot encode report: {e}")))?;
             emit(out, &format!("{json}\n"))
         }
-        Output::Text => emit(out, &render(config, &report)),
+        Output::Text => emit(out, &render(&loaded.label, &report)),
     }
 }
 
@@ -140,12 +139,11 @@ fn join<T: ToString>(items: &[T]) -> String {
         .join(", ")
 }
 
-fn render(config: &Path, report: &Report) -> String {
+fn render(label: &str, report: &Report) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "{} is valid ({} warning{})",
-        config.display(),
+        "{label} is valid ({} warning{})",
         report.warnings.len(),
         if report.warnings.len() == 1 { "" } else { "s" }
     );

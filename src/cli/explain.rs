@@ -3,14 +3,13 @@
 
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::Path;
 
 use crate::merge::BackendState;
 use crate::model::Protocol;
 use crate::routing::report::PortReport;
 use crate::routing::{RouteTable, ServiceRoutes};
 
-use super::load::load;
+use super::load::{SourceArgs, load};
 use super::{Output, Refused, emit};
 
 /// A parsed `NAMESPACE/NAME:PORT[/PROTOCOL]`.
@@ -56,20 +55,21 @@ fn parse_target(text: &str) -> Result<Target, Refused> {
 }
 
 pub(super) fn run(
-    config: &Path,
+    source: &SourceArgs,
     from: Option<&str>,
     output: Output,
     target: &str,
     out: &mut dyn Write,
 ) -> Result<(), Refused> {
     let target = parse_target(target)?;
-    let loaded = load(config)?;
+    let loaded = load(source)?;
     for warning in &loaded.warnings {
         eprintln!("{warning}");
     }
     let viewer = from
         .map(str::to_owned)
         .or_else(|| loaded.settings.cluster.clone())
+        .or_else(|| loaded.local.clone())
         .ok_or_else(|| {
             Refused(
                 "no viewing cluster: pass --from CLUSTER or set `cluster` in gateway.yaml"

@@ -1,41 +1,104 @@
-//! Loading a configuration directory into everything the commands report on:
-//! settings, the cluster set, the merged services and any warnings.
+//! Loading the cluster set for the commands that report on it, from a
+//! configuration directory or, with `--kube` (or `kube.enabled` in
+//! `gateway.yaml`), from the clusters' API servers: settings, the cluster
+//! set, the merged services and any warnings.
 
-use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::config::GatewaySettings;
 use crate::diagnostics::Diagnostic;
 use crate::discovery::files::{LoadError, load_clusters};
+use crate::discovery::kube::{KubeLoadError, KubeOptions, load_once};
 use crate::merge::{MergedSet, merge};
 use crate::model::ClusterSet;
 
 use super::Refused;
+
+/// Where a command reads the cluster set.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SourceArgs {
+    /// The configuration directory (holds clusters/ and gateway.yaml).
+    #[arg(long, value_name = "DIR", required_unless_present = "kube")]
+    pub config: Option<PathBuf>,
+    /// Read the cluster set from the Kubernetes API servers: the local
+    /// cluster from KUBECONFIG or in-cluster config, remote clusters from
+    /// gateway.yaml's kube.kubeconfigs and remote-cluster Secrets.
+    #[arg(long)]
+    pub kube: bool,
+    /// How long to wait for every cluster's API to sync.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub kube_timeout: Duration,
+}
+
+impl SourceArgs {
+    /// `gateway.yaml` of the configuration directory, or every default.
+    pub(super) fn settings(&self) -> Result<GatewaySettings, Refused> {
+        match &self.config {
+            Some(dir) => GatewaySettings::load(dir).map_err(|e| Refused(e.to_string())),
+            None => Ok(GatewaySettings::default()),
+        }
+    }
+
+    /// Whether the Kubernetes source is selected (by flag or settings).
+    pub(super) fn uses_kube(&self, settings: &GatewaySettings) -> bool {
+        self.kube || settings.kube.enabled
+    }
+}
 
 pub(super) struct Loaded {
     pub settings: GatewaySettings,
     pub set: ClusterSet,
     pub merged: MergedSet,
     pub warnings: Vec<Diagnostic>,
+    /// What was read, for messages: the directory or the API servers.
+    pub label: String,
+    /// The local cluster's id, when read from the API servers.
+    pub local: Option<String>,
 }
 
-pub(super) fn load(dir: &Path) -> Result<Loaded, Refused> {
-    let settings = GatewaySettings::load(dir).map_err(|e| Refused(e.to_string()))?;
-    let loaded = load_clusters(dir, &settings.translate_options()).map_err(|e| match e {
-        LoadError::Invalid(diagnostics) => {
-            let errors = diagnostics.errors().count();
-            Refused(format!(
-                "{diagnostics}\n{} is not valid: {errors} error{}",
-                dir.display(),
-                if errors == 1 { "" } else { "s" }
-            ))
-        }
-        io => Refused(io.to_string()),
-    })?;
+/// The label of a cluster set read from the API servers.
+const KUBE_LABEL: &str = "the cluster set read from the Kubernetes API";
+
+pub(super) fn load(source: &SourceArgs) -> Result<Loaded, Refused> {
+    let settings = source.settings()?;
+    let (loaded, label, local) = if source.uses_kube(&settings) {
+        let options = KubeOptions::from_settings(&settings);
+        let runtime = super::runtime()?;
+        let loaded = runtime
+            .block_on(load_once(options, source.kube_timeout))
+            .map_err(|e| match e {
+                KubeLoadError::Invalid(diagnostics) => invalid(&diagnostics, KUBE_LABEL),
+                other => Refused(other.to_string()),
+            })?;
+        (loaded.loaded, KUBE_LABEL.to_owned(), loaded.local)
+    } else {
+        let dir = source
+            .config
+            .as_deref()
+            .ok_or_else(|| Refused("pass --config DIR or --kube".to_owned()))?;
+        let label = dir.display().to_string();
+        let loaded = load_clusters(dir, &settings.translate_options()).map_err(|e| match e {
+            LoadError::Invalid(diagnostics) => invalid(&diagnostics, &label),
+            io => Refused(io.to_string()),
+        })?;
+        (loaded, label, None)
+    };
     let merged = merge(&loaded.set);
     Ok(Loaded {
         settings,
         set: loaded.set,
         merged,
         warnings: loaded.warnings,
+        label,
+        local,
     })
+}
+
+fn invalid(diagnostics: &crate::diagnostics::Diagnostics, label: &str) -> Refused {
+    let errors = diagnostics.errors().count();
+    Refused(format!(
+        "{diagnostics}\n{label} is not valid: {errors} error{}",
+        if errors == 1 { "" } else { "s" }
+    ))
 }

@@ -40,16 +40,15 @@ pub enum Output {
 enum Command {
     /// Validate a configuration and summarise clusters, networks and services.
     Check {
-        /// The configuration directory (holds clusters/ and gateway.yaml).
-        #[arg(long, value_name = "DIR")]
-        config: PathBuf,
+        #[command(flatten)]
+        source: load::SourceArgs,
         #[arg(long, value_enum, default_value_t)]
         output: Output,
     },
     /// Show which backends may carry a connection to a service port, and by which path.
     Explain {
-        #[arg(long, value_name = "DIR")]
-        config: PathBuf,
+        #[command(flatten)]
+        source: load::SourceArgs,
         /// The cluster whose gateway makes the decision (default: gateway.yaml's cluster).
         #[arg(long, value_name = "CLUSTER")]
         from: Option<String>,
@@ -87,13 +86,13 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut stdout = std::io::stdout().lock();
     let result = match cli.command {
-        Command::Check { config, output } => check::run(&config, output, &mut stdout),
+        Command::Check { source, output } => check::run(&source, output, &mut stdout),
         Command::Explain {
-            config,
+            source,
             from,
             output,
             target,
-        } => explain::run(&config, from.as_deref(), output, &target, &mut stdout),
+        } => explain::run(&source, from.as_deref(), output, &target, &mut stdout),
         Command::Run(args) => {
             init_logging();
             run::run(&args)

@@ -1,22 +1,24 @@
 //! `strait run`: one gateway, until SIGTERM or Ctrl-C, then a bounded drain.
+//! Routes come from the configuration directory or, with `--kube` (or
+//! `kube.enabled`), from the clusters' API servers.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::GatewaySettings;
+use crate::discovery::kube::{KubeHandle, KubeOptions};
 use crate::gateway::{Gateway, GatewayOptions, Listeners};
-use crate::tunnel::TunnelSettings;
 
 use super::Refused;
+use super::load::SourceArgs;
 
 /// Command-line overrides of `gateway.yaml`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The configuration directory (holds clusters/ and gateway.yaml).
-    #[arg(long, value_name = "DIR")]
-    pub config: PathBuf,
-    /// The cluster this gateway serves (default: gateway.yaml's cluster).
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// The cluster this gateway serves (default: gateway.yaml's cluster, or
+    /// with --kube the local cluster's id).
     #[arg(long, value_name = "ID")]
     pub cluster: Option<String>,
     #[arg(long, value_name = "ADDR")]
@@ -38,7 +40,7 @@ pub struct RunArgs {
 
 /// Reads gateway.yaml and applies the flags over it.
 pub(super) fn options(args: &RunArgs) -> Result<GatewayOptions, Refused> {
-    let mut settings = GatewaySettings::load(&args.config).map_err(|e| Refused(e.to_string()))?;
+    let mut settings = args.source.settings()?;
     let listeners = &mut settings.listeners;
     if let Some(address) = args.connect_listen {
         listeners.connect = address;
@@ -55,28 +57,56 @@ pub(super) fn options(args: &RunArgs) -> Result<GatewayOptions, Refused> {
     if let Some(dir) = &args.tls_dir {
         settings.tls.dir = dir.clone();
     }
-    let cluster = args
-        .cluster
-        .clone()
-        .or_else(|| settings.cluster.clone())
-        .ok_or_else(|| {
-            Refused("no cluster: pass --cluster ID or set `cluster` in gateway.yaml".to_owned())
-        })?;
+    let cluster = args.cluster.clone().or_else(|| settings.cluster.clone());
+    if cluster.is_none() && !args.source.uses_kube(&settings) {
+        return Err(Refused(
+            "no cluster: pass --cluster ID or set `cluster` in gateway.yaml".to_owned(),
+        ));
+    }
     Ok(GatewayOptions {
-        config_dir: args.config.clone(),
+        config_dir: args.source.config.clone().unwrap_or_default(),
         tls_dir: settings.tls.dir.clone(),
+        tunnel: settings.tunnel.settings(),
         settings,
-        cluster,
+        cluster: cluster.unwrap_or_default(),
         dial_source: None,
         overrides: Default::default(),
-        tunnel: TunnelSettings::default(),
+        kube: None,
     })
 }
 
+/// Starts the Kubernetes source and waits (up to `--kube-timeout`) for
+/// every cluster to sync or fail once; the gateway then starts with what
+/// is known, and clusters that come later are added by reloads.
+async fn start_kube(args: &RunArgs, options: &mut GatewayOptions) -> Result<(), Refused> {
+    let handle = KubeHandle::start(KubeOptions::from_settings(&options.settings))
+        .await
+        .map_err(|e| Refused(e.to_string()))?;
+    let snapshot = handle
+        .wait_for(args.source.kube_timeout, |s| s.all_synced())
+        .await;
+    for cluster in snapshot.clusters.iter().filter(|c| c.last_error.is_some()) {
+        tracing::warn!(cluster = %cluster.source, error = cluster.last_error.as_deref().unwrap_or(""),
+            state = ?cluster.state, "cluster not synced at start");
+    }
+    if options.cluster.is_empty() {
+        options.cluster = snapshot.local.clone().ok_or_else(|| {
+            Refused(
+                "no cluster: the local cluster has no cluster.clusterset.k8s.io ClusterProperty yet; pass --cluster ID".to_owned(),
+            )
+        })?;
+    }
+    options.kube = Some(handle);
+    Ok(())
+}
+
 pub(super) fn run(args: &RunArgs) -> Result<(), Refused> {
-    let options = options(args)?;
+    let mut options = options(args)?;
     let runtime = super::runtime()?;
     runtime.block_on(async {
+        if args.source.uses_kube(&options.settings) {
+            start_kube(args, &mut options).await?;
+        }
         let listeners = Listeners::bind(&options.settings)
             .await
             .map_err(|e| Refused(e.to_string()))?;

@@ -3,6 +3,10 @@
 //! Every field is optional; command-line flags override what the file says.
 //! Errors name the file and the field, with the line where YAML can tell.
 
+mod tunnel;
+
+pub use tunnel::TunnelConfig;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,6 +36,12 @@ pub struct GatewaySettings {
     pub tls: TlsSettings,
     #[serde(default)]
     pub tuning: Tuning,
+    /// Which transport carries tunnelled connections.
+    #[serde(default)]
+    pub tunnel: TunnelConfig,
+    /// Reading the cluster set from Kubernetes API servers instead of files.
+    #[serde(default)]
+    pub kube: KubeSettings,
     /// Accept loopback endpoint addresses: only for single-host setups and
     /// tests, never in a real cluster set.
     #[serde(default)]
@@ -50,6 +60,8 @@ impl Default for GatewaySettings {
             listeners: Listeners::default(),
             tls: TlsSettings::default(),
             tuning: Tuning::default(),
+            tunnel: TunnelConfig::default(),
+            kube: KubeSettings::default(),
             allow_loopback_endpoints: false,
         }
     }
@@ -181,6 +193,44 @@ impl Default for Tuning {
     }
 }
 
+/// The Kubernetes discovery source: the local cluster from in-cluster
+/// config or `KUBECONFIG`, remote clusters from kubeconfig files and from
+/// Secrets labelled `strait.dev/remote-cluster: "true"`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeSettings {
+    /// Read the cluster set from the API servers (same as `--kube`).
+    #[serde(default)]
+    pub enabled: bool,
+    /// Kubeconfig files of remote clusters; relative paths are relative to
+    /// the directory holding `gateway.yaml`.
+    #[serde(default)]
+    pub kubeconfigs: Vec<PathBuf>,
+    /// Where remote-cluster Secrets live (default: `POD_NAMESPACE`, else the
+    /// local kubeconfig's namespace).
+    #[serde(default)]
+    pub remote_secret_namespace: Option<String>,
+    /// How long a cluster whose API is unreachable keeps its last known
+    /// state before its backends are dropped.
+    #[serde(default = "default_stale_after", with = "humantime_serde")]
+    pub stale_after: Duration,
+}
+
+fn default_stale_after() -> Duration {
+    Duration::from_secs(300)
+}
+
+impl Default for KubeSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            kubeconfigs: Vec::new(),
+            remote_secret_namespace: None,
+            stale_after: default_stale_after(),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct SettingsError(pub Diagnostic);
@@ -190,7 +240,15 @@ impl GatewaySettings {
     pub fn load(dir: &Path) -> Result<Self, SettingsError> {
         let path = dir.join(SETTINGS_FILE);
         match std::fs::read_to_string(&path) {
-            Ok(text) => Self::parse(&path.display().to_string(), &text),
+            Ok(text) => {
+                let mut settings = Self::parse(&path.display().to_string(), &text)?;
+                for kubeconfig in &mut settings.kube.kubeconfigs {
+                    if kubeconfig.is_relative() {
+                        *kubeconfig = dir.join(&*kubeconfig);
+                    }
+                }
+                Ok(settings)
+            }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(error) => Err(SettingsError(Diagnostic::error(
                 Origin::file(path.display()),
@@ -228,6 +286,14 @@ impl GatewaySettings {
                 format!("invalid property name: {e}"),
             )
         })?;
+        if let Some(namespace) = &settings.kube.remote_secret_namespace {
+            check_dns_subdomain(namespace, 63).map_err(|e| {
+                error(
+                    Some("kube.remoteSecretNamespace".to_owned()),
+                    format!("invalid namespace: {e}"),
+                )
+            })?;
+        }
         if settings.tuning.dial_attempts == 0 {
             return Err(error(
                 Some("tuning.dialAttempts".to_owned()),
@@ -288,6 +354,24 @@ mod tests {
         let error = GatewaySettings::parse("g.yaml", "listeners:\n  admin: nowhere\n")
             .expect_err("bad address");
         assert_eq!(error.0.field.as_deref(), Some("listeners.admin"));
+    }
+
+    #[test]
+    fn the_kube_section_parses_with_defaults() {
+        let settings =
+            GatewaySettings::parse("g.yaml", "kube:\n  enabled: true\n").expect("valid settings");
+        assert!(settings.kube.enabled);
+        assert_eq!(settings.kube.stale_after, Duration::from_secs(300));
+        let text = "kube:\n  kubeconfigs: [remote.yaml]\n  remoteSecretNamespace: strait-system\n  staleAfter: 30s\n";
+        let settings = GatewaySettings::parse("g.yaml", text).expect("valid settings");
+        assert_eq!(
+            settings.kube.kubeconfigs,
+            vec![PathBuf::from("remote.yaml")]
+        );
+        assert_eq!(settings.kube.stale_after, Duration::from_secs(30));
+        let error = GatewaySettings::parse("g.yaml", "kube:\n  remoteSecretNamespace: Bad_NS\n")
+            .expect_err("bad namespace");
+        assert_eq!(error.0.field.as_deref(), Some("kube.remoteSecretNamespace"));
     }
 
     #[test]

@@ -62,6 +62,8 @@ pub struct GatewayOptions {
     pub dial_source: Option<IpAddr>,
     pub overrides: DialOverrides,
     pub tunnel: TunnelSettings,
+    /// Routes come from this Kubernetes source instead of `config_dir`.
+    pub kube: Option<crate::discovery::kube::KubeHandle>,
 }
 
 /// The gateway's bound sockets.
@@ -121,6 +123,9 @@ pub struct Gateway {
 
 /// Loads the routes of `options.cluster` from the configuration directory.
 pub fn load_routes(options: &GatewayOptions) -> Result<RouteTable, GatewayError> {
+    if let Some(kube) = &options.kube {
+        return reload::kube_routes(kube, options);
+    }
     let loaded = crate::discovery::files::load_clusters(
         &options.config_dir,
         &options.settings.translate_options(),
@@ -266,7 +271,7 @@ impl Gateway {
                 let table = routes_state.routes.load();
                 serde_json::to_value(crate::routing::report::all_ports(&table)).unwrap_or_default()
             }),
-            clusters_json: None,
+            clusters_json: reload::clusters_view(&options),
         };
         let admin_stop = stop_admin.clone();
         let admin_listener = listeners.admin;

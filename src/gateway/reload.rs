@@ -1,7 +1,10 @@
-//! Watching the configuration directory: a change (debounced) rebuilds the
-//! route table and swaps it in atomically; an invalid update is logged and
-//! the last good routes stay. Open connections never notice a reload: they
-//! hold their upstream, not the table.
+//! Reloading routes: from the configuration directory (a change, debounced,
+//! rebuilds the route table) or from the Kubernetes source (each snapshot
+//! whose cluster set changed does; the source debounces). The new table is
+//! swapped in atomically; an invalid update is logged and the last good
+//! routes stay. Open connections never notice a reload: they hold their
+//! upstream, not the table. The Kubernetes driver also keeps the per-cluster
+//! sync metrics and `/debug/clusters` current.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,10 +16,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::state::GatewayState;
 use super::{GatewayError, GatewayOptions, load_routes};
-use crate::admin::metrics::{ReloadKind, ReloadResult};
+use crate::admin::JsonView;
+use crate::admin::metrics::{Metrics, ReloadKind, ReloadResult};
+use crate::discovery::kube::{KubeHandle, SourceSnapshot, SyncState};
+use crate::routing::RouteTable;
 use crate::routing::balancer::BackendId;
 
-/// Starts watching `dir`; the returned task ends at `shutdown`.
+/// Starts watching `dir`, or the Kubernetes source when the options hold
+/// one; the returned task ends at `shutdown`.
 pub(super) fn spawn(
     dir: PathBuf,
     options: GatewayOptions,
@@ -24,6 +31,9 @@ pub(super) fn spawn(
     debounce: Duration,
     shutdown: CancellationToken,
 ) -> Result<JoinHandle<()>, GatewayError> {
+    if let Some(kube) = options.kube.clone() {
+        return Ok(spawn_kube(kube, options, state, shutdown));
+    }
     let (changed, mut changes) = tokio::sync::mpsc::channel::<()>(1);
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if event.is_ok() {
@@ -87,4 +97,81 @@ pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) {
             tracing::warn!(%error, "configuration update refused; the last good routes stay");
         }
     }
+}
+
+/// Routes of `options.cluster` from the Kubernetes source's latest snapshot.
+pub(super) fn kube_routes(
+    kube: &KubeHandle,
+    options: &GatewayOptions,
+) -> Result<RouteTable, GatewayError> {
+    let snapshot = kube.snapshot();
+    let set = snapshot.set.as_ref().map_err(|diagnostics| {
+        GatewayError::Routes(format!(
+            "{diagnostics}\nthe cluster set read from the Kubernetes API is not valid"
+        ))
+    })?;
+    let merged = crate::merge::merge(set);
+    RouteTable::build(set, &merged, &options.cluster)
+        .map_err(|e| GatewayError::Routes(e.to_string()))
+}
+
+/// The `/debug/clusters` view: the Kubernetes source's per-cluster sync
+/// state; `None` (404) for the file source.
+pub(super) fn clusters_view(options: &GatewayOptions) -> Option<JsonView> {
+    let kube = options.kube.clone()?;
+    Some(Arc::new(move || kube.snapshot().clusters_json()))
+}
+
+/// Follows the Kubernetes source: records every snapshot's sync state in
+/// the metrics and reloads the routes when the cluster set changed.
+fn spawn_kube(
+    kube: KubeHandle,
+    options: GatewayOptions,
+    state: Arc<GatewayState>,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut snapshots = kube.subscribe();
+        let mut labels = std::collections::HashSet::new();
+        let mut loaded = {
+            let snapshot = snapshots.borrow_and_update().clone();
+            record_sync(&state.metrics, &snapshot, &mut labels);
+            snapshot.set_revision
+        };
+        loop {
+            tokio::select! {
+                changed = snapshots.changed() => if changed.is_err() { return },
+                () = shutdown.cancelled() => return,
+            }
+            let snapshot = snapshots.borrow_and_update().clone();
+            record_sync(&state.metrics, &snapshot, &mut labels);
+            if snapshot.set_revision != loaded {
+                loaded = snapshot.set_revision;
+                reload(&options, &state);
+            }
+        }
+    })
+}
+
+/// Sets the per-cluster sync metrics and forgets clusters that are gone.
+fn record_sync(
+    metrics: &Metrics,
+    snapshot: &SourceSnapshot,
+    labels: &mut std::collections::HashSet<String>,
+) {
+    let mut current = std::collections::HashSet::new();
+    for cluster in &snapshot.clusters {
+        let label = cluster.label().to_owned();
+        metrics.set_cluster_sync(
+            &label,
+            cluster.state == SyncState::Synced,
+            cluster.state == SyncState::Stale,
+            cluster.stale_count,
+        );
+        current.insert(label);
+    }
+    for gone in labels.difference(&current) {
+        metrics.remove_cluster(gone);
+    }
+    *labels = current;
 }

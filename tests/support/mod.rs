@@ -324,6 +324,7 @@ pub async fn start_gateway(
             transport,
             ..TunnelSettings::default()
         },
+        kube: None,
     };
     Gateway::start(options, listeners)
         .await

@@ -136,6 +136,7 @@ async fn demo(args: &DemoArgs) -> Result<(), Refused> {
             dial_source: Some(gateway_ip(index)),
             overrides: gateway_overrides,
             tunnel: TunnelSettings::default(),
+            kube: None,
         };
         gateways.push(
             Gateway::start(options, bound)

@@ -1,0 +1,85 @@
+//! The `tunnel:` section of `gateway.yaml`: which transport carries
+//! tunnelled connections, per peer when needed.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::tunnel::{TransportMode, TunnelSettings};
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TunnelConfig {
+    /// `auto` (QUIC, falling back to HTTP/2), `h2` or `quic`.
+    #[serde(default)]
+    pub transport: TransportMode,
+    /// Per peer gateway, keyed `host:port` as the gateway Service names it.
+    #[serde(default)]
+    pub peers: HashMap<String, TransportMode>,
+    /// How long a QUIC handshake may take before `auto` uses HTTP/2.
+    #[serde(default = "default_quic_connect_timeout", with = "humantime_serde")]
+    pub quic_connect_timeout: Duration,
+    /// How long `auto` stays on HTTP/2 with a peer whose QUIC failed.
+    #[serde(default = "default_quic_retry_after", with = "humantime_serde")]
+    pub quic_retry_after: Duration,
+}
+
+fn default_quic_connect_timeout() -> Duration {
+    TunnelSettings::default().quic_connect_timeout
+}
+
+fn default_quic_retry_after() -> Duration {
+    TunnelSettings::default().quic_retry_after
+}
+
+impl Default for TunnelConfig {
+    fn default() -> Self {
+        Self {
+            transport: TransportMode::default(),
+            peers: HashMap::new(),
+            quic_connect_timeout: default_quic_connect_timeout(),
+            quic_retry_after: default_quic_retry_after(),
+        }
+    }
+}
+
+impl TunnelConfig {
+    /// The tunnel settings with these choices applied to the defaults.
+    pub fn settings(&self) -> TunnelSettings {
+        TunnelSettings {
+            transport: self.transport,
+            peer_transports: self.peers.clone(),
+            quic_connect_timeout: self.quic_connect_timeout,
+            quic_retry_after: self.quic_retry_after,
+            ..TunnelSettings::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::GatewaySettings;
+
+    #[test]
+    fn transports_parse_per_gateway_and_per_peer() {
+        let text = "tunnel:\n  transport: h2\n  peers:\n    \"192.0.2.1:15008\": quic\n  quicConnectTimeout: 500ms\n";
+        let settings = GatewaySettings::parse("g.yaml", text).expect("valid");
+        let tunnel = settings.tunnel.settings();
+        assert_eq!(tunnel.transport, TransportMode::H2);
+        assert_eq!(tunnel.quic_connect_timeout, Duration::from_millis(500));
+        let peer = crate::model::GatewayAddress {
+            host: crate::model::GatewayHost::Ip("192.0.2.1".parse().expect("ip")),
+            port: 15008,
+        };
+        assert_eq!(tunnel.transport_for(&peer), TransportMode::Quic);
+    }
+
+    #[test]
+    fn an_unknown_transport_names_its_field() {
+        let error = GatewaySettings::parse("g.yaml", "tunnel:\n  transport: udp\n")
+            .expect_err("unknown transport");
+        assert_eq!(error.0.field.as_deref(), Some("tunnel.transport"));
+    }
+}

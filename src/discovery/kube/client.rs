@@ -1,0 +1,184 @@
+//! Where the clusters of the set come from and how Strait talks to them:
+//! building a kube client from the local configuration, a kubeconfig file or
+//! a remote-cluster Secret, and discovering which version of each watched
+//! kind the server offers (`v1beta1`, else `v1alpha1`, for the CRDs).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::ApiResource;
+use kube::discovery::Discovery;
+
+use super::KubeError;
+use crate::discovery::objects::{ABOUT_GROUP, CRD_VERSIONS, MCS_GROUP};
+
+/// Where one cluster's API server is configured.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ClusterSource {
+    /// The cluster the gateway runs in.
+    Local,
+    /// A kubeconfig file named in `gateway.yaml`.
+    Kubeconfig(PathBuf),
+    /// A Secret labelled `strait.dev/remote-cluster: "true"`.
+    Secret { namespace: String, name: String },
+}
+
+impl ClusterSource {
+    pub fn is_local(&self) -> bool {
+        matches!(self, ClusterSource::Local)
+    }
+}
+
+impl fmt::Display for ClusterSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClusterSource::Local => f.write_str("local"),
+            ClusterSource::Kubeconfig(path) => write!(f, "kubeconfig {}", path.display()),
+            ClusterSource::Secret { namespace, name } => write!(f, "secret {namespace}/{name}"),
+        }
+    }
+}
+
+/// The local cluster's client: from `path`, else inferred as kubectl does.
+pub(super) async fn local_client(path: Option<&Path>) -> Result<Client, KubeError> {
+    let config = match path {
+        Some(path) => return file_client(path).await,
+        None => kube::Config::infer().await?,
+    };
+    Client::try_from(config).map_err(|source| KubeError::Client {
+        what: "the local cluster".to_owned(),
+        source,
+    })
+}
+
+/// A client from a kubeconfig file's current context.
+pub(super) async fn file_client(path: &Path) -> Result<Client, KubeError> {
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|source| KubeError::Kubeconfig {
+        path: path.to_owned(),
+        source,
+    })?;
+    kubeconfig_client(kubeconfig, &path.display().to_string())
+        .await
+        .map_err(|error| match error {
+            ClientError::Kubeconfig(source) => KubeError::Kubeconfig {
+                path: path.to_owned(),
+                source,
+            },
+            ClientError::Client(source) => KubeError::Client {
+                what: path.display().to_string(),
+                source,
+            },
+        })
+}
+
+/// Why a client could not be built from a kubeconfig.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ClientError {
+    #[error("invalid kubeconfig: {0}")]
+    Kubeconfig(#[from] kube::config::KubeconfigError),
+    #[error("cannot build a client: {0}")]
+    Client(#[from] kube::Error),
+}
+
+/// A client from kubeconfig text, as held by a remote-cluster Secret.
+pub(super) async fn yaml_client(text: &str, what: &str) -> Result<Client, ClientError> {
+    let kubeconfig = Kubeconfig::from_yaml(text)?;
+    kubeconfig_client(kubeconfig, what).await
+}
+
+async fn kubeconfig_client(kubeconfig: Kubeconfig, what: &str) -> Result<Client, ClientError> {
+    let config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    tracing::debug!(cluster = what, server = %config.cluster_url, "kube client configured");
+    Ok(Client::try_from(config)?)
+}
+
+/// A kind Strait watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Kind {
+    ClusterProperty,
+    ServiceExport,
+    ServiceImport,
+    Service,
+    EndpointSlice,
+}
+
+impl Kind {
+    pub(super) const ALL: [Kind; 5] = [
+        Kind::ClusterProperty,
+        Kind::ServiceExport,
+        Kind::ServiceImport,
+        Kind::Service,
+        Kind::EndpointSlice,
+    ];
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Kind::ClusterProperty => "ClusterProperty",
+            Kind::ServiceExport => "ServiceExport",
+            Kind::ServiceImport => "ServiceImport",
+            Kind::Service => "Service",
+            Kind::EndpointSlice => "EndpointSlice",
+        }
+    }
+
+    fn group(self) -> &'static str {
+        match self {
+            Kind::ClusterProperty => ABOUT_GROUP,
+            Kind::ServiceExport | Kind::ServiceImport => MCS_GROUP,
+            Kind::Service => "",
+            Kind::EndpointSlice => "discovery.k8s.io",
+        }
+    }
+
+    /// Watched in this cluster: ServiceImports only in the local one.
+    pub(super) fn watched_in(self, source: &ClusterSource) -> bool {
+        self != Kind::ServiceImport || source.is_local()
+    }
+}
+
+/// The resource to watch for each kind the server offers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Resources {
+    pub(super) served: Vec<(Kind, ApiResource)>,
+    /// Kinds the server does not offer in any version Strait reads.
+    pub(super) missing: Vec<Kind>,
+}
+
+/// Asks the server which versions of the CRDs it serves and picks, per
+/// kind, the first of `v1beta1`, `v1alpha1` that offers it. Service and
+/// EndpointSlice are core APIs and always `v1`.
+pub(super) async fn discover(client: &Client, source: &ClusterSource) -> kube::Result<Resources> {
+    let discovery = Discovery::new(client.clone())
+        .filter(&[ABOUT_GROUP, MCS_GROUP])
+        .run()
+        .await?;
+    let mut resources = Resources::default();
+    for kind in Kind::ALL {
+        if !kind.watched_in(source) {
+            continue;
+        }
+        let resource = match kind {
+            Kind::Service => Some(ApiResource::erase::<Service>(&())),
+            Kind::EndpointSlice => Some(ApiResource::erase::<EndpointSlice>(&())),
+            _ => discovery.get(kind.group()).and_then(|group| {
+                CRD_VERSIONS.iter().find_map(|version| {
+                    group
+                        .versioned_resources(version)
+                        .into_iter()
+                        .map(|(resource, _)| resource)
+                        .find(|resource| resource.kind == kind.name())
+                })
+            }),
+        };
+        match resource {
+            Some(resource) => resources.served.push((kind, resource)),
+            None => resources.missing.push(kind),
+        }
+    }
+    Ok(resources)
+}

@@ -1,0 +1,529 @@
+//! The hub: owns every cluster's store and sync state, starts and stops
+//! cluster tasks (remote-cluster Secrets come and go), applies their reports,
+//! and after a short settle time publishes a [`SourceSnapshot`]: the objects
+//! of every cluster that has synced at least once, through
+//! `translate_cluster` and `assemble` exactly as the file source does.
+//!
+//! Only what the cluster set needs goes to the translation: every
+//! ClusterProperty, ServiceExport and ServiceImport, the gateway Services,
+//! and the Services and EndpointSlices of services exported by some cluster
+//! (slices that an MCS implementation imported from another cluster are
+//! left out). A cluster unsynced for longer than `staleAfter` is stale: its
+//! EndpointSlices are left out, so it has no backends, until it resyncs.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+
+use kube::Client;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::client::{ClusterSource, Kind};
+use super::secrets::{RemoteSecret, SecretReport, watch_secrets};
+use super::store::ClusterStore;
+use super::watch::{ClusterReport, Connect, TaskId, run_cluster};
+use super::{ClusterStatus, KubeOptions, SecretsStatus, SourceSnapshot, SyncState};
+use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::discovery::translate::{assemble, translate_cluster};
+use crate::model::ClusterSet;
+
+/// Reports queued between the cluster tasks and the hub.
+const QUEUE: usize = 1024;
+
+/// A message to the hub.
+#[derive(Debug)]
+pub(super) enum HubMessage {
+    Cluster {
+        source: ClusterSource,
+        generation: u64,
+        report: ClusterReport,
+    },
+    Secrets(SecretReport),
+}
+
+/// What the hub starts with.
+pub(super) struct HubStart {
+    pub(super) options: KubeOptions,
+    pub(super) local: Client,
+    pub(super) remotes: Vec<(ClusterSource, Client)>,
+    pub(super) secret_namespace: String,
+    pub(super) snapshots: watch::Sender<Arc<SourceSnapshot>>,
+}
+
+/// The snapshot before anything is known.
+pub(super) fn empty_snapshot() -> SourceSnapshot {
+    SourceSnapshot {
+        generation: 0,
+        set_revision: 0,
+        set: Ok(Arc::new(ClusterSet::default())),
+        warnings: Vec::new(),
+        clusters: Vec::new(),
+        local: None,
+        settled: false,
+        remote_secrets: None,
+    }
+}
+
+/// Aborts a task when dropped.
+struct Task(JoinHandle<()>);
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn now_text() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+struct Entry {
+    generation: u64,
+    connect: Connect,
+    _task: Task,
+    store: ClusterStore,
+    state: SyncState,
+    since: Instant,
+    since_text: String,
+    last_synced: Option<String>,
+    last_error: Option<String>,
+    stale_count: u64,
+    versions: BTreeMap<String, String>,
+}
+
+impl Entry {
+    fn set_state(&mut self, state: SyncState) {
+        self.state = state;
+        self.since = Instant::now();
+        self.since_text = now_text();
+    }
+
+    /// Follows the store's sync state; true when the cluster set changes
+    /// because of it (a cluster joins or its backends return).
+    fn update_state(&mut self, source: &ClusterSource, options: &KubeOptions) -> bool {
+        let synced = self.store.synced();
+        let before = self.state;
+        match (before, synced) {
+            (SyncState::Synced, false) => {
+                self.set_state(SyncState::Unsynced);
+                tracing::warn!(
+                    cluster = %source,
+                    error = self.last_error.as_deref().unwrap_or("unknown"),
+                    "cluster API unreachable or failing; keeping its last known state for {}",
+                    humantime::format_duration(options.stale_after)
+                );
+                false
+            }
+            (SyncState::Connecting | SyncState::Unsynced | SyncState::Stale, true) => {
+                self.set_state(SyncState::Synced);
+                self.last_synced = Some(self.since_text.clone());
+                match before {
+                    SyncState::Connecting => tracing::info!(cluster = %source, "cluster synced"),
+                    SyncState::Stale => tracing::warn!(
+                        cluster = %source,
+                        "cluster API is back and resynced; its backends are restored"
+                    ),
+                    _ => tracing::info!(cluster = %source, "cluster resynced"),
+                }
+                before != SyncState::Unsynced
+            }
+            _ => false,
+        }
+    }
+}
+
+struct SecretsState {
+    namespace: String,
+    listed: bool,
+    error: Option<String>,
+    _task: Task,
+}
+
+struct Hub {
+    options: Arc<KubeOptions>,
+    sender: mpsc::Sender<HubMessage>,
+    clusters: BTreeMap<ClusterSource, Entry>,
+    next_generation: u64,
+    secrets: Option<SecretsState>,
+    snapshots: watch::Sender<Arc<SourceSnapshot>>,
+    generation: u64,
+    set_revision: u64,
+    set_dirty: bool,
+    set: Result<Arc<ClusterSet>, Diagnostics>,
+    warnings: Vec<Diagnostic>,
+    /// Findings of the last build, so each is logged once.
+    logged: HashSet<String>,
+}
+
+/// Runs the hub until it is aborted.
+pub(super) async fn run(start: HubStart) {
+    let (sender, mut receiver) = mpsc::channel(QUEUE);
+    let options = Arc::new(start.options);
+    let mut hub = Hub {
+        options: options.clone(),
+        sender: sender.clone(),
+        clusters: BTreeMap::new(),
+        next_generation: 0,
+        secrets: None,
+        snapshots: start.snapshots,
+        generation: 0,
+        set_revision: 0,
+        set_dirty: true,
+        set: Ok(Arc::new(ClusterSet::default())),
+        warnings: Vec::new(),
+        logged: HashSet::new(),
+    };
+    if options.remote_secrets {
+        let task = tokio::spawn(watch_secrets(
+            start.local.clone(),
+            start.secret_namespace.clone(),
+            options.clone(),
+            sender,
+        ));
+        hub.secrets = Some(SecretsState {
+            namespace: start.secret_namespace,
+            listed: false,
+            error: None,
+            _task: Task(task),
+        });
+    }
+    hub.add(ClusterSource::Local, Connect::Client(start.local));
+    for (source, client) in start.remotes {
+        hub.add(source, Connect::Client(client));
+    }
+    hub.publish();
+
+    let mut publish_at: Option<Instant> = None;
+    loop {
+        let stale_at = hub.next_stale_deadline();
+        tokio::select! {
+            message = receiver.recv() => {
+                // The hub holds a sender itself: the channel never closes.
+                let Some(message) = message else { return };
+                if hub.handle(message) && publish_at.is_none() {
+                    publish_at = Some(Instant::now() + options.debounce);
+                }
+            }
+            () = sleep_until(publish_at) => {
+                publish_at = None;
+                hub.publish();
+            }
+            () = sleep_until(stale_at) => {
+                hub.expire();
+                hub.publish();
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Hub {
+    fn add(&mut self, source: ClusterSource, connect: Connect) {
+        self.next_generation += 1;
+        let generation = self.next_generation;
+        let task = tokio::spawn(run_cluster(
+            TaskId {
+                source: source.clone(),
+                generation,
+            },
+            connect.clone(),
+            self.options.clone(),
+            self.sender.clone(),
+        ));
+        self.clusters.insert(
+            source,
+            Entry {
+                generation,
+                connect,
+                _task: Task(task),
+                store: ClusterStore::default(),
+                state: SyncState::Connecting,
+                since: Instant::now(),
+                since_text: now_text(),
+                last_synced: None,
+                last_error: None,
+                stale_count: 0,
+                versions: BTreeMap::new(),
+            },
+        );
+    }
+
+    fn remove(&mut self, source: &ClusterSource) {
+        if let Some(entry) = self.clusters.remove(source) {
+            tracing::info!(cluster = %source, "remote cluster removed");
+            self.set_dirty |= entry.state != SyncState::Connecting;
+        }
+    }
+
+    /// Applies one message; true when a snapshot should follow.
+    fn handle(&mut self, message: HubMessage) -> bool {
+        match message {
+            HubMessage::Cluster {
+                source,
+                generation,
+                report,
+            } => {
+                let Some(entry) = self.clusters.get_mut(&source) else {
+                    return false;
+                };
+                if entry.generation != generation {
+                    return false;
+                }
+                match report {
+                    ClusterReport::Resources {
+                        watched,
+                        versions,
+                        missing,
+                    } => {
+                        if !missing.is_empty() {
+                            let kinds: Vec<&str> = missing.iter().map(|k| Kind::name(*k)).collect();
+                            tracing::warn!(cluster = %source, missing = ?kinds,
+                                "the API server offers neither v1beta1 nor v1alpha1 of these kinds");
+                        }
+                        entry.versions = versions;
+                        self.set_dirty |= entry.store.set_watched(watched.into_iter().collect());
+                    }
+                    ClusterReport::Event(kind, event) => {
+                        self.set_dirty |= entry.store.apply(kind, *event);
+                    }
+                    ClusterReport::Failed { kind, error } => {
+                        entry.store.failed(kind);
+                        entry.last_error = Some(error);
+                    }
+                }
+                self.set_dirty |= entry.update_state(&source, &self.options);
+                true
+            }
+            HubMessage::Secrets(report) => {
+                self.secret(report);
+                true
+            }
+        }
+    }
+
+    fn secret(&mut self, report: SecretReport) {
+        let Some(secrets) = &mut self.secrets else {
+            return;
+        };
+        let namespace = secrets.namespace.clone();
+        let source = |name: &str| ClusterSource::Secret {
+            namespace: namespace.clone(),
+            name: name.to_owned(),
+        };
+        match report {
+            SecretReport::Listed(listed) => {
+                secrets.listed = true;
+                secrets.error = None;
+                let names: BTreeSet<&str> = listed.iter().map(|s| s.name.as_str()).collect();
+                let gone: Vec<ClusterSource> = self
+                    .clusters
+                    .keys()
+                    .filter(|s| {
+                        matches!(s, ClusterSource::Secret { name, .. } if !names.contains(name.as_str()))
+                    })
+                    .cloned()
+                    .collect();
+                for source in gone {
+                    self.remove(&source);
+                }
+                for secret in listed {
+                    self.apply_secret(source(&secret.name), secret);
+                }
+            }
+            SecretReport::Applied(secret) => self.apply_secret(source(&secret.name), secret),
+            SecretReport::Deleted(name) => self.remove(&source(&name)),
+            SecretReport::Failed(error) => {
+                tracing::warn!(namespace = %namespace, %error, "watching remote-cluster Secrets failed");
+                secrets.error = Some(error);
+            }
+        }
+    }
+
+    fn apply_secret(&mut self, source: ClusterSource, secret: RemoteSecret) {
+        if let Some(entry) = self.clusters.get(&source)
+            && matches!(&entry.connect, Connect::Kubeconfig(k) if *k == secret.kubeconfig)
+        {
+            return;
+        }
+        if self.clusters.contains_key(&source) {
+            tracing::info!(cluster = %source, "remote cluster Secret changed; reconnecting");
+            self.remove(&source);
+        } else {
+            tracing::info!(cluster = %source, "remote cluster added");
+        }
+        self.add(source, Connect::Kubeconfig(secret.kubeconfig));
+    }
+
+    fn next_stale_deadline(&self) -> Option<Instant> {
+        self.clusters
+            .values()
+            .filter(|entry| entry.state == SyncState::Unsynced)
+            .map(|entry| entry.since + self.options.stale_after)
+            .min()
+    }
+
+    /// Marks clusters unsynced for longer than `staleAfter` as stale.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        for (source, entry) in &mut self.clusters {
+            if entry.state == SyncState::Unsynced && entry.since + self.options.stale_after <= now {
+                entry.set_state(SyncState::Stale);
+                entry.stale_count += 1;
+                self.set_dirty = true;
+                tracing::warn!(
+                    cluster = %source,
+                    error = entry.last_error.as_deref().unwrap_or("unknown"),
+                    "cluster API unreachable for {}; its backends are dropped until it resyncs",
+                    humantime::format_duration(self.options.stale_after)
+                );
+            }
+        }
+    }
+
+    fn publish(&mut self) {
+        if self.set_dirty {
+            self.set_dirty = false;
+            self.set_revision += 1;
+            self.rebuild();
+        }
+        self.generation += 1;
+        let clusters = self
+            .clusters
+            .iter()
+            .map(|(source, entry)| ClusterStatus {
+                source: source.to_string(),
+                id: entry.store.cluster_id().map(str::to_owned),
+                state: entry.state,
+                since: entry.since_text.clone(),
+                last_synced: entry.last_synced.clone(),
+                last_error: entry.last_error.clone(),
+                stale_count: entry.stale_count,
+                objects: entry.store.counts(),
+                versions: entry.versions.clone(),
+            })
+            .collect();
+        let remote_secrets = self.secrets.as_ref().map(|s| SecretsStatus {
+            namespace: s.namespace.clone(),
+            listed: s.listed,
+            error: s.error.clone(),
+        });
+        let settled = remote_secrets
+            .as_ref()
+            .is_none_or(|s| s.listed || s.error.is_some())
+            && self
+                .clusters
+                .values()
+                .all(|e| e.state != SyncState::Connecting || e.last_error.is_some());
+        let snapshot = SourceSnapshot {
+            generation: self.generation,
+            set_revision: self.set_revision,
+            set: self.set.clone(),
+            warnings: self.warnings.clone(),
+            clusters,
+            local: self
+                .clusters
+                .get(&ClusterSource::Local)
+                .and_then(|e| e.store.cluster_id().map(str::to_owned)),
+            settled,
+            remote_secrets,
+        };
+        self.snapshots.send_replace(Arc::new(snapshot));
+    }
+
+    /// Translates the clusters that have synced at least once into the set.
+    fn rebuild(&mut self) {
+        let members: Vec<(&ClusterSource, &Entry)> = self
+            .clusters
+            .iter()
+            .filter(|(_, e)| e.state != SyncState::Connecting)
+            .collect();
+        let exported: HashSet<(&str, &str)> = members
+            .iter()
+            .flat_map(|(_, e)| e.store.objects())
+            .filter(|(kind, _, _)| *kind == Kind::ServiceExport)
+            .map(|(_, key, _)| (key.0.as_str(), key.1.as_str()))
+            .collect();
+        let mut findings = Vec::new();
+        let mut translated = Vec::new();
+        for (source, entry) in members {
+            let own_id = entry.store.cluster_id();
+            let stale = entry.state == SyncState::Stale;
+            let mut objects = Vec::new();
+            for (kind, key, stored) in entry.store.objects() {
+                let exported_service = stored
+                    .service
+                    .as_deref()
+                    .is_some_and(|service| exported.contains(&(key.0.as_str(), service)));
+                let wanted = match kind {
+                    Kind::Service => stored.gateway || exported_service,
+                    Kind::EndpointSlice => {
+                        !stale
+                            && exported_service
+                            && stored
+                                .source_cluster
+                                .as_deref()
+                                .is_none_or(|cluster| Some(cluster) == own_id)
+                    }
+                    Kind::ClusterProperty | Kind::ServiceExport | Kind::ServiceImport => true,
+                };
+                if !wanted {
+                    continue;
+                }
+                match &stored.item {
+                    Ok(object) => objects.push(object.clone()),
+                    Err(finding) => findings.push(finding.clone()),
+                }
+            }
+            let (cluster, cluster_findings) = translate_cluster(
+                &format!("cluster {source} API"),
+                &objects,
+                &self.options.translate,
+            );
+            findings.extend(cluster_findings);
+            translated.extend(cluster);
+        }
+        match assemble(translated) {
+            Ok(set) if !findings.iter().any(Diagnostic::is_error) => {
+                self.set = Ok(Arc::new(set));
+                self.warnings = findings;
+            }
+            Ok(_) => {
+                self.warnings = findings.iter().filter(|d| !d.is_error()).cloned().collect();
+                self.set = Err(Diagnostics(findings));
+            }
+            Err(assembly) => {
+                findings.extend(assembly);
+                self.warnings = findings.iter().filter(|d| !d.is_error()).cloned().collect();
+                self.set = Err(Diagnostics(findings));
+            }
+        }
+        self.log_findings();
+    }
+
+    fn log_findings(&mut self) {
+        let all: Vec<&Diagnostic> = match &self.set {
+            Ok(_) => self.warnings.iter().collect(),
+            Err(diagnostics) => diagnostics.0.iter().collect(),
+        };
+        let mut current = HashSet::new();
+        for finding in all {
+            let text = finding.to_string();
+            if !self.logged.contains(&text) {
+                if finding.is_error() {
+                    tracing::warn!("{text}");
+                } else {
+                    tracing::info!("{text}");
+                }
+            }
+            current.insert(text);
+        }
+        self.logged = current;
+    }
+}

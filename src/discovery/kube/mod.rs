@@ -1,0 +1,391 @@
+//! The Kubernetes source: the same objects as the file source, read live
+//! from the API servers of the cluster set with kube-rs watchers, and handed
+//! to the one translation (`translate_cluster` + `assemble`).
+//!
+//! One task per cluster discovers which versions of the MCS and About APIs
+//! the server offers and watches `ClusterProperty`, `ServiceExport`,
+//! `Service`, `EndpointSlice` (and in the local cluster `ServiceImport`); a
+//! hub task owns every cluster's objects, debounces changes and publishes an
+//! immutable [`SourceSnapshot`] on a watch channel. A cluster whose API is
+//! unreachable keeps its last known objects for `staleAfter`, then its
+//! backends are dropped until it resyncs.
+//!
+//! | module | owns |
+//! |---|---|
+//! | `client` | where clusters come from, building their clients, API discovery |
+//! | `store` | one cluster's current objects and their sync state |
+//! | `watch` | the per-cluster task and its per-kind watchers |
+//! | `secrets` | the remote-cluster Secrets of the local cluster |
+//! | `hub` | all clusters, debouncing, TTL, translation into snapshots |
+
+mod client;
+mod hub;
+mod secrets;
+mod store;
+mod watch;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::watch as channel;
+use tokio::task::JoinHandle;
+
+use crate::config::GatewaySettings;
+use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::model::ClusterSet;
+
+use super::files::Loaded;
+use super::translate::TranslateOptions;
+
+pub use client::ClusterSource;
+
+/// Label marking a Secret that holds a remote cluster's kubeconfig.
+pub const REMOTE_CLUSTER_LABEL: &str = "strait.dev/remote-cluster";
+/// The key of a remote-cluster Secret's data that holds the kubeconfig.
+pub const REMOTE_KUBECONFIG_KEY: &str = "kubeconfig";
+/// The environment variable naming the gateway's own namespace.
+pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
+
+/// How often and how fast a failed watch or discovery is retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_millis(500),
+            max: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Everything the Kubernetes source needs.
+#[derive(Debug, Clone)]
+pub struct KubeOptions {
+    /// The local cluster's kubeconfig; `None` infers it as kubectl does
+    /// (`KUBECONFIG`, `~/.kube/config`, then the in-cluster service account).
+    pub local_kubeconfig: Option<PathBuf>,
+    /// Kubeconfig files of remote clusters.
+    pub remote_kubeconfigs: Vec<PathBuf>,
+    /// Watch remote-cluster Secrets in the local cluster.
+    pub remote_secrets: bool,
+    /// Namespace of those Secrets (default: `POD_NAMESPACE`, else the local
+    /// kubeconfig's namespace).
+    pub remote_secret_namespace: Option<String>,
+    pub translate: TranslateOptions,
+    /// How long an unreachable cluster keeps its last known state.
+    pub stale_after: Duration,
+    /// Settle time between a change and the snapshot that includes it.
+    pub debounce: Duration,
+    pub retry: Retry,
+    /// Server-side timeout of one watch request; a silent connection is
+    /// noticed within this plus a few seconds.
+    pub watch_timeout: Duration,
+    /// How often the served API versions are checked again.
+    pub rediscover_every: Duration,
+}
+
+impl KubeOptions {
+    /// The options `gateway.yaml` describes.
+    pub fn from_settings(settings: &GatewaySettings) -> Self {
+        Self {
+            local_kubeconfig: None,
+            remote_kubeconfigs: settings.kube.kubeconfigs.clone(),
+            remote_secrets: true,
+            remote_secret_namespace: settings.kube.remote_secret_namespace.clone(),
+            translate: settings.translate_options(),
+            stale_after: settings.kube.stale_after,
+            debounce: settings.tuning.reload_debounce,
+            retry: Retry::default(),
+            watch_timeout: Duration::from_secs(60),
+            rediscover_every: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why the source could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    #[error(
+        "cannot find the local cluster's configuration (KUBECONFIG, ~/.kube/config or in-cluster): {0}"
+    )]
+    Infer(#[from] kube::config::InferConfigError),
+    #[error("cannot read kubeconfig {}: {source}", path.display())]
+    Kubeconfig {
+        path: PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("cannot build a client for {what}: {source}")]
+    Client { what: String, source: kube::Error },
+}
+
+/// Why a one-shot load failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeLoadError {
+    #[error("{0}")]
+    Start(#[from] KubeError),
+    #[error("clusters not synced after {}: {}", humantime::format_duration(*waited), pending.join("; "))]
+    NotSynced {
+        waited: Duration,
+        pending: Vec<String>,
+    },
+    #[error("{0}")]
+    Invalid(Diagnostics),
+}
+
+/// Where one cluster stands with its API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncState {
+    /// Not synced yet since the cluster was added; it has no objects.
+    Connecting,
+    /// Every watched kind is listed and its watch is running.
+    Synced,
+    /// The API failed; the last known objects are still used.
+    Unsynced,
+    /// Unsynced for longer than `staleAfter`: its backends are dropped.
+    Stale,
+}
+
+/// One cluster's sync state, for `/metrics`, `/debug/clusters` and errors.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    /// Where the cluster comes from: `local`, `kubeconfig PATH`, `secret NS/NAME`.
+    pub source: String,
+    /// The cluster id, once its `cluster.clusterset.k8s.io` property was read.
+    pub id: Option<String>,
+    pub state: SyncState,
+    /// When the state last changed.
+    pub since: String,
+    /// When the cluster was last fully synced.
+    pub last_synced: Option<String>,
+    pub last_error: Option<String>,
+    /// How often the cluster went stale.
+    pub stale_count: u64,
+    /// Objects held, by kind.
+    pub objects: std::collections::BTreeMap<String, usize>,
+    /// The API versions in use, as `group/version` by kind.
+    pub versions: std::collections::BTreeMap<String, String>,
+}
+
+impl ClusterStatus {
+    /// The cluster's name in metrics: its id when known, else its source.
+    pub fn label(&self) -> &str {
+        self.id.as_deref().unwrap_or(&self.source)
+    }
+}
+
+/// What the source knows at one moment.
+#[derive(Debug, Clone)]
+pub struct SourceSnapshot {
+    /// Increases with every snapshot.
+    pub generation: u64,
+    /// Increases when the cluster set may have changed (not on sync-state changes alone).
+    pub set_revision: u64,
+    /// The cluster set, or every finding when the objects are invalid.
+    pub set: Result<Arc<ClusterSet>, Diagnostics>,
+    pub warnings: Vec<Diagnostic>,
+    pub clusters: Vec<ClusterStatus>,
+    /// The local cluster's id, once read.
+    pub local: Option<String>,
+    /// Every known cluster has synced or failed at least once, and the
+    /// remote-cluster Secrets have been listed (or failed).
+    pub settled: bool,
+    /// The remote-cluster Secret watch, when there is one.
+    pub remote_secrets: Option<SecretsStatus>,
+}
+
+/// The watch of remote-cluster Secrets.
+#[derive(Debug, Clone, Serialize)]
+pub struct SecretsStatus {
+    pub namespace: String,
+    pub listed: bool,
+    pub error: Option<String>,
+}
+
+impl SourceSnapshot {
+    /// Every cluster is synced and the Secrets, if watched, listed.
+    pub fn all_synced(&self) -> bool {
+        self.settled
+            && self.remote_secrets.as_ref().is_none_or(|s| s.listed)
+            && self.clusters.iter().all(|c| c.state == SyncState::Synced)
+    }
+
+    /// The view served at `/debug/clusters`.
+    pub fn clusters_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "generation": self.generation,
+            "settled": self.settled,
+            "valid": self.set.is_ok(),
+            "errors": match &self.set {
+                Ok(_) => Vec::new(),
+                Err(diagnostics) => diagnostics.errors().map(ToString::to_string).collect(),
+            },
+            "clusters": self.clusters,
+            "remoteSecrets": self.remote_secrets,
+        })
+    }
+}
+
+/// The running source; dropping it stops every watcher.
+pub struct KubeSource {
+    hub: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for KubeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeSource").finish_non_exhaustive()
+    }
+}
+
+impl Drop for KubeSource {
+    fn drop(&mut self) {
+        self.hub.abort();
+    }
+}
+
+impl KubeSource {
+    /// Builds the clients of the configured clusters and starts watching.
+    /// Errors only for configuration that can never work (no local cluster
+    /// config, an unreadable kubeconfig file); unreachable servers are
+    /// retried and reported in the snapshots.
+    pub async fn start(
+        options: KubeOptions,
+    ) -> Result<(KubeSource, channel::Receiver<Arc<SourceSnapshot>>), KubeError> {
+        let local = client::local_client(options.local_kubeconfig.as_deref()).await?;
+        let mut remotes = Vec::new();
+        for path in &options.remote_kubeconfigs {
+            remotes.push((
+                ClusterSource::Kubeconfig(path.clone()),
+                client::file_client(path).await?,
+            ));
+        }
+        let secret_namespace = options
+            .remote_secret_namespace
+            .clone()
+            .or_else(|| std::env::var(POD_NAMESPACE_ENV).ok())
+            .unwrap_or_else(|| local.default_namespace().to_owned());
+        let (sender, receiver) = channel::channel(Arc::new(hub::empty_snapshot()));
+        let hub = tokio::spawn(hub::run(hub::HubStart {
+            options,
+            local,
+            remotes,
+            secret_namespace,
+            snapshots: sender,
+        }));
+        Ok((KubeSource { hub }, receiver))
+    }
+}
+
+/// A running source and its snapshots, cheap to clone; the gateway keeps
+/// one in its options.
+#[derive(Clone)]
+pub struct KubeHandle {
+    _source: Arc<KubeSource>,
+    snapshots: channel::Receiver<Arc<SourceSnapshot>>,
+}
+
+impl std::fmt::Debug for KubeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeHandle")
+            .field("generation", &self.snapshots.borrow().generation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeHandle {
+    pub fn new(source: KubeSource, snapshots: channel::Receiver<Arc<SourceSnapshot>>) -> Self {
+        Self {
+            _source: Arc::new(source),
+            snapshots,
+        }
+    }
+
+    /// Starts a source and wraps it.
+    pub async fn start(options: KubeOptions) -> Result<Self, KubeError> {
+        let (source, snapshots) = KubeSource::start(options).await?;
+        Ok(Self::new(source, snapshots))
+    }
+
+    /// The latest snapshot.
+    pub fn snapshot(&self) -> Arc<SourceSnapshot> {
+        self.snapshots.borrow().clone()
+    }
+
+    /// A receiver of every future snapshot.
+    pub fn subscribe(&self) -> channel::Receiver<Arc<SourceSnapshot>> {
+        self.snapshots.clone()
+    }
+
+    /// Waits up to `timeout` for a snapshot that satisfies `done`, and
+    /// returns the latest snapshot either way.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        done: impl FnMut(&Arc<SourceSnapshot>) -> bool,
+    ) -> Arc<SourceSnapshot> {
+        let mut receiver = self.snapshots.clone();
+        let _ = tokio::time::timeout(timeout, receiver.wait_for(done)).await;
+        self.snapshot()
+    }
+}
+
+/// A cluster set read once from the API servers.
+#[derive(Debug)]
+pub struct KubeLoaded {
+    /// The set and its warnings, as the file source returns them.
+    pub loaded: Loaded,
+    /// The local cluster's id.
+    pub local: Option<String>,
+    pub clusters: Vec<ClusterStatus>,
+}
+
+/// Reads the cluster set once: starts the source, waits until every cluster
+/// is synced (at most `timeout`), and returns the set like the file source.
+pub async fn load_once(
+    options: KubeOptions,
+    timeout: Duration,
+) -> Result<KubeLoaded, KubeLoadError> {
+    let handle = KubeHandle::start(options).await?;
+    let snapshot = handle
+        .wait_for(timeout, |snapshot| snapshot.all_synced())
+        .await;
+    if !snapshot.all_synced() {
+        let mut pending: Vec<String> = snapshot
+            .clusters
+            .iter()
+            .filter(|c| c.state != SyncState::Synced)
+            .map(|c| match &c.last_error {
+                Some(error) => format!("{} ({}: {error})", c.label(), c.source),
+                None => format!("{} ({})", c.label(), c.source),
+            })
+            .collect();
+        if let Some(secrets) = snapshot.remote_secrets.as_ref().filter(|s| !s.listed) {
+            pending.push(match &secrets.error {
+                Some(error) => format!("remote-cluster Secrets in {} ({error})", secrets.namespace),
+                None => format!("remote-cluster Secrets in {}", secrets.namespace),
+            });
+        }
+        return Err(KubeLoadError::NotSynced {
+            waited: timeout,
+            pending,
+        });
+    }
+    match &snapshot.set {
+        Ok(set) => Ok(KubeLoaded {
+            loaded: Loaded {
+                set: ClusterSet::clone(set),
+                warnings: snapshot.warnings.clone(),
+            },
+            local: snapshot.local.clone(),
+            clusters: snapshot.clusters.clone(),
+        }),
+        Err(diagnostics) => Err(KubeLoadError::Invalid(diagnostics.clone())),
+    }
+}

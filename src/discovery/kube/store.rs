@@ -1,0 +1,304 @@
+//! One cluster's current objects, by kind, as its watchers last reported
+//! them, and whether each kind is synced (listed, with its watch running).
+//! A relist is buffered and swapped in whole when it completes, so a
+//! cluster never shows half a list. Objects arrive already decoded into
+//! [`KubeObject`]s, or as the finding that says why they could not be.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
+
+use super::client::Kind;
+use crate::diagnostics::{Diagnostic, Origin};
+use crate::discovery::objects::{Decoded, KubeObject, decode_value};
+use crate::discovery::translate::{
+    CLUSTER_ID_PROPERTY, GATEWAY_LABEL, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL,
+    SERVICE_NAME_LABEL, SourcedObject,
+};
+
+/// An object's identity within its kind: namespace (empty when
+/// cluster-scoped) and name.
+pub(super) type ObjectKey = (String, String);
+
+/// One object as the store holds it, with what the hub needs to know to
+/// decide whether it belongs in the cluster set.
+#[derive(Debug, Clone)]
+pub(super) struct Stored {
+    /// The decoded object, or the finding that says why it could not be.
+    pub(super) item: Result<SourcedObject, Diagnostic>,
+    /// The Service it belongs to: a Service's own name, an EndpointSlice's
+    /// service-name label.
+    pub(super) service: Option<String>,
+    /// A Service labelled as the cluster's gateway.
+    pub(super) gateway: bool,
+    /// An EndpointSlice's `multicluster.kubernetes.io/source-cluster` label.
+    pub(super) source_cluster: Option<String>,
+}
+
+/// One change reported by a kind's watcher.
+#[derive(Debug)]
+pub(super) enum StoreEvent {
+    /// A (re)list starts: the objects that follow replace the kind's objects.
+    Init,
+    InitApply(ObjectKey, Stored),
+    InitDone,
+    Apply(ObjectKey, Stored),
+    Delete(ObjectKey),
+}
+
+#[derive(Debug, Default)]
+struct KindStore {
+    objects: BTreeMap<ObjectKey, Stored>,
+    /// The list in progress, swapped in at `InitDone`.
+    listing: Option<BTreeMap<ObjectKey, Stored>>,
+    synced: bool,
+}
+
+/// The objects of one cluster.
+#[derive(Debug, Default)]
+pub(super) struct ClusterStore {
+    kinds: BTreeMap<Kind, KindStore>,
+    /// The kinds being watched; `None` until the server's APIs are known.
+    watched: Option<BTreeSet<Kind>>,
+}
+
+impl ClusterStore {
+    /// Sets the kinds the server offers. Kinds no longer offered lose their
+    /// objects; they have nothing to list, so they count as synced.
+    pub(super) fn set_watched(&mut self, watched: BTreeSet<Kind>) -> bool {
+        let mut changed = false;
+        for kind in Kind::ALL {
+            if !watched.contains(&kind)
+                && let Some(store) = self.kinds.remove(&kind)
+            {
+                changed |= !store.objects.is_empty();
+            }
+        }
+        self.watched = Some(watched);
+        changed
+    }
+
+    /// Applies one event; true when the current objects changed.
+    pub(super) fn apply(&mut self, kind: Kind, event: StoreEvent) -> bool {
+        let store = self.kinds.entry(kind).or_default();
+        match event {
+            StoreEvent::Init => {
+                store.listing = Some(BTreeMap::new());
+                false
+            }
+            StoreEvent::InitApply(key, object) => {
+                store.listing.get_or_insert_default().insert(key, object);
+                false
+            }
+            StoreEvent::InitDone => {
+                store.synced = true;
+                let listed = store.listing.take().unwrap_or_default();
+                // A relist that found exactly what was there changes nothing.
+                let changed = !same_objects(&store.objects, &listed);
+                store.objects = listed;
+                changed
+            }
+            StoreEvent::Apply(key, object) => {
+                store.objects.insert(key, object);
+                true
+            }
+            StoreEvent::Delete(key) => store.objects.remove(&key).is_some(),
+        }
+    }
+
+    /// A kind's watcher failed (`None`: the whole API): its list in
+    /// progress is dropped, its objects stay, it is no longer synced.
+    pub(super) fn failed(&mut self, kind: Option<Kind>) {
+        for (each, store) in &mut self.kinds {
+            if kind.is_none_or(|kind| kind == *each) {
+                store.listing = None;
+                store.synced = false;
+            }
+        }
+        if kind.is_none() {
+            self.watched = None;
+        }
+    }
+
+    /// Every watched kind is synced.
+    pub(super) fn synced(&self) -> bool {
+        self.watched.as_ref().is_some_and(|watched| {
+            watched
+                .iter()
+                .all(|kind| self.kinds.get(kind).is_some_and(|store| store.synced))
+        })
+    }
+
+    /// Every object held, kind by kind.
+    pub(super) fn objects(&self) -> impl Iterator<Item = (Kind, &ObjectKey, &Stored)> {
+        self.kinds.iter().flat_map(|(kind, store)| {
+            store
+                .objects
+                .iter()
+                .map(move |(key, object)| (*kind, key, object))
+        })
+    }
+
+    /// How many objects are held, by kind name.
+    pub(super) fn counts(&self) -> BTreeMap<String, usize> {
+        self.kinds
+            .iter()
+            .map(|(kind, store)| (kind.name().to_owned(), store.objects.len()))
+            .collect()
+    }
+
+    /// The value of the `cluster.clusterset.k8s.io` ClusterProperty, if held.
+    pub(super) fn cluster_id(&self) -> Option<&str> {
+        let store = self.kinds.get(&Kind::ClusterProperty)?;
+        match &store
+            .objects
+            .get(&(String::new(), CLUSTER_ID_PROPERTY.to_owned()))?
+            .item
+        {
+            Ok(SourcedObject {
+                object: KubeObject::ClusterProperty(property),
+                ..
+            }) => Some(property.spec.value.as_str()),
+            _ => None,
+        }
+    }
+}
+
+fn same_objects(a: &BTreeMap<ObjectKey, Stored>, b: &BTreeMap<ObjectKey, Stored>) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|((ka, va), (kb, vb))| {
+            ka == kb
+                && match (&va.item, &vb.item) {
+                    (Ok(x), Ok(y)) => x.object == y.object,
+                    (Err(x), Err(y)) => x == y,
+                    _ => false,
+                }
+        })
+}
+
+/// The store key of a watched object.
+pub(super) fn key_of(object: &DynamicObject) -> ObjectKey {
+    (
+        object.metadata.namespace.clone().unwrap_or_default(),
+        object.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Decodes a watched object into the type the file source would have read,
+/// through the same decoder, so both sources accept the same objects.
+pub(super) fn decode(
+    resource: &ApiResource,
+    object: DynamicObject,
+    origin: &Origin,
+) -> (ObjectKey, Stored) {
+    let key = key_of(&object);
+    let labels = object.metadata.labels.clone().unwrap_or_default();
+    let label = |name: &str| labels.get(name).cloned();
+    let service = match resource.kind.as_str() {
+        "Service" => Some(key.1.clone()),
+        "EndpointSlice" => label(SERVICE_NAME_LABEL).or_else(|| label(MCS_SERVICE_NAME_LABEL)),
+        _ => None,
+    };
+    let stored = |item| Stored {
+        item,
+        service: service.clone(),
+        gateway: labels.get(GATEWAY_LABEL).is_some_and(|v| v == "true"),
+        source_cluster: label(MCS_SOURCE_CLUSTER_LABEL),
+    };
+    let display = match key.0.as_str() {
+        "" => format!("{} {}", resource.kind, key.1),
+        namespace => format!("{} {namespace}/{}", resource.kind, key.1),
+    };
+    let invalid = |message: String, field: Option<String>| {
+        let mut diagnostic = Diagnostic::error(origin.clone(), message).object(display.clone());
+        diagnostic.field = field;
+        stored(Err(diagnostic))
+    };
+    let mut json = match serde_json::to_value(&object) {
+        Ok(json) => json,
+        Err(error) => return (key, invalid(format!("cannot encode: {error}"), None)),
+    };
+    // List items of core kinds carry no apiVersion and kind: the watched
+    // resource says what they are.
+    if let Some(map) = json.as_object_mut() {
+        map.insert("apiVersion".to_owned(), resource.api_version.clone().into());
+        map.insert("kind".to_owned(), resource.kind.clone().into());
+    }
+    let document = match serde_yaml_ng::to_value(json) {
+        Ok(document) => document,
+        Err(error) => return (key, invalid(format!("cannot convert: {error}"), None)),
+    };
+    let decoded = match decode_value(document) {
+        Ok(Decoded::Object(object)) => stored(Ok(SourcedObject {
+            origin: origin.clone(),
+            object: *object,
+        })),
+        Ok(Decoded::Unknown { api_version, kind }) => invalid(
+            format!("{kind} ({api_version}) is not a kind Strait reads"),
+            None,
+        ),
+        Err(error) => invalid(error.message, error.field),
+    };
+    (key, decoded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn property(name: &str, value: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "resourceVersion": "1"},
+            "spec": {"value": value},
+        }))
+        .expect("dynamic object")
+    }
+
+    fn resource() -> ApiResource {
+        ApiResource {
+            group: "about.k8s.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "about.k8s.io/v1alpha1".into(),
+            kind: "ClusterProperty".into(),
+            plural: "clusterproperties".into(),
+        }
+    }
+
+    #[test]
+    fn a_relist_replaces_the_kind_only_when_done() {
+        let origin = Origin::file("cluster t API");
+        let mut store = ClusterStore::default();
+        store.set_watched([Kind::ClusterProperty].into());
+        let (key, object) = decode(&resource(), property(CLUSTER_ID_PROPERTY, "c1"), &origin);
+        store.apply(Kind::ClusterProperty, StoreEvent::Init);
+        store.apply(Kind::ClusterProperty, StoreEvent::InitApply(key, object));
+        assert_eq!(store.cluster_id(), None, "not before InitDone");
+        assert!(!store.synced());
+        assert!(store.apply(Kind::ClusterProperty, StoreEvent::InitDone));
+        assert_eq!(store.cluster_id(), Some("c1"));
+        assert!(store.synced());
+
+        store.failed(Some(Kind::ClusterProperty));
+        assert!(!store.synced());
+        assert_eq!(store.cluster_id(), Some("c1"), "objects outlive a failure");
+        store.apply(Kind::ClusterProperty, StoreEvent::Init);
+        assert!(store.apply(Kind::ClusterProperty, StoreEvent::InitDone));
+        assert_eq!(store.cluster_id(), None, "an empty relist empties the kind");
+    }
+
+    #[test]
+    fn an_object_of_the_wrong_shape_is_a_finding() {
+        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x"},
+            "spec": {"value": 7},
+        }))
+        .expect("dynamic object");
+        let (_, stored) = decode(&resource(), object, &Origin::file("cluster t API"));
+        let Err(diagnostic) = stored.item else {
+            panic!("a number is not a property value");
+        };
+        assert_eq!(diagnostic.field.as_deref(), Some("spec.value"));
+        assert_eq!(diagnostic.object.as_deref(), Some("ClusterProperty x"));
+    }
+}

@@ -1,0 +1,290 @@
+//! The task of one cluster: connect, discover the served API versions, run
+//! one kube-rs watcher per kind and report every event to the hub.
+//!
+//! A watch that ends is resumed by the kube watcher from its last resource
+//! version; a `410 Gone` makes it relist by itself. Any other failure is
+//! reported (the hub marks the kind unsynced), and the kind's watcher is
+//! started again after a backoff, which relists it: a cluster that comes
+//! back always resyncs from a full list. The served versions are checked
+//! again now and then; when they change the watchers restart.
+
+use std::collections::BTreeMap;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::future::join_all;
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::core::ApiResource;
+use kube::runtime::watcher;
+use tokio::sync::mpsc;
+
+use super::client::{ClusterSource, Kind, Resources, discover, yaml_client};
+use super::hub::HubMessage;
+use super::store::{StoreEvent, decode, key_of};
+use super::{KubeOptions, Retry};
+use crate::diagnostics::Origin;
+
+/// Longest wait for one discovery round trip.
+const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How a cluster task gets its client.
+#[derive(Clone)]
+pub(super) enum Connect {
+    Client(Client),
+    /// Kubeconfig text from a Secret, or why the Secret holds none.
+    Kubeconfig(Result<String, String>),
+}
+
+impl std::fmt::Debug for Connect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Connect::Client(_) => f.write_str("Connect::Client"),
+            // Never print credentials.
+            Connect::Kubeconfig(_) => f.write_str("Connect::Kubeconfig"),
+        }
+    }
+}
+
+/// What a cluster task tells the hub.
+#[derive(Debug)]
+pub(super) enum ClusterReport {
+    /// The server's APIs are known; watchers start for these kinds.
+    Resources {
+        watched: Vec<Kind>,
+        /// `group/version` in use, by kind name.
+        versions: BTreeMap<String, String>,
+        missing: Vec<Kind>,
+    },
+    Event(Kind, Box<StoreEvent>),
+    /// A kind's watcher failed, or (`kind: None`) the API as a whole.
+    Failed {
+        kind: Option<Kind>,
+        error: String,
+    },
+}
+
+/// The identity of a cluster task's messages.
+#[derive(Debug, Clone)]
+pub(super) struct TaskId {
+    pub(super) source: ClusterSource,
+    pub(super) generation: u64,
+}
+
+/// Exponential backoff with a little jitter.
+#[derive(Debug)]
+pub(super) struct Backoff {
+    retry: Retry,
+    next: Duration,
+}
+
+impl Backoff {
+    pub(super) fn new(retry: Retry) -> Self {
+        Self {
+            retry,
+            next: retry.initial,
+        }
+    }
+
+    pub(super) fn reset(&mut self) {
+        self.next = self.retry.initial;
+    }
+
+    pub(super) fn next_delay(&mut self) -> Duration {
+        let delay = self.next;
+        self.next = (self.next * 2).min(self.retry.max);
+        // Up to a fifth more, so that many clusters do not retry in step.
+        delay + delay.mul_f64(fastrand::f64() * 0.2)
+    }
+}
+
+struct Reporter {
+    id: TaskId,
+    hub: mpsc::Sender<HubMessage>,
+}
+
+impl Reporter {
+    /// Sends a report; false when the hub is gone and the task should end.
+    async fn send(&self, report: ClusterReport) -> bool {
+        self.hub
+            .send(HubMessage::Cluster {
+                source: self.id.source.clone(),
+                generation: self.id.generation,
+                report,
+            })
+            .await
+            .is_ok()
+    }
+}
+
+/// Runs one cluster until the hub drops it.
+pub(super) async fn run_cluster(
+    id: TaskId,
+    connect: Connect,
+    options: Arc<KubeOptions>,
+    hub: mpsc::Sender<HubMessage>,
+) {
+    let reporter = Reporter { id, hub };
+    let source = reporter.id.source.clone();
+    let client = match connect {
+        Connect::Client(client) => client,
+        Connect::Kubeconfig(Err(error)) => {
+            // Nothing to retry until the Secret changes.
+            reporter
+                .send(ClusterReport::Failed { kind: None, error })
+                .await;
+            return;
+        }
+        Connect::Kubeconfig(Ok(text)) => match yaml_client(&text, &source.to_string()).await {
+            Ok(client) => client,
+            Err(error) => {
+                reporter
+                    .send(ClusterReport::Failed {
+                        kind: None,
+                        error: error.to_string(),
+                    })
+                    .await;
+                return;
+            }
+        },
+    };
+    let mut backoff = Backoff::new(options.retry);
+    loop {
+        let resources = match discover_within(&client, &source).await {
+            Ok(resources) => resources,
+            Err(error) => {
+                tracing::debug!(cluster = %source, %error, "discovery failed");
+                if !reporter
+                    .send(ClusterReport::Failed { kind: None, error })
+                    .await
+                {
+                    return;
+                }
+                tokio::time::sleep(backoff.next_delay()).await;
+                continue;
+            }
+        };
+        backoff.reset();
+        let report = ClusterReport::Resources {
+            watched: resources.served.iter().map(|(kind, _)| *kind).collect(),
+            versions: resources
+                .served
+                .iter()
+                .map(|(kind, resource)| (kind.name().to_owned(), resource.api_version.clone()))
+                .collect(),
+            missing: resources.missing.clone(),
+        };
+        if !reporter.send(report).await {
+            return;
+        }
+        let watchers = join_all(
+            resources
+                .served
+                .iter()
+                .map(|(kind, resource)| watch_kind(&client, *kind, resource, &options, &reporter)),
+        );
+        tokio::select! {
+            // Every watcher ends only when the hub is gone.
+            _ = watchers => return,
+            () = served_versions_change(&client, &source, &resources, options.rediscover_every) => {
+                tracing::info!(cluster = %source, "served API versions changed; watching again");
+            }
+        }
+    }
+}
+
+async fn discover_within(client: &Client, source: &ClusterSource) -> Result<Resources, String> {
+    match tokio::time::timeout(DISCOVERY_TIMEOUT, discover(client, source)).await {
+        Ok(Ok(resources)) => Ok(resources),
+        Ok(Err(error)) => Err(format!("api discovery failed: {error}")),
+        Err(_) => Err(format!(
+            "api discovery timed out after {}",
+            humantime::format_duration(DISCOVERY_TIMEOUT)
+        )),
+    }
+}
+
+/// Resolves when discovery, asked every `every`, answers differently.
+async fn served_versions_change(
+    client: &Client,
+    source: &ClusterSource,
+    current: &Resources,
+    every: Duration,
+) {
+    loop {
+        tokio::time::sleep(every).await;
+        // A failed rediscovery says nothing new: the watchers report failures.
+        if let Ok(resources) = discover_within(client, source).await
+            && resources != *current
+        {
+            return;
+        }
+    }
+}
+
+/// Watches one kind for as long as the hub listens.
+async fn watch_kind(
+    client: &Client,
+    kind: Kind,
+    resource: &ApiResource,
+    options: &KubeOptions,
+    reporter: &Reporter,
+) {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let timeout = u32::try_from(options.watch_timeout.as_secs())
+        .unwrap_or(u32::MAX)
+        .max(1);
+    let config = watcher::Config::default().timeout(timeout);
+    let origin = Origin::file(format!("cluster {} API", reporter.id.source));
+    let mut backoff = Backoff::new(options.retry);
+    loop {
+        let mut stream = pin!(watcher(api.clone(), config.clone()));
+        while let Some(item) = stream.next().await {
+            let event = match item {
+                Ok(watcher::Event::Init) => StoreEvent::Init,
+                Ok(watcher::Event::InitApply(object)) => {
+                    let (key, stored) = decode(resource, object, &origin);
+                    StoreEvent::InitApply(key, stored)
+                }
+                Ok(watcher::Event::InitDone) => {
+                    backoff.reset();
+                    StoreEvent::InitDone
+                }
+                Ok(watcher::Event::Apply(object)) => {
+                    let (key, stored) = decode(resource, object, &origin);
+                    StoreEvent::Apply(key, stored)
+                }
+                Ok(watcher::Event::Delete(object)) => StoreEvent::Delete(key_of(&object)),
+                Err(watcher::Error::WatchError(status)) if status.code == 410 => {
+                    // Our resource version is too old: the watcher relists.
+                    tracing::debug!(cluster = %reporter.id.source, kind = kind.name(),
+                        "resource version expired; relisting");
+                    continue;
+                }
+                Err(error) => {
+                    tracing::debug!(cluster = %reporter.id.source, kind = kind.name(), %error,
+                        "watch failed");
+                    if !reporter
+                        .send(ClusterReport::Failed {
+                            kind: Some(kind),
+                            error: format!("{} watch: {error}", kind.name()),
+                        })
+                        .await
+                    {
+                        return;
+                    }
+                    break;
+                }
+            };
+            if !reporter
+                .send(ClusterReport::Event(kind, Box::new(event)))
+                .await
+            {
+                return;
+            }
+        }
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
+}

@@ -1,0 +1,89 @@
+//! The objects the tests put into the stand-in API server: ClusterProperty,
+//! gateway and exported Services, ServiceExport, ServiceImport,
+//! EndpointSlice and remote-cluster Secrets, as JSON a real server would hold.
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use serde_json::{Value, json};
+
+use super::ApiServer;
+
+pub fn property(name: &str, value: &str, version: &str) -> Value {
+    json!({"apiVersion": format!("about.k8s.io/{version}"), "kind": "ClusterProperty",
+        "metadata": {"name": name}, "spec": {"value": value}})
+}
+
+pub fn gateway(ip: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "strait-gateway", "namespace": "strait-system",
+            "labels": {"strait.dev/gateway": "true"}},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "tunnel", "port": 15008}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": ip}]}}})
+}
+
+pub fn service(name: &str, ports: &[(&str, u16)]) -> Value {
+    let ports: Vec<Value> = ports
+        .iter()
+        .map(|(n, p)| json!({"name": n, "port": p, "protocol": "TCP"}))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10", "ports": ports}})
+}
+
+pub fn export(name: &str, version: &str) -> Value {
+    json!({"apiVersion": format!("multicluster.x-k8s.io/{version}"), "kind": "ServiceExport",
+        "metadata": {"name": name, "namespace": "shop"}})
+}
+
+pub fn import(name: &str, ip: &str, version: &str) -> Value {
+    json!({"apiVersion": format!("multicluster.x-k8s.io/{version}"), "kind": "ServiceImport",
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"type": "ClusterSetIP", "ips": [ip], "ports": [{"port": 80, "protocol": "TCP"}]}})
+}
+
+/// An EndpointSlice of `service` with one port named `http` on 8080.
+pub fn slice(service: &str, name: &str, endpoints: &[(&str, bool)]) -> Value {
+    let endpoints: Vec<Value> = endpoints
+        .iter()
+        .map(|(ip, ready)| json!({"addresses": [ip], "conditions": {"ready": ready}}))
+        .collect();
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": name, "namespace": "shop",
+            "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        "endpoints": endpoints})
+}
+
+pub fn remote_secret(name: &str, kubeconfig: &str, labelled: bool) -> Value {
+    let mut secret = Secret::default();
+    secret.metadata.name = Some(name.to_owned());
+    secret.metadata.namespace = Some("strait-system".to_owned());
+    if labelled {
+        secret.metadata.labels =
+            Some([("strait.dev/remote-cluster".to_owned(), "true".to_owned())].into());
+    }
+    secret.data = Some(
+        [(
+            "kubeconfig".to_owned(),
+            ByteString(kubeconfig.as_bytes().to_vec()),
+        )]
+        .into(),
+    );
+    let mut value = serde_json::to_value(secret).expect("secret encodes");
+    value["apiVersion"] = "v1".into();
+    value["kind"] = "Secret".into();
+    value
+}
+
+/// A cluster `id` on `network` with a gateway and `shop/cart` exported,
+/// with one ready endpoint `pod`.
+pub fn populate(server: &ApiServer, id: &str, network: &str, version: &str, gw: &str, pod: &str) {
+    server.apply(property("cluster.clusterset.k8s.io", id, version));
+    server.apply(property("network.clusterset.k8s.io", network, version));
+    server.apply(gateway(gw));
+    server.apply(service("cart", &[("http", 80)]));
+    server.apply(export("cart", version));
+    server.apply(slice("cart", "cart-1", &[(pod, true)]));
+}
