@@ -43,9 +43,14 @@ pub struct DemoArgs {
     pub rounds: usize,
 }
 
-/// The demo gateway address of the cluster at `index` (in id order).
+/// The most clusters the demo lays out on loopback (127.0.0.10 and up).
+const MAX_CLUSTERS: usize = 200;
+
+/// The demo gateway address of the cluster at `index` (in id order); the
+/// index is below [`MAX_CLUSTERS`], checked when the set is loaded.
 fn gateway_ip(index: usize) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(127, 0, 0, 10 + index as u8))
+    let last = u8::try_from(10 + index.min(MAX_CLUSTERS)).unwrap_or(u8::MAX);
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
 }
 
 /// Where the demo runs: a scratch directory removed on exit.
@@ -87,6 +92,12 @@ async fn demo(args: &DemoArgs) -> Result<(), Refused> {
         .map_err(|e| Refused(e.to_string()))?;
     let set = loaded.set;
     let ids: Vec<ClusterId> = set.clusters.keys().cloned().collect();
+    if ids.len() > MAX_CLUSTERS {
+        return Err(Refused(format!(
+            "demo: {} clusters; the demo lays out at most {MAX_CLUSTERS} on loopback",
+            ids.len()
+        )));
+    }
     let clusterset = set
         .clusters
         .values()
@@ -190,8 +201,8 @@ async fn start_pods(set: &ClusterSet) -> std::io::Result<Pods> {
                         let ip = IpAddr::V4(Ipv4Addr::new(
                             127,
                             1,
-                            cluster_index as u8,
-                            (next % 250) as u8 + 1,
+                            u8::try_from(cluster_index).unwrap_or(u8::MAX),
+                            u8::try_from(next % 250).unwrap_or(0) + 1,
                         ));
                         let listener = match TcpListener::bind(SocketAddr::new(ip, port.port)).await
                         {
