@@ -21,7 +21,8 @@ use kube_api::fixtures::{
 };
 use serde_json::{Value, json};
 use strait::discovery::kube::{
-    KubeHandle, KubeOptions, Retry, SourceSnapshot, SyncState, load_once,
+    AccessScope, KubeHandle, KubeOptions, Retry, SourceSnapshot, SyncState, WATCH_VERBS,
+    WATCHED_RESOURCES, load_once,
 };
 use strait::discovery::translate::TranslateOptions;
 use strait::merge::merge;
@@ -507,6 +508,77 @@ async fn remote_cluster_secrets_are_added_and_removed_at_run_time() {
     })
     .await;
     assert!(snapshot.set.is_ok(), "c1 still routes");
+}
+
+/// Waits until `count` (requests the server saw) is at least one.
+async fn until_requested(what: &str, count: impl Fn() -> usize) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while count() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchers_use_exactly_the_watched_resources() {
+    // The stand-in server answers list and watch requests only (anything
+    // else is a 404 and the cluster would not sync), so the verbs are
+    // WATCH_VERBS; this checks that every resource of WATCHED_RESOURCES is
+    // listed and watched, where the constant says.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let local = ApiServer::start(&["v1beta1"]).await;
+    let remote = ApiServer::start(&["v1beta1"]).await;
+    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
+    populate(
+        &remote,
+        "c2",
+        "net-b",
+        "v1beta1",
+        "198.51.100.2",
+        "10.2.0.1",
+    );
+    local.apply(remote_secret("c2", &remote.kubeconfig("c2"), true));
+    let handle = KubeHandle::start(options(&local.write_kubeconfig(dir.path(), "local"), &[]))
+        .await
+        .expect("source starts");
+    until(&handle, "c1 and c2 synced", |s| {
+        s.all_synced() && s.clusters.len() == 2
+    })
+    .await;
+
+    for access in WATCHED_RESOURCES {
+        assert_eq!(access.verbs, WATCH_VERBS, "{}", access.resource);
+        let resource = access.resource;
+        until_requested(
+            &format!("a list of {resource} in the local cluster"),
+            || local.lists(resource),
+        )
+        .await;
+        until_requested(
+            &format!("a watch of {resource} in the local cluster"),
+            || local.watches(resource),
+        )
+        .await;
+        // A remote cluster is read for its exports and endpoints; its
+        // imports and Secrets are not Strait's business.
+        let in_remote = access.scope == AccessScope::Cluster && resource != "serviceimports";
+        if in_remote {
+            until_requested(&format!("a list of {resource} in c2"), || {
+                remote.lists(resource)
+            })
+            .await;
+            until_requested(&format!("a watch of {resource} in c2"), || {
+                remote.watches(resource)
+            })
+            .await;
+        } else {
+            assert_eq!(remote.lists(resource), 0, "{resource} listed in c2");
+            assert_eq!(remote.watches(resource), 0, "{resource} watched in c2");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

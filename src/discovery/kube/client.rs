@@ -126,7 +126,18 @@ impl Kind {
         }
     }
 
-    fn group(self) -> &'static str {
+    /// The resource (plural) name the watcher lists and watches.
+    pub(super) fn resource(self) -> &'static str {
+        match self {
+            Kind::ClusterProperty => "clusterproperties",
+            Kind::ServiceExport => "serviceexports",
+            Kind::ServiceImport => "serviceimports",
+            Kind::Service => "services",
+            Kind::EndpointSlice => "endpointslices",
+        }
+    }
+
+    pub(super) fn group(self) -> &'static str {
         match self {
             Kind::ClusterProperty => ABOUT_GROUP,
             Kind::ServiceExport | Kind::ServiceImport => MCS_GROUP,
@@ -171,7 +182,7 @@ pub(super) async fn discover(client: &Client, source: &ClusterSource) -> kube::R
                         .versioned_resources(version)
                         .into_iter()
                         .map(|(resource, _)| resource)
-                        .find(|resource| resource.kind == kind.name())
+                        .find(|resource| resource.plural == kind.resource())
                 })
             }),
         };

@@ -37,6 +37,7 @@ use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::model::ClusterSet;
 
 use super::files::Loaded;
+use super::objects::{ABOUT_GROUP, MCS_GROUP};
 use super::translate::TranslateOptions;
 
 pub use client::ClusterSource;
@@ -47,6 +48,75 @@ pub const REMOTE_CLUSTER_LABEL: &str = "strait.dev/remote-cluster";
 pub const REMOTE_KUBECONFIG_KEY: &str = "kubeconfig";
 /// The environment variable naming the gateway's own namespace.
 pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
+
+/// Where in a cluster the source uses a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AccessScope {
+    /// Every namespace (or a cluster-scoped resource), in each cluster of
+    /// the set; ServiceImports only in the local cluster.
+    Cluster,
+    /// The remote-cluster Secret namespace of the local cluster only.
+    SecretNamespace,
+}
+
+/// One API resource the source uses and the verbs it needs on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceAccess {
+    pub scope: AccessScope,
+    /// The API group; empty for the core group.
+    pub group: &'static str,
+    /// The resource name (plural), as RBAC rules spell it.
+    pub resource: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+/// What a kube-rs watcher asks for: a list, then watches from its
+/// resource version (no `get`).
+pub const WATCH_VERBS: &[&str] = &["list", "watch"];
+
+/// Every resource the Kubernetes source uses, and how: what the gateway's
+/// RBAC must grant (deploy/rbac.yaml; tests/deploy checks it). A remote
+/// cluster's credentials need the `Cluster` entries except ServiceImports.
+/// The watchers start exactly these (a unit test below keeps them in step).
+pub const WATCHED_RESOURCES: &[ResourceAccess] = &[
+    ResourceAccess {
+        scope: AccessScope::Cluster,
+        group: ABOUT_GROUP,
+        resource: "clusterproperties",
+        verbs: WATCH_VERBS,
+    },
+    ResourceAccess {
+        scope: AccessScope::Cluster,
+        group: MCS_GROUP,
+        resource: "serviceexports",
+        verbs: WATCH_VERBS,
+    },
+    ResourceAccess {
+        scope: AccessScope::Cluster,
+        group: MCS_GROUP,
+        resource: "serviceimports",
+        verbs: WATCH_VERBS,
+    },
+    ResourceAccess {
+        scope: AccessScope::Cluster,
+        group: "",
+        resource: "services",
+        verbs: WATCH_VERBS,
+    },
+    ResourceAccess {
+        scope: AccessScope::Cluster,
+        group: "discovery.k8s.io",
+        resource: "endpointslices",
+        verbs: WATCH_VERBS,
+    },
+    // Remote-cluster kubeconfigs, labelled strait.dev/remote-cluster: "true".
+    ResourceAccess {
+        scope: AccessScope::SecretNamespace,
+        group: "",
+        resource: "secrets",
+        verbs: WATCH_VERBS,
+    },
+];
 
 /// How often and how fast a failed watch or discovery is retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -387,5 +457,69 @@ pub async fn load_once(
             clusters: snapshot.clusters.clone(),
         }),
         Err(diagnostics) => Err(KubeLoadError::Invalid(diagnostics.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use k8s_openapi::api::core::v1::{Secret, Service};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use kube::Resource;
+    use kube::core::ApiResource;
+
+    use super::client::Kind;
+    use super::*;
+
+    #[test]
+    fn watched_resources_are_what_the_watchers_start() {
+        let listed: Vec<(&str, &str)> = WATCHED_RESOURCES
+            .iter()
+            .filter(|a| a.scope == AccessScope::Cluster)
+            .map(|a| (a.group, a.resource))
+            .collect();
+        let watched: Vec<(&str, &str)> = Kind::ALL
+            .iter()
+            .map(|kind| (kind.group(), kind.resource()))
+            .collect();
+        assert_eq!(
+            listed.iter().collect::<BTreeSet<_>>(),
+            watched.iter().collect::<BTreeSet<_>>(),
+            "WATCHED_RESOURCES and the kinds the cluster watchers start differ"
+        );
+        assert_eq!(listed.len(), watched.len(), "no kind is listed twice");
+
+        // The core kinds are watched through their k8s-openapi types.
+        for (kind, resource) in [
+            (Kind::Service, ApiResource::erase::<Service>(&())),
+            (
+                Kind::EndpointSlice,
+                ApiResource::erase::<EndpointSlice>(&()),
+            ),
+        ] {
+            assert_eq!(
+                (kind.group(), kind.resource()),
+                (resource.group.as_str(), resource.plural.as_str()),
+                "{kind:?}"
+            );
+        }
+
+        // The remote-cluster Secrets, watched in one namespace.
+        let secrets: Vec<(&str, &str)> = WATCHED_RESOURCES
+            .iter()
+            .filter(|a| a.scope == AccessScope::SecretNamespace)
+            .map(|a| (a.group, a.resource))
+            .collect();
+        assert_eq!(
+            secrets,
+            [(&*Secret::group(&()), &*Secret::plural(&()))],
+            "the secret watcher reads Secrets and nothing else"
+        );
+
+        // Every resource is read by a kube-rs watcher: list, then watch.
+        for access in WATCHED_RESOURCES {
+            assert_eq!(access.verbs, WATCH_VERBS, "{}", access.resource);
+        }
     }
 }

@@ -1,0 +1,259 @@
+//! `gateway.yaml` agrees with the flags and the Kubernetes source; the
+//! examples agree with the manifests.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_yaml_ng::Value;
+use strait::config::GatewaySettings;
+use strait::discovery::kube::{POD_NAMESPACE_ENV, REMOTE_CLUSTER_LABEL};
+use strait::tls::Identity;
+
+use crate::gateway::{Gateway, gateway};
+use crate::manifests::{deploy_dir, documents, relative, string_at, yaml_files};
+
+#[test]
+fn gateway_yaml_is_valid_and_agrees_with_the_flags() {
+    let gateway = gateway();
+    let (config_map, settings) = gateway.settings();
+    let origin = &config_map.origin;
+    if uses_kube(&gateway, &settings) {
+        // strait run --kube serves the cluster its cluster.clusterset.k8s.io
+        // ClusterProperty names; a fixed id would override it, and a
+        // ConfigMap copied unchanged to another cluster would then route as
+        // the wrong cluster.
+        assert_eq!(
+            settings.cluster, None,
+            "{origin}: with the Kubernetes source gateway.yaml should leave `cluster` out"
+        );
+    } else {
+        let cluster = settings.cluster.as_deref().unwrap_or_else(|| {
+            panic!("{origin}: gateway.yaml should set `cluster` (strait run needs it)")
+        });
+        assert!(!cluster.is_empty(), "{origin}: `cluster` is empty");
+    }
+    for (field, configured, flag) in [
+        (
+            "listeners.connect",
+            settings.listeners.connect,
+            "--connect-listen",
+        ),
+        (
+            "listeners.tunnel",
+            settings.listeners.tunnel,
+            "--tunnel-listen",
+        ),
+        (
+            "listeners.admin",
+            settings.listeners.admin,
+            "--admin-listen",
+        ),
+    ] {
+        assert_eq!(
+            configured,
+            gateway.listen(flag),
+            "{origin}: gateway.yaml {field} disagrees with {flag} of {}",
+            gateway.origin()
+        );
+    }
+    let tls_dir = gateway.required_flag("--tls-dir");
+    assert_eq!(
+        settings.tls.dir,
+        Path::new(tls_dir),
+        "{origin}: gateway.yaml tls.dir disagrees with --tls-dir of {}",
+        gateway.origin()
+    );
+    let tls = gateway.volume_at(tls_dir);
+    let secret = tls.secret.as_ref().unwrap_or_else(|| {
+        panic!(
+            "{}: the volume at --tls-dir {tls_dir} is not a Secret",
+            gateway.origin()
+        )
+    });
+    assert!(
+        secret.items.is_none(),
+        "{}: the TLS Secret is mounted whole (tls.crt, tls.key, ca.crt)",
+        gateway.origin()
+    );
+    assert!(
+        secret.secret_name.is_some(),
+        "{}: the TLS volume names no Secret",
+        gateway.origin()
+    );
+}
+
+/// Whether the gateway reads the cluster set from the API servers.
+fn uses_kube(gateway: &Gateway, settings: &GatewaySettings) -> bool {
+    gateway.args.iter().any(|a| a == "--kube") || settings.kube.enabled
+}
+
+#[test]
+fn the_gateway_reads_the_cluster_set_from_the_kubernetes_api() {
+    let gateway = gateway();
+    let (config_map, settings) = gateway.settings();
+    let origin = &config_map.origin;
+    assert!(
+        uses_kube(&gateway, &settings),
+        "{}: the gateway should run with the Kubernetes source (--kube, or kube.enabled in {origin})",
+        gateway.origin()
+    );
+    // With --kube the --config directory supplies gateway.yaml only: no
+    // clusters/ folder is read or watched.
+    let keys: Vec<&String> = config_map
+        .object
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        keys,
+        ["gateway.yaml"],
+        "{origin}: the config directory needs gateway.yaml only"
+    );
+    assert!(
+        config_map.object.binary_data.is_none(),
+        "{origin}: no binaryData"
+    );
+    assert!(
+        settings.kube.kubeconfigs.is_empty(),
+        "{origin}: kube.kubeconfigs names files the pod does not mount; remote clusters come from Secrets labelled {REMOTE_CLUSTER_LABEL}"
+    );
+    // The Role grants Secrets in the gateway's namespace only, where
+    // POD_NAMESPACE points the Secret watcher by default.
+    assert!(
+        settings
+            .kube
+            .remote_secret_namespace
+            .as_deref()
+            .is_none_or(|ns| ns == gateway.namespace),
+        "{origin}: kube.remoteSecretNamespace should be the gateway's namespace {} (or left out)",
+        gateway.namespace
+    );
+    let env = gateway.container.env.as_deref().unwrap_or_default();
+    assert!(
+        env.iter().any(|e| e.name == POD_NAMESPACE_ENV
+            && e.value_from
+                .as_ref()
+                .and_then(|v| v.field_ref.as_ref())
+                .is_some_and(|f| f.field_path == "metadata.namespace")),
+        "{}: {POD_NAMESPACE_ENV} must come from the downward API: the remote-cluster Secrets are read there",
+        gateway.origin()
+    );
+}
+
+#[test]
+fn examples_agree_with_the_manifests() {
+    let gateway = gateway();
+    let (config_map, settings) = gateway.settings();
+    let tls_secret = gateway
+        .volume_at(gateway.required_flag("--tls-dir"))
+        .secret
+        .as_ref()
+        .and_then(|s| s.secret_name.clone())
+        .expect("checked elsewhere");
+
+    let mut paths = Vec::new();
+    yaml_files(&deploy_dir().join("examples"), &mut paths);
+    let mut trust_domain = None;
+    let mut identity_cluster = None;
+    let mut properties = BTreeMap::new();
+    for path in &paths {
+        let shown = format!("deploy/{}", relative(path));
+        let text = std::fs::read_to_string(path).expect("readable");
+        for (index, value) in documents(&shown, &text) {
+            let api_version = string_at(&value, &["apiVersion"]).unwrap_or_default();
+            let kind = string_at(&value, &["kind"]).unwrap_or_default();
+            let name = string_at(&value, &["metadata", "name"]).unwrap_or("(unnamed)");
+            let origin = format!("{shown}, document {index}: {kind} {name}");
+            match (api_version, kind) {
+                ("cert-manager.io/v1", "Certificate") => {
+                    assert_eq!(
+                        string_at(&value, &["metadata", "namespace"]),
+                        Some(gateway.namespace),
+                        "{origin}: the Secret must be in the gateway's namespace"
+                    );
+                    assert_eq!(
+                        string_at(&value, &["spec", "secretName"]),
+                        Some(tls_secret.as_str()),
+                        "{origin}: secretName should be the Secret {} mounts",
+                        gateway.origin()
+                    );
+                    let spec = value.get("spec").expect("has spec");
+                    let uris: Vec<&str> = spec
+                        .get("uris")
+                        .and_then(Value::as_sequence)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    assert_eq!(uris.len(), 1, "{origin}: one URI SAN, the gateway identity");
+                    let identity =
+                        Identity::parse(uris[0]).unwrap_or_else(|e| panic!("{origin}: {e}"));
+                    identity_cluster = Some((origin.clone(), identity.cluster.to_string()));
+                    trust_domain = Some(identity.trust_domain.clone());
+                    let usages: BTreeSet<&str> = spec
+                        .get("usages")
+                        .and_then(Value::as_sequence)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    for usage in ["server auth", "client auth"] {
+                        assert!(usages.contains(usage), "{origin}: usages lack {usage:?}");
+                    }
+                    assert_eq!(
+                        string_at(spec, &["privateKey", "algorithm"]),
+                        Some("ECDSA"),
+                        "{origin}: privateKey.algorithm"
+                    );
+                    assert_eq!(
+                        spec.get("privateKey")
+                            .and_then(|k| k.get("size"))
+                            .and_then(Value::as_u64),
+                        Some(256),
+                        "{origin}: privateKey.size"
+                    );
+                    assert_eq!(
+                        string_at(spec, &["issuerRef", "kind"]),
+                        Some("ClusterIssuer"),
+                        "{origin}: issuerRef.kind"
+                    );
+                }
+                ("about.k8s.io/v1alpha1" | "about.k8s.io/v1beta1", "ClusterProperty") => {
+                    let value = string_at(&value, &["spec", "value"])
+                        .unwrap_or_else(|| panic!("{origin}: no spec.value"));
+                    properties.insert(name.to_owned(), (origin.clone(), value.to_owned()));
+                }
+                _ => panic!("{origin}: unknown kind {api_version}/{kind} in the examples"),
+            }
+        }
+    }
+    let property = |name: &str| {
+        properties
+            .get(name)
+            .unwrap_or_else(|| panic!("deploy/examples: no ClusterProperty {name}"))
+    };
+    let (origin, cluster) = property("cluster.clusterset.k8s.io");
+    // gateway.yaml names the cluster only without the Kubernetes source.
+    if let Some(configured) = &settings.cluster {
+        assert_eq!(
+            cluster, configured,
+            "{origin}: differs from gateway.yaml's `cluster` ({})",
+            config_map.origin
+        );
+    }
+    let (certificate, identity) =
+        identity_cluster.unwrap_or_else(|| panic!("deploy/examples: no Certificate"));
+    assert_eq!(
+        &identity, cluster,
+        "{certificate}: the identity's cluster differs from the example ClusterProperty cluster.clusterset.k8s.io ({origin})"
+    );
+    let (origin, value) = property("clusterset.k8s.io");
+    assert_eq!(
+        Some(value),
+        trust_domain.as_ref(),
+        "{origin}: differs from the trust domain of the Certificate's identity"
+    );
+    property(&settings.network_property);
+}

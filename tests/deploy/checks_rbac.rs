@@ -1,0 +1,283 @@
+//! The gateway's identity and permissions: its own ServiceAccount is bound,
+//! and RBAC grants exactly what the kube source uses (least privilege).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::rbac::v1::{PolicyRule, Subject};
+use strait::discovery::kube::{AccessScope, WATCHED_RESOURCES};
+
+use crate::gateway::gateway;
+use crate::manifests::manifests;
+
+/// Where a scope of access applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Scope {
+    /// Every namespace (or a cluster-scoped resource): a ClusterRole bound by a ClusterRoleBinding.
+    Cluster,
+    /// The gateway's own namespace only: a Role bound by a RoleBinding.
+    OwnNamespace,
+}
+
+/// One API group and resource, and the verbs the gateway uses on it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Access {
+    pub(crate) scope: Scope,
+    pub(crate) group: &'static str,
+    pub(crate) resource: &'static str,
+    pub(crate) verbs: &'static [&'static str],
+}
+
+/// Granted in deploy/rbac.yaml for what the gateway will do but the code
+/// does not do yet; not in `WATCHED_RESOURCES`. Remove an entry (here and
+/// in deploy/rbac.yaml) if the plan changes; move it into the source's
+/// constant when the code uses it.
+const RESERVED: &[Access] = &[
+    // Writing the Valid and Conflict conditions of ServiceExports.
+    Access {
+        scope: Scope::Cluster,
+        group: "multicluster.x-k8s.io",
+        resource: "serviceexports/status",
+        verbs: &["patch", "update"],
+    },
+    // Leader election.
+    Access {
+        scope: Scope::OwnNamespace,
+        group: "coordination.k8s.io",
+        resource: "leases",
+        verbs: &["get", "list", "watch", "create", "update", "patch"],
+    },
+];
+
+/// What the kube source uses (`WATCHED_RESOURCES`), then `RESERVED`.
+pub(crate) fn kube_source_access() -> Vec<Access> {
+    let used = WATCHED_RESOURCES.iter().map(|a| Access {
+        scope: match a.scope {
+            AccessScope::Cluster => Scope::Cluster,
+            // The remote-cluster Secret namespace is the gateway's own
+            // (POD_NAMESPACE; checks_config checks gateway.yaml does not move it).
+            AccessScope::SecretNamespace => Scope::OwnNamespace,
+        },
+        group: a.group,
+        resource: a.resource,
+        verbs: a.verbs,
+    });
+    used.chain(RESERVED.iter().copied()).collect()
+}
+
+#[test]
+fn the_service_account_is_the_subject_of_every_binding() {
+    let m = manifests();
+    let gateway = gateway();
+    let origin = gateway.origin();
+    let account = gateway
+        .pod
+        .service_account_name
+        .as_deref()
+        .unwrap_or_else(|| panic!("{origin}: no serviceAccountName"));
+    assert_ne!(
+        account, "default",
+        "{origin}: the gateway needs its own ServiceAccount"
+    );
+    assert!(
+        m.service_accounts.iter().any(|s| {
+            s.object.metadata.name.as_deref() == Some(account)
+                && s.object.metadata.namespace.as_deref() == Some(gateway.namespace)
+        }),
+        "{origin}: ServiceAccount {}/{account} is not defined in deploy/",
+        gateway.namespace
+    );
+    assert_ne!(
+        gateway.pod.automount_service_account_token,
+        Some(false),
+        "{origin}: the kube source needs the ServiceAccount token"
+    );
+    let is_gateway = |subject: &Subject| {
+        subject.kind == "ServiceAccount"
+            && subject.name == account
+            && subject.namespace.as_deref() == Some(gateway.namespace)
+    };
+    for binding in &m.cluster_role_bindings {
+        let subjects = binding.object.subjects.as_deref().unwrap_or_default();
+        assert!(
+            subjects.iter().any(is_gateway),
+            "{}: ServiceAccount {}/{account} is not a subject",
+            binding.origin,
+            gateway.namespace
+        );
+        assert!(
+            m.cluster_roles.iter().any(|r| {
+                binding.object.role_ref.kind == "ClusterRole"
+                    && r.object.metadata.name.as_deref() == Some(&binding.object.role_ref.name)
+            }),
+            "{}: roleRef {} {} is not defined in deploy/",
+            binding.origin,
+            binding.object.role_ref.kind,
+            binding.object.role_ref.name
+        );
+    }
+    for binding in &m.role_bindings {
+        let subjects = binding.object.subjects.as_deref().unwrap_or_default();
+        assert!(
+            subjects.iter().any(is_gateway),
+            "{}: ServiceAccount {}/{account} is not a subject",
+            binding.origin,
+            gateway.namespace
+        );
+        let role_ref = &binding.object.role_ref;
+        let defined = match role_ref.kind.as_str() {
+            "Role" => m.roles.iter().any(|r| {
+                r.object.metadata.name.as_deref() == Some(&role_ref.name)
+                    && r.object.metadata.namespace == binding.object.metadata.namespace
+            }),
+            "ClusterRole" => m
+                .cluster_roles
+                .iter()
+                .any(|r| r.object.metadata.name.as_deref() == Some(&role_ref.name)),
+            _ => false,
+        };
+        assert!(
+            defined,
+            "{}: roleRef {} {} is not defined in deploy/",
+            binding.origin, role_ref.kind, role_ref.name
+        );
+    }
+}
+
+/// Every (scope, group, resource, verb) the manifests grant the gateway.
+fn granted(account: &str, namespace: &str) -> BTreeMap<(Scope, String, String, String), String> {
+    let m = manifests();
+    let bound = |subjects: &Option<Vec<Subject>>| {
+        subjects.iter().flatten().any(|s| {
+            s.kind == "ServiceAccount"
+                && s.name == account
+                && s.namespace.as_deref() == Some(namespace)
+        })
+    };
+    let cluster_role = |name: &str| {
+        m.cluster_roles
+            .iter()
+            .find(|r| r.object.metadata.name.as_deref() == Some(name))
+    };
+    let mut rules: Vec<(Scope, &str, &PolicyRule)> = Vec::new();
+    for binding in m
+        .cluster_role_bindings
+        .iter()
+        .filter(|b| bound(&b.object.subjects))
+    {
+        if let Some(role) = cluster_role(&binding.object.role_ref.name) {
+            for rule in role.object.rules.iter().flatten() {
+                rules.push((Scope::Cluster, &role.origin, rule));
+            }
+        }
+    }
+    for binding in m.role_bindings.iter().filter(|b| bound(&b.object.subjects)) {
+        assert_eq!(
+            binding.object.metadata.namespace.as_deref(),
+            Some(namespace),
+            "{}: binds the gateway in another namespace",
+            binding.origin
+        );
+        let role_ref = &binding.object.role_ref;
+        if role_ref.kind == "ClusterRole" {
+            if let Some(role) = cluster_role(&role_ref.name) {
+                for rule in role.object.rules.iter().flatten() {
+                    rules.push((Scope::OwnNamespace, &role.origin, rule));
+                }
+            }
+            continue;
+        }
+        for role in m.roles.iter().filter(|r| {
+            r.object.metadata.name.as_deref() == Some(&role_ref.name)
+                && r.object.metadata.namespace.as_deref() == Some(namespace)
+        }) {
+            for rule in role.object.rules.iter().flatten() {
+                rules.push((Scope::OwnNamespace, &role.origin, rule));
+            }
+        }
+    }
+    let mut granted = BTreeMap::new();
+    for (scope, origin, rule) in rules {
+        assert!(
+            rule.non_resource_urls
+                .as_deref()
+                .unwrap_or_default()
+                .is_empty(),
+            "{origin}: grants nonResourceURLs"
+        );
+        assert!(
+            rule.resource_names
+                .as_deref()
+                .unwrap_or_default()
+                .is_empty(),
+            "{origin}: resourceNames are not modelled by this test"
+        );
+        let groups = rule.api_groups.as_deref().unwrap_or_default();
+        let resources = rule.resources.as_deref().unwrap_or_default();
+        for group in groups {
+            for resource in resources {
+                for verb in &rule.verbs {
+                    for (what, value) in
+                        [("apiGroup", group), ("resource", resource), ("verb", verb)]
+                    {
+                        assert!(
+                            !value.contains('*'),
+                            "{origin}: grants the wildcard {what} {value:?}"
+                        );
+                    }
+                    granted.insert(
+                        (scope, group.clone(), resource.clone(), verb.clone()),
+                        origin.to_owned(),
+                    );
+                }
+            }
+        }
+    }
+    granted
+}
+
+#[test]
+fn rbac_grants_exactly_what_the_kube_source_uses() {
+    let gateway = gateway();
+    let account = gateway
+        .pod
+        .service_account_name
+        .as_deref()
+        .unwrap_or_else(|| panic!("{}: no serviceAccountName", gateway.origin()));
+    let granted = granted(account, gateway.namespace);
+    let needed: BTreeSet<(Scope, String, String, String)> = kube_source_access()
+        .iter()
+        .flat_map(|a| {
+            a.verbs.iter().map(move |verb| {
+                (
+                    a.scope,
+                    a.group.to_owned(),
+                    a.resource.to_owned(),
+                    (*verb).to_owned(),
+                )
+            })
+        })
+        .collect();
+    for key in &needed {
+        let (scope, group, resource, verb) = key;
+        let covered = granted.contains_key(key)
+            || (*scope == Scope::OwnNamespace
+                && granted.contains_key(&(
+                    Scope::Cluster,
+                    group.clone(),
+                    resource.clone(),
+                    verb.clone(),
+                )));
+        assert!(
+            covered,
+            "deploy/rbac: ServiceAccount {}/{account} may not {verb} {resource} (group {group:?}, {scope:?}); the kube source needs it",
+            gateway.namespace
+        );
+    }
+    for (key, origin) in &granted {
+        let (scope, group, resource, verb) = key;
+        assert!(
+            needed.contains(key),
+            "{origin}: grants {verb} on {resource} (group {group:?}, {scope:?}), which the kube source does not use; least privilege"
+        );
+    }
+}

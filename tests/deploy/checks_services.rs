@@ -1,0 +1,135 @@
+//! The Services: they select the gateway pods and reach its listeners; the
+//! gateway Service is the load balancer peers tunnel to.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::gateway::gateway;
+use crate::manifests::manifests;
+
+/// The label that marks a cluster's gateway Service (docs/configuration.md).
+const GATEWAY_LABEL: &str = "strait.dev/gateway";
+
+#[test]
+fn services_target_the_gateway_pods_and_listeners() {
+    let gateway = gateway();
+    let labels = gateway.pod_labels();
+    let connect = gateway.listen("--connect-listen").port();
+    let tunnel = gateway.listen("--tunnel-listen").port();
+    let mut connect_service = false;
+    for found in &manifests().services {
+        let origin = &found.origin;
+        let spec = found
+            .object
+            .spec
+            .as_ref()
+            .unwrap_or_else(|| panic!("{origin}: no spec"));
+        let selector = spec
+            .selector
+            .as_ref()
+            .unwrap_or_else(|| panic!("{origin}: no selector"));
+        assert!(
+            !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+            "{origin}: selector {selector:?} does not select the pods of {}",
+            gateway.origin()
+        );
+        for port in spec.ports.as_deref().unwrap_or_default() {
+            let protocol = port.protocol.as_deref().unwrap_or("TCP");
+            let target = port
+                .target_port
+                .clone()
+                .unwrap_or(IntOrString::Int(port.port));
+            let resolved = gateway.resolve(&target, protocol).unwrap_or_else(|| {
+                panic!(
+                    "{origin}: port {:?} targets {target:?}/{protocol}, which is no container port of {}",
+                    port.name,
+                    gateway.origin()
+                )
+            });
+            let expected = match port.name.as_deref() {
+                Some("tunnel" | "tunnel-quic") => tunnel,
+                Some("connect") => {
+                    connect_service = true;
+                    assert_eq!(
+                        spec.type_.as_deref().unwrap_or("ClusterIP"),
+                        "ClusterIP",
+                        "{origin}: the connect listener is for clients inside the cluster"
+                    );
+                    connect
+                }
+                other => panic!("{origin}: unexpected port {other:?}"),
+            };
+            assert_eq!(
+                resolved, expected,
+                "{origin}: port {:?} reaches container port {resolved}, not the listener's {expected}",
+                port.name
+            );
+        }
+    }
+    assert!(
+        connect_service,
+        "deploy/ has no ClusterIP Service for the connect listener"
+    );
+}
+
+#[test]
+fn the_gateway_service_is_a_load_balancer_with_the_tunnel_ports() {
+    let gateway_services: Vec<_> = manifests()
+        .services
+        .iter()
+        .filter(|s| {
+            s.object
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(GATEWAY_LABEL))
+                .is_some()
+        })
+        .collect();
+    assert_eq!(
+        gateway_services.len(),
+        1,
+        "deploy/ should hold exactly one Service labelled {GATEWAY_LABEL}, found: {:?}",
+        gateway_services
+            .iter()
+            .map(|s| &s.origin)
+            .collect::<Vec<_>>()
+    );
+    let found = gateway_services[0];
+    let origin = &found.origin;
+    let labels = found.object.metadata.labels.as_ref().expect("filtered");
+    assert_eq!(
+        labels.get(GATEWAY_LABEL).map(String::as_str),
+        Some("true"),
+        "{origin}: label {GATEWAY_LABEL} must be \"true\""
+    );
+    let spec = found.object.spec.as_ref().expect("checked elsewhere");
+    assert_eq!(
+        spec.type_.as_deref(),
+        Some("LoadBalancer"),
+        "{origin}: peers reach the gateway through a load balancer"
+    );
+    let ports: BTreeSet<(String, String, i32)> = spec
+        .ports
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            (
+                p.name.clone().unwrap_or_default(),
+                p.protocol.clone().unwrap_or_else(|| "TCP".to_owned()),
+                p.port,
+            )
+        })
+        .collect();
+    let expected: BTreeSet<(String, String, i32)> = [
+        ("tunnel".to_owned(), "TCP".to_owned(), 15008),
+        ("tunnel-quic".to_owned(), "UDP".to_owned(), 15008),
+    ]
+    .into();
+    assert_eq!(
+        ports, expected,
+        "{origin}: ports should be tunnel 15008/TCP and tunnel-quic 15008/UDP"
+    );
+}
