@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
+use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -36,7 +36,15 @@ pub(super) fn spawn(
     }
     let (changed, mut changes) = tokio::sync::mpsc::channel::<()>(1);
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
+        // Only changes count: reading the files (the reload itself does)
+        // raises access events, which must not trigger another reload.
+        let changes_content = event.is_ok_and(|event| {
+            matches!(
+                event.kind,
+                EventKind::Any | EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_)
+            )
+        });
+        if changes_content {
             // A full channel already holds a pending change: nothing is lost.
             let _ = changed.try_send(());
         }

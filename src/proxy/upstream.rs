@@ -214,8 +214,16 @@ async fn through(
     let dial_to = state.overrides.gateway(gateway);
     let mode = state.tunnel.transport_for(gateway);
     if let (Some(quic), TransportMode::Quic | TransportMode::Auto) = (&state.quic, mode) {
-        let skip = mode == TransportMode::Auto && quic.is_down(gateway);
-        if !skip {
+        let down = quic.is_down(gateway);
+        if down && mode == TransportMode::Quic {
+            // QUIC only, and this peer failed lately: try the next gateway now
+            // rather than wait out another connect timeout.
+            return Err(TunnelError::BackingOff {
+                gateway: gateway.to_string(),
+                wait: state.tunnel.quic_retry_after,
+            });
+        }
+        if !down {
             match quic.connect(gateway, dial_to, allowed, authority).await {
                 Ok(stream) => return Ok(Upstream::Quic(Box::new(stream))),
                 // The peer answered about the backend: HTTP/2 would hear the same.

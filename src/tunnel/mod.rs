@@ -39,6 +39,12 @@ pub struct TunnelSettings {
     pub quic_connect_timeout: Duration,
     /// How long `auto` keeps using HTTP/2 with a peer whose QUIC failed.
     pub quic_retry_after: Duration,
+    /// QUIC keep-alive and idle timeout. UDP gives no reset when a peer
+    /// dies, so silence is the only signal: short enough that a dead
+    /// replica is given up within the failover budget, with enough
+    /// keep-alives per idle period that random loss never fakes a death.
+    pub quic_keepalive: Duration,
+    pub quic_idle_timeout: Duration,
     /// Streams one pooled connection carries before the pool opens another.
     pub max_streams_per_connection: usize,
     /// Streams a server accepts on one connection.
@@ -64,6 +70,8 @@ impl Default for TunnelSettings {
             peer_transports: HashMap::new(),
             quic_connect_timeout: Duration::from_secs(1),
             quic_retry_after: quic::client::DEFAULT_RETRY_AFTER,
+            quic_keepalive: Duration::from_millis(200),
+            quic_idle_timeout: Duration::from_millis(1000),
             max_streams_per_connection: 100,
             server_max_concurrent_streams: 1000,
             max_header_list_size: 16 * 1024,

@@ -87,17 +87,27 @@ impl QuicPool {
             gateway: peer.label.clone(),
             reason,
         };
-        let (mut send, mut recv) = connection
-            .open_bi()
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        let request = encode_request(authority).map_err(|e| failed(e.to_string()))?;
-        send.write_all(&request)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        let (status, reason) = read_response(&mut recv)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
+        // A peer that died leaves the connection silent; the idle timeout
+        // ends it, and the deadline bounds the wait for an answer anyway.
+        let exchange = async {
+            let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
+            let request = encode_request(authority).map_err(|e| e.to_string())?;
+            send.write_all(&request).await.map_err(|e| e.to_string())?;
+            let (status, reason) = read_response(&mut recv).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>((send, recv, status, reason))
+        };
+        let (send, recv, status, reason) =
+            match tokio::time::timeout(self.settings.handshake_timeout, exchange).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(reason)) => {
+                    peer.forget(&connection);
+                    return Err(failed(reason));
+                }
+                Err(_) => {
+                    peer.forget(&connection);
+                    return Err(failed("no answer from the peer".to_owned()));
+                }
+            };
         if status != 200 {
             return Err(TunnelError::Refused {
                 gateway: peer.label.clone(),
@@ -233,6 +243,18 @@ impl QuicPool {
 }
 
 impl Peer {
+    /// Drops a connection that failed, so the next stream dials afresh.
+    fn forget(&self, failed: &Connection) {
+        failed.close(2u32.into(), b"failed");
+        let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
+        if connection
+            .as_ref()
+            .is_some_and(|(c, _)| c.stable_id() == failed.stable_id())
+        {
+            *connection = None;
+        }
+    }
+
     fn live(&self, allowed: &[ClusterId]) -> Option<Connection> {
         let connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         connection

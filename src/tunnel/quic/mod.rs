@@ -58,10 +58,8 @@ fn transport(settings: &TunnelSettings, server: bool) -> TransportConfig {
         .receive_window(VarInt::from_u32(settings.connection_window))
         .send_window(u64::from(settings.connection_window))
         .max_concurrent_uni_streams(VarInt::from_u32(0))
-        .keep_alive_interval(Some(settings.keepalive_interval))
-        .max_idle_timeout(
-            IdleTimeout::try_from(settings.keepalive_interval + settings.keepalive_timeout).ok(),
-        );
+        .keep_alive_interval(Some(settings.quic_keepalive))
+        .max_idle_timeout(IdleTimeout::try_from(settings.quic_idle_timeout).ok());
     let streams = if server {
         settings.server_max_concurrent_streams
     } else {
