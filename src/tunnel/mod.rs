@@ -45,6 +45,10 @@ pub struct TunnelSettings {
     /// keep-alives per idle period that random loss never fakes a death.
     pub quic_keepalive: Duration,
     pub quic_idle_timeout: Duration,
+    /// Streams a QUIC server accepts on one connection: the client keeps one
+    /// connection per peer, so this bounds concurrent tunnelled connections
+    /// to one peer (stream state is allocated only when a stream opens).
+    pub quic_max_concurrent_streams: u32,
     /// Streams one pooled connection carries before the pool opens another.
     pub max_streams_per_connection: usize,
     /// Streams a server accepts on one connection.
@@ -72,6 +76,7 @@ impl Default for TunnelSettings {
             quic_retry_after: quic::client::DEFAULT_RETRY_AFTER,
             quic_keepalive: Duration::from_millis(200),
             quic_idle_timeout: Duration::from_millis(1000),
+            quic_max_concurrent_streams: 65_536,
             max_streams_per_connection: 100,
             server_max_concurrent_streams: 1000,
             max_header_list_size: 16 * 1024,

@@ -88,7 +88,7 @@ impl QuicPool {
             reason,
         };
         // A peer that died leaves the connection silent; the idle timeout
-        // ends it, and the deadline bounds the wait for an answer anyway.
+        // ends it within a second, and the deadline bounds the wait anyway.
         let exchange = async {
             let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
             let request = encode_request(authority).map_err(|e| e.to_string())?;
@@ -99,14 +99,10 @@ impl QuicPool {
         let (send, recv, status, reason) =
             match tokio::time::timeout(self.settings.handshake_timeout, exchange).await {
                 Ok(Ok(answer)) => answer,
-                Ok(Err(reason)) => {
-                    peer.forget(&connection);
-                    return Err(failed(reason));
-                }
-                Err(_) => {
-                    peer.forget(&connection);
-                    return Err(failed("no answer from the peer".to_owned()));
-                }
+                // A dead connection has closed itself (idle timeout) and is
+                // no longer offered; a live one keeps serving its other streams.
+                Ok(Err(reason)) => return Err(failed(reason)),
+                Err(_) => return Err(failed("no answer from the peer".to_owned())),
             };
         if status != 200 {
             return Err(TunnelError::Refused {
@@ -243,18 +239,6 @@ impl QuicPool {
 }
 
 impl Peer {
-    /// Drops a connection that failed, so the next stream dials afresh.
-    fn forget(&self, failed: &Connection) {
-        failed.close(2u32.into(), b"failed");
-        let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
-        if connection
-            .as_ref()
-            .is_some_and(|(c, _)| c.stable_id() == failed.stable_id())
-        {
-            *connection = None;
-        }
-    }
-
     fn live(&self, allowed: &[ClusterId]) -> Option<Connection> {
         let connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         connection

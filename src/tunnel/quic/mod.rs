@@ -61,7 +61,7 @@ fn transport(settings: &TunnelSettings, server: bool) -> TransportConfig {
         .keep_alive_interval(Some(settings.quic_keepalive))
         .max_idle_timeout(IdleTimeout::try_from(settings.quic_idle_timeout).ok());
     let streams = if server {
-        settings.server_max_concurrent_streams
+        settings.quic_max_concurrent_streams
     } else {
         0
     };
