@@ -154,9 +154,20 @@ impl QuicPool {
                 let metrics = peer.metrics.clone();
                 metrics.connections_add(1);
                 let watched = connection.clone();
+                let silent_peer = peer.clone();
+                let retry_after = self.settings.quic_retry_after;
                 tokio::spawn(async move {
-                    let _ = watched.closed().await;
+                    let reason = watched.closed().await;
                     metrics.connections_add(-1);
+                    // Silence until the idle timeout means the peer is gone:
+                    // redialling it now would only wait out a connect timeout.
+                    if matches!(reason, quinn::ConnectionError::TimedOut) {
+                        *silent_peer
+                            .down_until
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner()) =
+                            Some(Instant::now() + retry_after);
+                    }
                 });
                 Ok(connection)
             }
