@@ -76,7 +76,6 @@ pub async fn open(
     selection: Selection<'_>,
     client: IpAddr,
 ) -> Result<Opened, OpenError> {
-    let what = format!("{}:{}", service.key, route.port);
     let mut tried: Vec<BackendId> = Vec::new();
     let mut rng = fastrand::Rng::new();
     let mut last: Option<(String, bool)> = None;
@@ -137,7 +136,10 @@ pub async fn open(
         }
     }
     match last {
-        None => Err(OpenError::NoBackend(what)),
+        None => Err(OpenError::NoBackend(format!(
+            "{}:{}",
+            service.key, route.port
+        ))),
         Some((error, true)) => Err(OpenError::TimedOut(error)),
         Some((error, false)) => Err(OpenError::Failed(error)),
     }

@@ -146,7 +146,13 @@ pub fn encode_request(authority: &str) -> Result<Vec<u8>, QuicError> {
 
 /// Encodes a response frame.
 pub fn encode_response(status: u16, reason: &str) -> Vec<u8> {
-    let reason = &reason.as_bytes()[..reason.len().min(MAX_FIELD_LEN)];
+    // Cut at a character boundary: the reason quotes the peer's authority,
+    // and a split character would make the whole answer unreadable.
+    let mut end = reason.len().min(MAX_FIELD_LEN);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let reason = &reason.as_bytes()[..end];
     let mut frame = vec![FRAME_VERSION];
     frame.extend_from_slice(&status.to_be_bytes());
     frame.extend_from_slice(&u16::try_from(reason.len()).unwrap_or(0).to_be_bytes());
@@ -252,5 +258,13 @@ mod tests {
         );
         assert_eq!(encode_response(403, "no"), [1u8, 1, 147, 0, 2, b'n', b'o']);
         assert!(encode_request(&"a".repeat(MAX_FIELD_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn long_reasons_are_cut_at_a_character_boundary() {
+        let reason = format!("{}é", "a".repeat(MAX_FIELD_LEN - 1));
+        let frame = encode_response(403, &reason);
+        let text = std::str::from_utf8(&frame[5..]).expect("still UTF-8");
+        assert_eq!(text.len(), MAX_FIELD_LEN - 1);
     }
 }
