@@ -1,0 +1,267 @@
+//! The `strait` binary, the certificates and the configuration the gateways
+//! read: building or finding `target/release/strait`, listener addresses,
+//! cluster folders (written with `tests/support`'s `cluster_yaml`) and
+//! `gateway.yaml`, and the open-files limit.
+
+use crate::CLUSTERSET;
+use crate::Result;
+use crate::backend_ip;
+use crate::support;
+use crate::support::{Pod, ServiceSpec};
+use std::io::Read as _;
+use std::net::IpAddr;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::path::PathBuf;
+use std::process::Child;
+use std::process::Command;
+use std::process::Stdio;
+use std::time::Duration;
+use std::time::Instant;
+
+/// Cargo's target directory (`CARGO_TARGET_DIR`, or `target/` of this package).
+pub(crate) fn target_dir() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir
+            } else {
+                manifest.join(dir)
+            }
+        })
+        .unwrap_or_else(|| manifest.join("target"))
+}
+
+/// The `strait` binary cargo built along with this bench (same profile), or
+/// else `target/release/strait`, built if missing.
+pub(crate) fn strait_binary(as_test: bool) -> Result<PathBuf> {
+    if let Some(built) = option_env!("CARGO_BIN_EXE_strait").map(PathBuf::from)
+        && built.is_file()
+    {
+        return Ok(built);
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let binary = target_dir().join("release").join("strait");
+    if binary.is_file() {
+        return Ok(binary);
+    }
+    // Under a debug `cargo test`, cargo has just built this profile's binary
+    // next to this harness (target/debug/deps/e2e-* → target/debug/strait).
+    if as_test {
+        let sibling = std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.parent()?.join("strait")));
+        if let Some(sibling) = sibling.filter(|path| path.is_file()) {
+            println!(
+                "e2e bench: {} is missing; smoke-testing {} instead",
+                binary.display(),
+                sibling.display()
+            );
+            return Ok(sibling);
+        }
+    }
+    println!(
+        "e2e bench: {} is missing; running `cargo build --release --bin strait`",
+        binary.display()
+    );
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut child = Command::new(&cargo)
+        .args(["build", "--release", "--bin", "strait"])
+        .current_dir(manifest)
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", Path::new(&cargo).display()))?;
+    let status = wait_child(&mut child, Duration::from_secs(900))
+        .map_err(|e| format!("`cargo build --release --bin strait`: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "`cargo build --release --bin strait` failed ({status})"
+        ));
+    }
+    if binary.is_file() {
+        Ok(binary)
+    } else {
+        Err(format!(
+            "`cargo build --release --bin strait` succeeded but {} does not exist",
+            binary.display()
+        ))
+    }
+}
+
+/// Waits for a child process, killing it after `limit`.
+pub(crate) fn wait_child(child: &mut Child, limit: Duration) -> Result<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("did not finish within {limit:?}"));
+            }
+            Err(error) => return Err(format!("cannot wait for it: {error}")),
+        }
+    }
+}
+
+/// Runs `strait ARGS` to completion; its stderr on failure.
+pub(crate) fn run_strait(binary: &Path, args: &[&std::ffi::OsStr], what: &str) -> Result<()> {
+    let mut child = Command::new(binary)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+    // The messages are short: read them before waiting, so a full pipe cannot block.
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = pipe.read_to_string(&mut stderr);
+    }
+    let status = wait_child(&mut child, Duration::from_secs(30))
+        .map_err(|e| format!("`strait {what}`: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`strait {what}` failed ({status}):\n{}",
+            stderr.trim()
+        ))
+    }
+}
+
+pub(crate) fn write_certificates(binary: &Path, out: &Path) -> Result<()> {
+    let args = [
+        "certs".as_ref(),
+        "--out".as_ref(),
+        out.as_os_str(),
+        "--clusterset".as_ref(),
+        CLUSTERSET.as_ref(),
+        "--cluster".as_ref(),
+        "c1".as_ref(),
+        "--cluster".as_ref(),
+        "c3".as_ref(),
+    ];
+    run_strait(binary, &args, "certs")
+}
+
+/// A gateway's listener addresses.
+pub(crate) struct GatewayPorts {
+    pub(crate) connect: SocketAddr,
+    pub(crate) tunnel: SocketAddr,
+    pub(crate) admin: SocketAddr,
+}
+
+impl GatewayPorts {
+    /// Free ports on `ip`: bound to port 0, then released for the gateway.
+    /// The tunnel port must be free for UDP as well (QUIC listens there too).
+    pub(crate) fn pick(ip: IpAddr) -> Result<GatewayPorts> {
+        let bind = || {
+            std::net::TcpListener::bind(SocketAddr::new(ip, 0))
+                .map_err(|e| format!("cannot bind {ip}:0 to find a free port: {e}"))
+        };
+        let address = |listener: &std::net::TcpListener| {
+            listener
+                .local_addr()
+                .map_err(|e| format!("cannot read a bound address: {e}"))
+        };
+        for _ in 0..20 {
+            let (connect, tunnel, admin) = (bind()?, bind()?, bind()?);
+            let tunnel_address = address(&tunnel)?;
+            if std::net::UdpSocket::bind(tunnel_address).is_err() {
+                continue;
+            }
+            return Ok(GatewayPorts {
+                connect: address(&connect)?,
+                tunnel: tunnel_address,
+                admin: address(&admin)?,
+            });
+        }
+        Err(format!("no port on {ip} is free for both TCP and UDP"))
+    }
+}
+
+/// A configuration directory: c1 and c3 with their gateways' tunnel
+/// addresses, and a `gateway.yaml` that admits the loopback endpoint and
+/// picks the tunnel transport.
+pub(crate) fn write_config(
+    config: &Path,
+    transport: &str,
+    c1_tunnel: SocketAddr,
+    c3_tunnel: SocketAddr,
+    target: u16,
+) -> Result<()> {
+    let echo = ServiceSpec {
+        namespace: "app",
+        name: "echo",
+        ports: &[("tcp", 42, target)],
+        exported_at: Some("2026-01-01T00:00:00Z"),
+        pods: vec![Pod::ready(backend_ip())],
+    };
+    support::write_cluster(
+        config,
+        "c1",
+        &support::cluster_yaml("c1", "net-a", c1_tunnel, &[]),
+    );
+    support::write_cluster(
+        config,
+        "c3",
+        &support::cluster_yaml("c3", "net-b", c3_tunnel, &[echo]),
+    );
+    let path = config.join("gateway.yaml");
+    std::fs::write(
+        &path,
+        format!("allowLoopbackEndpoints: true\ntunnel:\n  transport: {transport}\n"),
+    )
+    .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// `strait check` of a configuration, so a mistake shows as a clear error
+/// before any gateway starts.
+pub(crate) fn check_config(binary: &Path, config: &Path) -> Result<()> {
+    let args = ["check".as_ref(), "--config".as_ref(), config.as_os_str()];
+    run_strait(
+        binary,
+        &args,
+        &format!("check --config {}", config.display()),
+    )
+}
+
+/// Raises this process's open-file soft limit (the proxies it starts inherit
+/// it) towards `wanted` with `prlimit`: above the hard limit where allowed
+/// (root with CAP_SYS_RESOURCE), else up to the hard limit. The limit now in
+/// force.
+pub(crate) fn raise_open_files(wanted: u64) -> u64 {
+    let limits = || -> Option<(u64, u64)> {
+        let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+        let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+        let mut fields = line["Max open files".len()..].split_whitespace();
+        let soft = fields.next()?.parse().unwrap_or(u64::MAX);
+        let hard = fields.next()?.parse().unwrap_or(u64::MAX);
+        Some((soft, hard))
+    };
+    let Some((soft, hard)) = limits() else {
+        return wanted; // No /proc: hope for the best.
+    };
+    if soft >= wanted {
+        return soft;
+    }
+    let raise = |soft: u64, hard: u64| {
+        Command::new("prlimit")
+            .arg(format!("--pid={}", std::process::id()))
+            .arg(format!("--nofile={soft}:{hard}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+    };
+    if hard < wanted {
+        let _ = raise(wanted, wanted);
+    }
+    if limits().is_some_and(|(soft, _)| soft < wanted) {
+        let _ = raise(hard.min(wanted), hard);
+    }
+    limits().map_or(soft, |(soft, _)| soft)
+}
