@@ -1,8 +1,9 @@
 //! The Kubernetes manifests in `deploy/`: every document parses into its
 //! k8s-openapi type (with no field the type does not know), and the objects
 //! agree with each other, with the `strait run` flags, with `gateway.yaml`'s
-//! schema, with what the kube source reads (`WATCHED_RESOURCES` in
-//! src/discovery/kube), and with docs/configuration.md.
+//! schema, with what the kube source reads and writes (`WATCHED_RESOURCES`
+//! and `WRITTEN_RESOURCES` in src/discovery/kube), and with
+//! docs/configuration.md.
 //!
 //! | module | checks |
 //! |---|---|

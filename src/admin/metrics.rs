@@ -112,6 +112,19 @@ label_enum! {
     }
 }
 
+label_enum! {
+    /// Whether a ServiceExport status write succeeded.
+    WriteResult {
+        Ok => "ok",
+        Error => "error",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct WriteLabels {
+    result: WriteResult,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct OpenedLabels {
     path: RoutePath,
@@ -192,6 +205,8 @@ pub struct Metrics {
     cluster_synced: Family<ClusterLabels, Gauge>,
     cluster_stale: Family<ClusterLabels, Gauge>,
     cluster_stale_transitions: Family<ClusterLabels, Counter>,
+    export_status_leader: Gauge,
+    export_status_writes: Family<WriteLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -225,6 +240,8 @@ impl Metrics {
             cluster_synced: Family::default(),
             cluster_stale: Family::default(),
             cluster_stale_transitions: Family::default(),
+            export_status_leader: Gauge::default(),
+            export_status_writes: Family::default(),
         };
         metrics.registry.register(
             "connections_opened",
@@ -297,6 +314,16 @@ impl Metrics {
             "Times the cluster went stale (its backends dropped after staleAfter)",
             metrics.cluster_stale_transitions.clone(),
         );
+        metrics.registry.register(
+            "export_status_leader",
+            "1 while this replica holds the export status Lease and writes ServiceExport status",
+            metrics.export_status_leader.clone(),
+        );
+        metrics.registry.register(
+            "export_status_writes",
+            "ServiceExport status writes (Valid and Conflict conditions), by result",
+            metrics.export_status_writes.clone(),
+        );
         metrics
     }
 
@@ -364,6 +391,24 @@ impl Metrics {
         let counted = transitions.get();
         if stale_count > counted {
             transitions.inc_by(stale_count - counted);
+        }
+    }
+
+    /// Records what the export status writer reports: whether this replica
+    /// leads, and its successful and failed writes in total.
+    pub fn set_export_status(&self, leader: bool, writes: u64, failed_writes: u64) {
+        self.export_status_leader.set(i64::from(leader));
+        for (result, total) in [
+            (WriteResult::Ok, writes),
+            (WriteResult::Error, failed_writes),
+        ] {
+            let counter = self
+                .export_status_writes
+                .get_or_create(&WriteLabels { result });
+            let counted = counter.get();
+            if total > counted {
+                counter.inc_by(total - counted);
+            }
         }
     }
 

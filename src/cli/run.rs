@@ -12,6 +12,9 @@ use crate::gateway::{Gateway, GatewayOptions, Listeners};
 use super::Refused;
 use super::load::SourceArgs;
 
+/// Longest wait for the export status Lease to be released at shutdown.
+const LEASE_RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Command-line overrides of `gateway.yaml`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -36,6 +39,11 @@ pub struct RunArgs {
     /// How long open connections may take to finish after SIGTERM.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
+    /// Write the Valid and Conflict conditions on the local cluster's
+    /// ServiceExports (needs --kube; one replica writes, elected by a Lease
+    /// in $POD_NAMESPACE). Same as gateway.yaml's kube.writeExportStatus.
+    #[arg(long)]
+    pub write_export_status: bool,
 }
 
 /// Reads gateway.yaml and applies the flags over it.
@@ -56,6 +64,14 @@ pub(super) fn options(args: &RunArgs) -> Result<GatewayOptions, Refused> {
     }
     if let Some(dir) = &args.tls_dir {
         settings.tls.dir = dir.clone();
+    }
+    if args.write_export_status {
+        settings.kube.write_export_status = true;
+    }
+    if settings.kube.write_export_status && !args.source.uses_kube(&settings) {
+        return Err(Refused(
+            "--write-export-status (kube.writeExportStatus) needs the Kubernetes source: pass --kube".to_owned(),
+        ));
     }
     let cluster = args.cluster.clone().or_else(|| settings.cluster.clone());
     if cluster.is_none() && !args.source.uses_kube(&settings) {
@@ -110,11 +126,17 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Refused> {
         let listeners = Listeners::bind(&options.settings)
             .await
             .map_err(|e| Refused(e.to_string()))?;
+        let kube = options.kube.clone();
         let gateway = Gateway::start(options, listeners)
             .await
             .map_err(|e| Refused(e.to_string()))?;
         shutdown_signal().await;
         tracing::info!("shutting down");
+        // Hand the export status Lease over first: another replica writes
+        // while this one drains.
+        if let Some(kube) = &kube {
+            kube.release_leadership(LEASE_RELEASE_TIMEOUT).await;
+        }
         gateway.shutdown(args.drain_timeout).await;
         Ok(())
     })

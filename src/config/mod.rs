@@ -214,6 +214,11 @@ pub struct KubeSettings {
     /// state before its backends are dropped.
     #[serde(default = "default_stale_after", with = "humantime_serde")]
     pub stale_after: Duration,
+    /// Write the `Valid` and `Conflict` conditions on the local cluster's
+    /// ServiceExports (same as `strait run --write-export-status`); one
+    /// replica writes, elected by a Lease in the gateway's namespace.
+    #[serde(default)]
+    pub write_export_status: bool,
 }
 
 fn default_stale_after() -> Duration {
@@ -227,6 +232,7 @@ impl Default for KubeSettings {
             kubeconfigs: Vec::new(),
             remote_secret_namespace: None,
             stale_after: default_stale_after(),
+            write_export_status: false,
         }
     }
 }
@@ -362,6 +368,10 @@ mod tests {
             GatewaySettings::parse("g.yaml", "kube:\n  enabled: true\n").expect("valid settings");
         assert!(settings.kube.enabled);
         assert_eq!(settings.kube.stale_after, Duration::from_secs(300));
+        assert!(!settings.kube.write_export_status);
+        let settings = GatewaySettings::parse("g.yaml", "kube:\n  writeExportStatus: true\n")
+            .expect("valid settings");
+        assert!(settings.kube.write_export_status);
         let text = "kube:\n  kubeconfigs: [remote.yaml]\n  remoteSecretNamespace: strait-system\n  staleAfter: 30s\n";
         let settings = GatewaySettings::parse("g.yaml", text).expect("valid settings");
         assert_eq!(

@@ -3,6 +3,7 @@
 //! translation that turns them into the model. The file source never
 //! touches sockets; the Kubernetes source talks only to API servers.
 
+pub mod export_status;
 pub mod files;
 pub mod kube;
 pub mod objects;

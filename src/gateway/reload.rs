@@ -4,7 +4,8 @@
 //! swapped in atomically; an invalid update is logged and the last good
 //! routes stay. Open connections never notice a reload: they hold their
 //! upstream, not the table. The Kubernetes driver also keeps the per-cluster
-//! sync metrics and `/debug/clusters` current.
+//! sync metrics and `/debug/clusters` current, and the export status
+//! writer's leadership and writes in `/metrics`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use super::state::GatewayState;
 use super::{GatewayError, GatewayOptions, load_routes};
 use crate::admin::JsonView;
 use crate::admin::metrics::{Metrics, ReloadKind, ReloadResult};
-use crate::discovery::kube::{KubeHandle, SourceSnapshot, SyncState};
+use crate::discovery::kube::{ExportStatusReport, KubeHandle, SourceSnapshot, SyncState};
 use crate::routing::RouteTable;
 use crate::routing::balancer::BackendId;
 
@@ -146,9 +147,25 @@ fn spawn_kube(
             record_sync(&state.metrics, &snapshot, &mut labels);
             snapshot.set_revision
         };
+        // The export status writer's leadership and writes, when it runs.
+        let mut status = kube.export_status();
         loop {
             tokio::select! {
                 changed = snapshots.changed() => if changed.is_err() { return },
+                changed = export_status_changed(&mut status) => {
+                    match (changed, &mut status) {
+                        (true, Some(reports)) => {
+                            let report = reports.borrow_and_update().clone();
+                            state.metrics.set_export_status(
+                                report.leader,
+                                report.writes,
+                                report.failed_writes,
+                            );
+                        }
+                        _ => status = None,
+                    }
+                    continue;
+                }
                 () = shutdown.cancelled() => return,
             }
             let snapshot = snapshots.borrow_and_update().clone();
@@ -159,6 +176,17 @@ fn spawn_kube(
             }
         }
     })
+}
+
+/// Resolves when the export status writer reports something (true), or
+/// when it is gone (false); never without a writer.
+async fn export_status_changed(
+    reports: &mut Option<tokio::sync::watch::Receiver<ExportStatusReport>>,
+) -> bool {
+    match reports {
+        Some(reports) => reports.changed().await.is_ok(),
+        None => std::future::pending().await,
+    }
 }
 
 /// Sets the per-cluster sync metrics and forgets clusters that are gone.

@@ -1,12 +1,17 @@
 //! The gateway's identity and permissions: its own ServiceAccount is bound,
-//! and RBAC grants exactly what the kube source uses (least privilege).
+//! and RBAC grants exactly what the kube source uses (least privilege):
+//! what it watches, and, when the Deployment writes export status, what it
+//! writes.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::rbac::v1::{PolicyRule, Subject};
-use strait::discovery::kube::{AccessScope, WATCHED_RESOURCES};
+use strait::discovery::kube::{
+    AccessScope, POD_NAME_ENV, POD_NAMESPACE_ENV, ResourceAccess, WATCHED_RESOURCES,
+    WRITTEN_RESOURCES,
+};
 
-use crate::gateway::gateway;
+use crate::gateway::{Gateway, gateway};
 use crate::manifests::manifests;
 
 /// Where a scope of access applies.
@@ -27,41 +32,60 @@ pub(crate) struct Access {
     pub(crate) verbs: &'static [&'static str],
 }
 
-/// Granted in deploy/rbac.yaml for what the gateway will do but the code
-/// does not do yet; not in `WATCHED_RESOURCES`. Remove an entry (here and
-/// in deploy/rbac.yaml) if the plan changes; move it into the source's
-/// constant when the code uses it.
-const RESERVED: &[Access] = &[
-    // Writing the Valid and Conflict conditions of ServiceExports.
-    Access {
-        scope: Scope::Cluster,
-        group: "multicluster.x-k8s.io",
-        resource: "serviceexports/status",
-        verbs: &["patch", "update"],
-    },
-    // Leader election.
-    Access {
-        scope: Scope::OwnNamespace,
-        group: "coordination.k8s.io",
-        resource: "leases",
-        verbs: &["get", "list", "watch", "create", "update", "patch"],
-    },
-];
+/// Whether the Deployment writes export status (`--write-export-status`
+/// or `kube.writeExportStatus` in its gateway.yaml).
+pub(crate) fn writes_export_status(gateway: &Gateway) -> bool {
+    gateway.args.iter().any(|a| a == "--write-export-status")
+        || gateway.settings().1.kube.write_export_status
+}
 
-/// What the kube source uses (`WATCHED_RESOURCES`), then `RESERVED`.
-pub(crate) fn kube_source_access() -> Vec<Access> {
-    let used = WATCHED_RESOURCES.iter().map(|a| Access {
-        scope: match a.scope {
-            AccessScope::Cluster => Scope::Cluster,
-            // The remote-cluster Secret namespace is the gateway's own
-            // (POD_NAMESPACE; checks_config checks gateway.yaml does not move it).
-            AccessScope::SecretNamespace => Scope::OwnNamespace,
-        },
-        group: a.group,
-        resource: a.resource,
-        verbs: a.verbs,
-    });
-    used.chain(RESERVED.iter().copied()).collect()
+/// What the kube source uses: `WATCHED_RESOURCES`, and `WRITTEN_RESOURCES`
+/// when the Deployment writes export status.
+pub(crate) fn kube_source_access(writes: bool) -> Vec<Access> {
+    let written: &[ResourceAccess] = if writes { WRITTEN_RESOURCES } else { &[] };
+    WATCHED_RESOURCES
+        .iter()
+        .chain(written)
+        .map(|a| Access {
+            scope: match a.scope {
+                AccessScope::Cluster => Scope::Cluster,
+                // The remote-cluster Secret namespace and the Lease namespace
+                // are the gateway's own (POD_NAMESPACE; checks_config checks
+                // gateway.yaml does not move the Secrets elsewhere).
+                AccessScope::SecretNamespace | AccessScope::LeaseNamespace => Scope::OwnNamespace,
+            },
+            group: a.group,
+            resource: a.resource,
+            verbs: a.verbs,
+        })
+        .collect()
+}
+
+#[test]
+fn the_export_status_lease_is_held_by_the_pod_in_its_namespace() {
+    let gateway = gateway();
+    if !writes_export_status(&gateway) {
+        return;
+    }
+    let env = gateway.container.env.as_deref().unwrap_or_default();
+    for (name, path, why) in [
+        (POD_NAME_ENV, "metadata.name", "the Lease holder identity"),
+        (
+            POD_NAMESPACE_ENV,
+            "metadata.namespace",
+            "the Lease namespace",
+        ),
+    ] {
+        assert!(
+            env.iter().any(|e| e.name == name
+                && e.value_from
+                    .as_ref()
+                    .and_then(|v| v.field_ref.as_ref())
+                    .is_some_and(|f| f.field_path == path)),
+            "{}: {name} must come from the downward API ({path}): it is {why}",
+            gateway.origin()
+        );
+    }
 }
 
 #[test]
@@ -244,19 +268,20 @@ fn rbac_grants_exactly_what_the_kube_source_uses() {
         .as_deref()
         .unwrap_or_else(|| panic!("{}: no serviceAccountName", gateway.origin()));
     let granted = granted(account, gateway.namespace);
-    let needed: BTreeSet<(Scope, String, String, String)> = kube_source_access()
-        .iter()
-        .flat_map(|a| {
-            a.verbs.iter().map(move |verb| {
-                (
-                    a.scope,
-                    a.group.to_owned(),
-                    a.resource.to_owned(),
-                    (*verb).to_owned(),
-                )
+    let needed: BTreeSet<(Scope, String, String, String)> =
+        kube_source_access(writes_export_status(&gateway))
+            .iter()
+            .flat_map(|a| {
+                a.verbs.iter().map(move |verb| {
+                    (
+                        a.scope,
+                        a.group.to_owned(),
+                        a.resource.to_owned(),
+                        (*verb).to_owned(),
+                    )
+                })
             })
-        })
-        .collect();
+            .collect();
     for key in &needed {
         let (scope, group, resource, verb) = key;
         let covered = granted.contains_key(key)

@@ -12,15 +12,22 @@
 //!   `allowWatchBookmarks=true`, closed after `timeoutSeconds`; an `ERROR`
 //!   event with a `410 Gone` Status when N is older than the last compaction.
 //!
+//! - writes (`write`): GET of one object, the `status` subresource of
+//!   ServiceExports (JSON merge patch) and Leases (create, replace), with
+//!   resource-version preconditions, every request recorded.
+//!
 //! One global resource version orders every change, as etcd does. Tests
 //! drive it directly: apply and delete objects, drop every open watch,
 //! compact the history, change objects without events (as if the events were
-//! lost), and stop and restart the server on the same port.
+//! lost), and stop and restart the server on the same port. As on a real
+//! server, `metadata.generation` counts the changes of `spec`, and applying
+//! a CRD object again keeps its `status` (its status subresource).
 
 #![allow(dead_code)]
 
 pub mod fixtures;
 mod query;
+pub mod write;
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -59,7 +66,7 @@ struct Resource {
     crd: bool,
 }
 
-const RESOURCES: [Resource; 6] = [
+const RESOURCES: [Resource; 7] = [
     Resource {
         plural: "services",
         singular: "service",
@@ -108,6 +115,14 @@ const RESOURCES: [Resource; 6] = [
         namespaced: true,
         crd: true,
     },
+    Resource {
+        plural: "leases",
+        singular: "lease",
+        kind: "Lease",
+        group: "coordination.k8s.io",
+        namespaced: true,
+        crd: false,
+    },
 ];
 
 fn resource_of_kind(kind: &str) -> Resource {
@@ -138,6 +153,8 @@ struct State {
     lists: HashMap<&'static str, usize>,
     watches: HashMap<&'static str, usize>,
     gone: HashMap<&'static str, usize>,
+    /// Every write request, in order.
+    writes: Vec<write::Recorded>,
 }
 
 struct Shared {
@@ -154,6 +171,18 @@ impl Shared {
         self.state
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    fn record(&self, state: &mut State, plural: &'static str, event: &'static str, object: Value) {
+        let change = Change {
+            revision: state.revision,
+            plural,
+            event,
+            object,
+        };
+        state.history.push(change.clone());
+        // Sent under the lock, so watches see changes in order.
+        let _ = self.changes.send(change);
     }
 }
 
@@ -200,7 +229,14 @@ impl ApiServer {
                 connections.spawn(async move {
                     let service = service_fn(move |request| {
                         let shared = shared.clone();
-                        async move { Ok::<_, Infallible>(respond(&shared, request)) }
+                        async move {
+                            let response = if write::handles(&request) {
+                                write::respond(&shared, request).await
+                            } else {
+                                respond(&shared, request)
+                            };
+                            Ok::<_, Infallible>(response)
+                        }
                     });
                     let _ = http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
@@ -277,52 +313,8 @@ current-context: {name}
         self.write(object, false);
     }
 
-    fn write(&self, mut object: Value, notify: bool) {
-        let kind = object["kind"].as_str().expect("object kind").to_owned();
-        let resource = resource_of_kind(&kind);
-        let name = object["metadata"]["name"]
-            .as_str()
-            .expect("object name")
-            .to_owned();
-        let namespace = if resource.namespaced {
-            let namespace = object["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or("default")
-                .to_owned();
-            object["metadata"]["namespace"] = namespace.clone().into();
-            namespace
-        } else {
-            String::new()
-        };
-        let key = (resource.plural, namespace, name.clone());
-        let mut state = self.shared.state();
-        state.revision += 1;
-        let revision = state.revision;
-        let existing = state.objects.get(&key).cloned();
-        let metadata = &mut object["metadata"];
-        metadata["resourceVersion"] = revision.to_string().into();
-        let created = existing.as_ref().and_then(|e| {
-            e["metadata"]["creationTimestamp"]
-                .as_str()
-                .map(str::to_owned)
-        });
-        if metadata["creationTimestamp"].is_null() {
-            metadata["creationTimestamp"] = created
-                .unwrap_or_else(|| "2025-01-01T00:00:00Z".to_owned())
-                .into();
-        }
-        if metadata["uid"].is_null() {
-            metadata["uid"] = format!("uid-{}-{name}", resource.plural).into();
-        }
-        state.objects.insert(key, object.clone());
-        if notify {
-            let event = if existing.is_some() {
-                "MODIFIED"
-            } else {
-                "ADDED"
-            };
-            self.record(&mut state, resource.plural, event, object);
-        }
+    fn write(&self, object: Value, notify: bool) {
+        self.shared.store(object, notify);
     }
 
     /// Deletes an object (`DELETED`).
@@ -340,15 +332,7 @@ current-context: {name}
     }
 
     fn record(&self, state: &mut State, plural: &'static str, event: &'static str, object: Value) {
-        let change = Change {
-            revision: state.revision,
-            plural,
-            event,
-            object,
-        };
-        state.history.push(change.clone());
-        // Sent under the lock, so watches see changes in order.
-        let _ = self.shared.changes.send(change);
+        self.shared.record(state, plural, event, object);
     }
 
     /// Ends every open watch, as a load balancer or an API server restart

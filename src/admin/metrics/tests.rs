@@ -164,6 +164,7 @@ fn label_values_are_snake_case() {
         .chain(RefusedReason::ALL.iter().map(|v| v.as_str()))
         .chain(ReloadKind::ALL.iter().map(|v| v.as_str()))
         .chain(ReloadResult::ALL.iter().map(|v| v.as_str()))
+        .chain(WriteResult::ALL.iter().map(|v| v.as_str()))
         .collect();
     for value in all {
         assert!(
@@ -194,4 +195,27 @@ fn cluster_sync_state_is_exposed_and_forgotten() {
     }
     metrics.remove_cluster("west-1");
     assert!(!metrics.encode().contains("west-1"));
+}
+
+#[test]
+fn export_status_leadership_and_writes_are_exposed() {
+    let metrics = Metrics::new();
+    metrics.set_export_status(true, 2, 1);
+    // The same totals twice do not count twice.
+    metrics.set_export_status(true, 2, 1);
+    let text = metrics.encode();
+    for needle in [
+        "strait_export_status_leader 1",
+        r#"strait_export_status_writes_total{result="ok"} 2"#,
+        r#"strait_export_status_writes_total{result="error"} 1"#,
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    metrics.set_export_status(false, 3, 1);
+    let text = metrics.encode();
+    assert!(text.contains("strait_export_status_leader 0"), "{text}");
+    assert!(
+        text.contains(r#"strait_export_status_writes_total{result="ok"} 3"#),
+        "{text}"
+    );
 }

@@ -19,14 +19,17 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::LocalExports;
 use super::client::{ClusterSource, Kind};
 use super::secrets::{RemoteSecret, SecretReport, watch_secrets};
 use super::store::ClusterStore;
 use super::watch::{ClusterReport, Connect, TaskId, run_cluster};
 use super::{ClusterStatus, KubeOptions, SecretsStatus, SourceSnapshot, SyncState};
 use crate::diagnostics::{Diagnostic, Diagnostics};
-use crate::discovery::translate::{assemble, translate_cluster};
-use crate::model::ClusterSet;
+use crate::discovery::export_status::{LocalExport, Validity, export_validity};
+use crate::discovery::objects::KubeObject;
+use crate::discovery::translate::{SourcedObject, assemble, translate_cluster};
+use crate::model::{ClusterSet, ServiceKey};
 
 /// Reports queued between the cluster tasks and the hub.
 const QUEUE: usize = 1024;
@@ -62,11 +65,12 @@ pub(super) fn empty_snapshot() -> SourceSnapshot {
         local: None,
         settled: false,
         remote_secrets: None,
+        local_exports: None,
     }
 }
 
 /// Aborts a task when dropped.
-struct Task(JoinHandle<()>);
+pub(super) struct Task(pub(super) JoinHandle<()>);
 
 impl Drop for Task {
     fn drop(&mut self) {
@@ -154,6 +158,10 @@ struct Hub {
     warnings: Vec<Diagnostic>,
     /// Findings of the last build, so each is logged once.
     logged: HashSet<String>,
+    /// Whether each local ServiceExport's Service can be exported, from the
+    /// last build; `None` until the local cluster is translated, and always
+    /// when export status is not written.
+    local_validity: Option<BTreeMap<ServiceKey, Validity>>,
 }
 
 /// Runs the hub until it is aborted.
@@ -173,6 +181,7 @@ pub(super) async fn run(start: HubStart) {
         set: Ok(Arc::new(ClusterSet::default())),
         warnings: Vec::new(),
         logged: HashSet::new(),
+        local_validity: None,
     };
     if options.remote_secrets {
         let task = tokio::spawn(watch_secrets(
@@ -433,8 +442,44 @@ impl Hub {
                 .and_then(|e| e.store.cluster_id().map(str::to_owned)),
             settled,
             remote_secrets,
+            local_exports: self.local_exports(),
         };
         self.snapshots.send_replace(Arc::new(snapshot));
+    }
+
+    /// The local cluster's ServiceExports as the server holds them now, with
+    /// the validity the last build found; for the export status writer only.
+    fn local_exports(&self) -> Option<Arc<LocalExports>> {
+        let validity = self.local_validity.as_ref()?;
+        let entry = self.clusters.get(&ClusterSource::Local)?;
+        let api_version = entry.versions.get(Kind::ServiceExport.name())?.clone();
+        let exports = entry
+            .store
+            .objects()
+            .filter(|(kind, _, _)| *kind == Kind::ServiceExport)
+            .filter_map(|(_, (namespace, name), stored)| {
+                let Ok(SourcedObject {
+                    object: KubeObject::ServiceExport(export),
+                    ..
+                }) = &stored.item
+                else {
+                    return None;
+                };
+                let key = ServiceKey::new(namespace.as_str(), name.as_str());
+                let validity = validity.get(&key)?.clone();
+                Some(LocalExport {
+                    key,
+                    generation: export.metadata.generation,
+                    resource_version: export.metadata.resource_version.clone(),
+                    conditions: stored.conditions.clone(),
+                    validity,
+                })
+            })
+            .collect();
+        Some(Arc::new(LocalExports {
+            api_version,
+            exports,
+        }))
     }
 
     /// Translates the clusters that have synced at least once into the set.
@@ -452,6 +497,7 @@ impl Hub {
             .collect();
         let mut findings = Vec::new();
         let mut translated = Vec::new();
+        self.local_validity = None;
         for (source, entry) in members {
             let own_id = entry.store.cluster_id();
             let stale = entry.state == SyncState::Stale;
@@ -486,6 +532,12 @@ impl Hub {
                 &objects,
                 &self.options.translate,
             );
+            if source.is_local()
+                && self.options.export_status.is_some()
+                && let Some(cluster) = &cluster
+            {
+                self.local_validity = Some(export_validity(&objects, cluster, &cluster_findings));
+            }
             findings.extend(cluster_findings);
             translated.extend(cluster);
         }

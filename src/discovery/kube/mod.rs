@@ -17,10 +17,18 @@
 //! | `watch` | the per-cluster task and its per-kind watchers |
 //! | `secrets` | the remote-cluster Secrets of the local cluster |
 //! | `hub` | all clusters, debouncing, TTL, translation into snapshots |
+//! | `lease` | leader election on a `coordination.k8s.io` Lease |
+//! | `status` | writing `Valid` and `Conflict` on the local ServiceExports |
+//!
+//! With export status on (`--write-export-status`), one replica at a time,
+//! the holder of a Lease in the gateway's namespace, writes the conditions
+//! that `discovery::export_status` derives from each snapshot.
 
 mod client;
 mod hub;
+mod lease;
 mod secrets;
+mod status;
 mod store;
 mod watch;
 
@@ -34,6 +42,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::GatewaySettings;
 use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::discovery::export_status::LocalExport;
 use crate::model::ClusterSet;
 
 use super::files::Loaded;
@@ -41,6 +50,8 @@ use super::objects::{ABOUT_GROUP, MCS_GROUP};
 use super::translate::TranslateOptions;
 
 pub use client::ClusterSource;
+pub use lease::LeaseError;
+pub use status::{ExportStatusOptions, ExportStatusReport, StatusError};
 
 /// Label marking a Secret that holds a remote cluster's kubeconfig.
 pub const REMOTE_CLUSTER_LABEL: &str = "strait.dev/remote-cluster";
@@ -48,6 +59,9 @@ pub const REMOTE_CLUSTER_LABEL: &str = "strait.dev/remote-cluster";
 pub const REMOTE_KUBECONFIG_KEY: &str = "kubeconfig";
 /// The environment variable naming the gateway's own namespace.
 pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
+/// The environment variable naming the gateway's pod: its identity as the
+/// holder of the export status Lease.
+pub const POD_NAME_ENV: &str = "POD_NAME";
 
 /// Where in a cluster the source uses a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -57,6 +71,9 @@ pub enum AccessScope {
     Cluster,
     /// The remote-cluster Secret namespace of the local cluster only.
     SecretNamespace,
+    /// The namespace of the export status Lease (the gateway's own, from
+    /// `POD_NAMESPACE`), in the local cluster only.
+    LeaseNamespace,
 }
 
 /// One API resource the source uses and the verbs it needs on it.
@@ -118,6 +135,27 @@ pub const WATCHED_RESOURCES: &[ResourceAccess] = &[
     },
 ];
 
+/// Every resource the gateway writes with `--write-export-status`, and how:
+/// the local cluster's ServiceExport status (a JSON merge patch of
+/// `status.conditions`, conditional on the resource version) and the Lease
+/// that elects the one replica that writes it (read, created, then renewed
+/// by replacing it, conditional on the resource version). What the
+/// gateway's RBAC must grant on top of [`WATCHED_RESOURCES`].
+pub const WRITTEN_RESOURCES: &[ResourceAccess] = &[
+    ResourceAccess {
+        scope: AccessScope::Cluster,
+        group: MCS_GROUP,
+        resource: "serviceexports/status",
+        verbs: &["patch"],
+    },
+    ResourceAccess {
+        scope: AccessScope::LeaseNamespace,
+        group: "coordination.k8s.io",
+        resource: "leases",
+        verbs: &["get", "create", "update"],
+    },
+];
+
 /// How often and how fast a failed watch or discovery is retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
@@ -158,6 +196,9 @@ pub struct KubeOptions {
     pub watch_timeout: Duration,
     /// How often the served API versions are checked again.
     pub rediscover_every: Duration,
+    /// Write `Valid` and `Conflict` on the local cluster's ServiceExports
+    /// (`--write-export-status`); `None` writes nothing.
+    pub export_status: Option<ExportStatusOptions>,
 }
 
 impl KubeOptions {
@@ -174,6 +215,10 @@ impl KubeOptions {
             retry: Retry::default(),
             watch_timeout: Duration::from_secs(60),
             rediscover_every: Duration::from_secs(60),
+            export_status: settings
+                .kube
+                .write_export_status
+                .then(ExportStatusOptions::default),
         }
     }
 }
@@ -269,6 +314,18 @@ pub struct SourceSnapshot {
     pub settled: bool,
     /// The remote-cluster Secret watch, when there is one.
     pub remote_secrets: Option<SecretsStatus>,
+    /// The local cluster's ServiceExports, when export status is written
+    /// and the local cluster has been translated.
+    pub local_exports: Option<Arc<LocalExports>>,
+}
+
+/// The local cluster's ServiceExports as the export status writer needs them.
+#[derive(Debug, Clone)]
+pub struct LocalExports {
+    /// The ServiceExport API version the local server offers, as
+    /// `multicluster.x-k8s.io/VERSION`.
+    pub api_version: String,
+    pub exports: Vec<LocalExport>,
 }
 
 /// The watch of remote-cluster Secrets.
@@ -303,9 +360,12 @@ impl SourceSnapshot {
     }
 }
 
-/// The running source; dropping it stops every watcher.
+/// The running source; dropping it stops every watcher and, when export
+/// status is written, the Lease and the writer (without releasing the
+/// Lease: see [`KubeHandle::release_leadership`]).
 pub struct KubeSource {
     hub: JoinHandle<()>,
+    status: Option<status::StatusTasks>,
 }
 
 impl std::fmt::Debug for KubeSource {
@@ -342,6 +402,14 @@ impl KubeSource {
             .or_else(|| std::env::var(POD_NAMESPACE_ENV).ok())
             .unwrap_or_else(|| local.default_namespace().to_owned());
         let (sender, receiver) = channel::channel(Arc::new(hub::empty_snapshot()));
+        let status = options.export_status.clone().map(|status_options| {
+            status::start(
+                status_options,
+                local.clone(),
+                receiver.clone(),
+                options.retry,
+            )
+        });
         let hub = tokio::spawn(hub::run(hub::HubStart {
             options,
             local,
@@ -349,7 +417,7 @@ impl KubeSource {
             secret_namespace,
             snapshots: sender,
         }));
-        Ok((KubeSource { hub }, receiver))
+        Ok((KubeSource { hub, status }, receiver))
     }
 }
 
@@ -357,7 +425,7 @@ impl KubeSource {
 /// one in its options.
 #[derive(Clone)]
 pub struct KubeHandle {
-    _source: Arc<KubeSource>,
+    source: Arc<KubeSource>,
     snapshots: channel::Receiver<Arc<SourceSnapshot>>,
 }
 
@@ -372,7 +440,7 @@ impl std::fmt::Debug for KubeHandle {
 impl KubeHandle {
     pub fn new(source: KubeSource, snapshots: channel::Receiver<Arc<SourceSnapshot>>) -> Self {
         Self {
-            _source: Arc::new(source),
+            source: Arc::new(source),
             snapshots,
         }
     }
@@ -391,6 +459,25 @@ impl KubeHandle {
     /// A receiver of every future snapshot.
     pub fn subscribe(&self) -> channel::Receiver<Arc<SourceSnapshot>> {
         self.snapshots.clone()
+    }
+
+    /// What the export status writer does, when it runs: leadership and
+    /// writes, updated as they happen.
+    pub fn export_status(&self) -> Option<channel::Receiver<ExportStatusReport>> {
+        self.source
+            .status
+            .as_ref()
+            .map(status::StatusTasks::reports)
+    }
+
+    /// Stops writing export status and, if this replica holds the Lease,
+    /// gives it up so that another replica takes over at once instead of
+    /// after the lease duration. For a graceful shutdown; waits at most
+    /// `timeout`. Does nothing when export status is not written.
+    pub async fn release_leadership(&self, timeout: Duration) {
+        if let Some(status) = &self.source.status {
+            status.release(timeout).await;
+        }
     }
 
     /// Waits up to `timeout` for a snapshot that satisfies `done`, and
@@ -419,9 +506,11 @@ pub struct KubeLoaded {
 /// Reads the cluster set once: starts the source, waits until every cluster
 /// is synced (at most `timeout`), and returns the set like the file source.
 pub async fn load_once(
-    options: KubeOptions,
+    mut options: KubeOptions,
     timeout: Duration,
 ) -> Result<KubeLoaded, KubeLoadError> {
+    // A one-shot read (`check`, `explain`) never writes.
+    options.export_status = None;
     let handle = KubeHandle::start(options).await?;
     let snapshot = handle
         .wait_for(timeout, |snapshot| snapshot.all_synced())
@@ -521,5 +610,31 @@ mod tests {
         for access in WATCHED_RESOURCES {
             assert_eq!(access.verbs, WATCH_VERBS, "{}", access.resource);
         }
+    }
+
+    #[test]
+    fn written_resources_are_what_the_status_writer_and_lease_use() {
+        use k8s_openapi::api::coordination::v1::Lease;
+
+        let written: Vec<(AccessScope, &str, &str)> = WRITTEN_RESOURCES
+            .iter()
+            .map(|a| (a.scope, a.group, a.resource))
+            .collect();
+        let status = format!("{}/status", Kind::ServiceExport.resource());
+        assert_eq!(
+            written,
+            [
+                (
+                    AccessScope::Cluster,
+                    Kind::ServiceExport.group(),
+                    status.as_str()
+                ),
+                (
+                    AccessScope::LeaseNamespace,
+                    &*Lease::group(&()),
+                    &*Lease::plural(&())
+                ),
+            ]
+        );
     }
 }

@@ -34,6 +34,9 @@ pub(super) struct Stored {
     pub(super) gateway: bool,
     /// An EndpointSlice's `multicluster.kubernetes.io/source-cluster` label.
     pub(super) source_cluster: Option<String>,
+    /// A ServiceExport's `status.conditions` as the server holds them (the
+    /// decoded object has no status: it is not part of the cluster set).
+    pub(super) conditions: Vec<serde_json::Value>,
 }
 
 /// One change reported by a kind's watcher.
@@ -100,8 +103,14 @@ impl ClusterStore {
                 changed
             }
             StoreEvent::Apply(key, object) => {
+                // A write to a ServiceExport's status (Strait's own, when it
+                // writes export status) leaves the cluster set as it was.
+                let changed = store
+                    .objects
+                    .get(&key)
+                    .is_none_or(|old| !same_content(old, &object));
                 store.objects.insert(key, object);
-                true
+                changed
             }
             StoreEvent::Delete(key) => store.objects.remove(&key).is_some(),
         }
@@ -165,6 +174,28 @@ impl ClusterStore {
     }
 }
 
+/// Whether two versions of an object mean the same to the cluster set:
+/// equal, apart from what every write changes (`resourceVersion`,
+/// `managedFields`) in a ServiceExport, whose status is not decoded.
+fn same_content(a: &Stored, b: &Stored) -> bool {
+    match (&a.item, &b.item) {
+        (Ok(x), Ok(y)) => match (&x.object, &y.object) {
+            (KubeObject::ServiceExport(x), KubeObject::ServiceExport(y)) => {
+                let bare = |export: &crate::discovery::objects::ServiceExport| {
+                    let mut export = export.clone();
+                    export.metadata.resource_version = None;
+                    export.metadata.managed_fields = None;
+                    export
+                };
+                bare(x) == bare(y)
+            }
+            (x, y) => x == y,
+        },
+        (Err(x), Err(y)) => x == y,
+        _ => false,
+    }
+}
+
 fn same_objects(a: &BTreeMap<ObjectKey, Stored>, b: &BTreeMap<ObjectKey, Stored>) -> bool {
     a.len() == b.len()
         && a.iter().zip(b).all(|((ka, va), (kb, vb))| {
@@ -200,11 +231,22 @@ pub(super) fn decode(
         "EndpointSlice" => label(SERVICE_NAME_LABEL).or_else(|| label(MCS_SERVICE_NAME_LABEL)),
         _ => None,
     };
+    let conditions = match resource.kind.as_str() {
+        "ServiceExport" => object
+            .data
+            .get("status")
+            .and_then(|status| status.get("conditions"))
+            .and_then(serde_json::Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
     let stored = |item| Stored {
         item,
         service: service.clone(),
         gateway: labels.get(GATEWAY_LABEL).is_some_and(|v| v == "true"),
         source_cluster: label(MCS_SOURCE_CLUSTER_LABEL),
+        conditions: conditions.clone(),
     };
     let display = match key.0.as_str() {
         "" => format!("{} {}", resource.kind, key.1),
@@ -285,6 +327,52 @@ mod tests {
         store.apply(Kind::ClusterProperty, StoreEvent::Init);
         assert!(store.apply(Kind::ClusterProperty, StoreEvent::InitDone));
         assert_eq!(store.cluster_id(), None, "an empty relist empties the kind");
+    }
+
+    #[test]
+    fn a_status_write_changes_the_conditions_not_the_set() {
+        let resource = ApiResource {
+            group: "multicluster.x-k8s.io".into(),
+            version: "v1beta1".into(),
+            api_version: "multicluster.x-k8s.io/v1beta1".into(),
+            kind: "ServiceExport".into(),
+            plural: "serviceexports".into(),
+        };
+        let export = |version: &str, spec: serde_json::Value, conditions: serde_json::Value| {
+            let object: DynamicObject = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "cart", "namespace": "shop", "resourceVersion": version,
+                    "generation": 1},
+                "spec": spec,
+                "status": {"conditions": conditions},
+            }))
+            .expect("dynamic object");
+            decode(&resource, object, &Origin::file("cluster t API"))
+        };
+        let condition = serde_json::json!({"type": "Valid", "status": "True", "reason": "Valid",
+            "message": "", "lastTransitionTime": "2025-01-01T00:00:00Z"});
+        let mut store = ClusterStore::default();
+        store.set_watched([Kind::ServiceExport].into());
+        let (key, first) = export("1", serde_json::json!({}), serde_json::json!([]));
+        assert!(store.apply(Kind::ServiceExport, StoreEvent::Apply(key, first)));
+        let (key, written) = export(
+            "2",
+            serde_json::json!({}),
+            serde_json::json!([condition.clone()]),
+        );
+        assert!(
+            !store.apply(Kind::ServiceExport, StoreEvent::Apply(key, written)),
+            "a status write leaves the cluster set as it was"
+        );
+        let held: Vec<&Stored> = store.objects().map(|(_, _, stored)| stored).collect();
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0].conditions.len(), 1);
+        assert_eq!(held[0].conditions[0], condition);
+        let (key, relabelled) = export(
+            "3",
+            serde_json::json!({"exportedLabels": {"tier": "web"}}),
+            serde_json::json!([condition]),
+        );
+        assert!(store.apply(Kind::ServiceExport, StoreEvent::Apply(key, relabelled)));
     }
 
     #[test]

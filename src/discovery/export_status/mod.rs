@@ -1,0 +1,314 @@
+//! The status Strait writes on the local cluster's ServiceExports (KEP-1645):
+//! `Valid`, from whether the export's Service can be exported, and
+//! `Conflict`, from the merged service that the routes are built from. Pure:
+//! the objects, the merged set and the clock come in as arguments;
+//! `discovery::kube::status` does the writing.
+//!
+//! Nothing is rewritten that already says the same: a condition whose
+//! status, reason, message and `observedGeneration` are what Strait wants is
+//! left alone, and `lastTransitionTime` moves only when the status flips.
+//! Conditions of other types (written by other controllers) are kept as the
+//! API server holds them.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Map, Value};
+
+use super::objects::KubeObject;
+use super::translate::{GATEWAY_LABEL, SourcedObject};
+use crate::diagnostics::Diagnostic;
+use crate::merge::MergedSet;
+use crate::model::{Cluster, ClusterId, ServiceKey};
+
+/// The condition saying whether the export can be exported at all.
+pub const VALID_CONDITION: &str = "Valid";
+/// The condition saying whether the constituents of the service disagree.
+pub const CONFLICT_CONDITION: &str = "Conflict";
+/// `Conflict` reason when the constituents agree.
+pub const NO_CONFLICTS: &str = "NoConflicts";
+/// The longest condition message the ServiceExport CRD accepts.
+pub const MAX_MESSAGE_BYTES: usize = 32_768;
+
+/// Whether one ServiceExport's Service can be exported: the `Valid`
+/// condition, with the reasons the MCS API defines (`Valid`, `NoService`,
+/// `InvalidServiceType`) and `InvalidService` for a Service that exists but
+/// that Strait refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Validity {
+    Valid,
+    /// No Service of the same namespace and name.
+    NoService,
+    /// The Service is of type ExternalName.
+    InvalidServiceType,
+    /// The Service exists but cannot be exported; says why.
+    InvalidService(String),
+}
+
+impl Validity {
+    pub fn is_valid(&self) -> bool {
+        *self == Validity::Valid
+    }
+
+    /// The `Valid` condition's reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Validity::Valid => "Valid",
+            Validity::NoService => "NoService",
+            Validity::InvalidServiceType => "InvalidServiceType",
+            Validity::InvalidService(_) => "InvalidService",
+        }
+    }
+
+    /// The `Valid` condition's message for the export of `key`.
+    pub fn message(&self, key: &ServiceKey) -> String {
+        match self {
+            Validity::Valid => format!("Service {key} is exported."),
+            Validity::NoService => format!("Service {key} does not exist in this cluster."),
+            Validity::InvalidServiceType => {
+                format!("Service {key} is of type ExternalName, which cannot be exported.")
+            }
+            Validity::InvalidService(why) => format!("Service {key} cannot be exported: {why}"),
+        }
+    }
+}
+
+/// One of the local cluster's ServiceExports as the API server holds it,
+/// and whether its Service can be exported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalExport {
+    pub key: ServiceKey,
+    /// `metadata.generation`: the conditions' `observedGeneration`.
+    pub generation: Option<i64>,
+    /// `metadata.resourceVersion`: writes are conditional on it.
+    pub resource_version: Option<String>,
+    /// `status.conditions` as the server holds them, every type.
+    pub conditions: Vec<Value>,
+    pub validity: Validity,
+}
+
+/// Decides, for every ServiceExport among one cluster's `objects`, whether
+/// its Service can be exported. `cluster` and `findings` are what
+/// `translate_cluster` made of the same objects: a Service is exportable
+/// when the translation took it in and attached the export to it.
+pub fn export_validity(
+    objects: &[SourcedObject],
+    cluster: &Cluster,
+    findings: &[Diagnostic],
+) -> BTreeMap<ServiceKey, Validity> {
+    let key_of = |object: &KubeObject| {
+        ServiceKey::new(object.namespace().unwrap_or("default"), object.name())
+    };
+    let services: HashMap<ServiceKey, &Service> = objects
+        .iter()
+        .filter_map(|sourced| match &sourced.object {
+            KubeObject::Service(service) => Some((key_of(&sourced.object), &**service)),
+            _ => None,
+        })
+        .collect();
+    objects
+        .iter()
+        .filter(|sourced| matches!(sourced.object, KubeObject::ServiceExport(_)))
+        .map(|sourced| {
+            let key = key_of(&sourced.object);
+            let validity = match services.get(&key) {
+                None => Validity::NoService,
+                Some(service) => service_validity(&key, service, cluster, findings),
+            };
+            (key, validity)
+        })
+        .collect()
+}
+
+fn service_validity(
+    key: &ServiceKey,
+    service: &Service,
+    cluster: &Cluster,
+    findings: &[Diagnostic],
+) -> Validity {
+    let service_type = service.spec.as_ref().and_then(|s| s.type_.as_deref());
+    let gateway = service
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(GATEWAY_LABEL))
+        .is_some_and(|value| value == "true");
+    if service_type == Some("ExternalName") {
+        return Validity::InvalidServiceType;
+    }
+    if gateway {
+        return Validity::InvalidService(format!(
+            "it is this cluster's Strait gateway Service (label {GATEWAY_LABEL})."
+        ));
+    }
+    // Any error the translation found on the Service makes it unexportable,
+    // even where the rest of the Service was taken in.
+    let object = format!("Service {key}");
+    let refused = findings
+        .iter()
+        .find(|d| d.is_error() && d.object.as_deref() == Some(object.as_str()));
+    if let Some(finding) = refused {
+        return Validity::InvalidService(match &finding.field {
+            Some(field) => format!("field {field}: {}", finding.message),
+            None => finding.message.clone(),
+        });
+    }
+    if cluster
+        .services
+        .get(key)
+        .is_some_and(|service| service.export.is_some())
+    {
+        Validity::Valid
+    } else {
+        Validity::InvalidService("Strait could not read it.".to_owned())
+    }
+}
+
+/// One condition as Strait wants it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WantedCondition {
+    pub type_: &'static str,
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// What Strait wants for the conditions of one export: conditions to set and
+/// condition types to remove. A type in neither is left as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Wanted {
+    pub set: Vec<WantedCondition>,
+    pub remove: Vec<&'static str>,
+}
+
+/// The conditions Strait wants on the local export `export` of cluster
+/// `local`. `merged` is the merged set the routes are built from, `None`
+/// while the cluster set is invalid: `Conflict` is then left as it is.
+/// An invalid export takes no part in the merged service and carries no
+/// `Conflict` condition.
+pub fn wanted(export: &LocalExport, local: &ClusterId, merged: Option<&MergedSet>) -> Wanted {
+    let mut wanted = Wanted::default();
+    wanted.set.push(WantedCondition {
+        type_: VALID_CONDITION,
+        status: export.validity.is_valid(),
+        reason: export.validity.reason().to_owned(),
+        message: export.validity.message(&export.key),
+    });
+    if !export.validity.is_valid() {
+        wanted.remove.push(CONFLICT_CONDITION);
+        return wanted;
+    }
+    let service = merged
+        .and_then(|merged| merged.services.get(&export.key))
+        .filter(|service| service.constituents.contains(local));
+    if let Some(service) = service {
+        // A fixed message when clear: a cluster joining or leaving the
+        // service does not rewrite every export's condition.
+        let message = if service.conflicts.is_empty() {
+            "The exporting clusters agree on the service's properties.".to_owned()
+        } else {
+            let messages: Vec<&str> = service
+                .conflicts
+                .iter()
+                .map(|c| c.message.as_str())
+                .collect();
+            messages.join(" ")
+        };
+        wanted.set.push(WantedCondition {
+            type_: CONFLICT_CONDITION,
+            status: !service.conflicts.is_empty(),
+            reason: service.conflict_condition_reason(),
+            message,
+        });
+    }
+    wanted
+}
+
+fn status_text(status: bool) -> &'static str {
+    if status { "True" } else { "False" }
+}
+
+/// Cuts `message` to what the CRD accepts, at a character boundary.
+fn bounded(message: &str) -> &str {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message;
+    }
+    let mut end = MAX_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    &message[..end]
+}
+
+/// Whether `current` already says what `wanted` says for `generation`.
+fn says(current: &Value, wanted: &WantedCondition, generation: Option<i64>) -> bool {
+    let text = |key: &str| current.get(key).and_then(Value::as_str);
+    text("status") == Some(status_text(wanted.status))
+        && text("reason") == Some(wanted.reason.as_str())
+        && text("message") == Some(bounded(&wanted.message))
+        && current.get("observedGeneration").and_then(Value::as_i64) == generation
+        && text("lastTransitionTime").is_some()
+}
+
+fn type_of(condition: &Value) -> Option<&str> {
+    condition.get("type").and_then(Value::as_str)
+}
+
+/// The export's conditions with `wanted` applied, or `None` when they
+/// already say it and nothing is to be written. `generation` is the export's
+/// `metadata.generation`, `now` the time of a status flip.
+pub fn updated_conditions(
+    current: &[Value],
+    wanted: &Wanted,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Option<Vec<Value>> {
+    let mut changed = false;
+    let mut conditions: Vec<Value> = current
+        .iter()
+        .filter(|condition| {
+            let removed = type_of(condition).is_some_and(|t| wanted.remove.contains(&t));
+            changed |= removed;
+            !removed
+        })
+        .cloned()
+        .collect();
+    for want in &wanted.set {
+        let position = conditions
+            .iter()
+            .position(|c| type_of(c) == Some(want.type_));
+        if let Some(index) = position
+            && says(&conditions[index], want, generation)
+        {
+            continue;
+        }
+        changed = true;
+        let previous = position.map(|index| &conditions[index]);
+        let flipped = previous.is_none_or(|previous| {
+            previous.get("status").and_then(Value::as_str) != Some(status_text(want.status))
+        });
+        let transition = match previous.and_then(|p| p.get("lastTransitionTime")) {
+            Some(Value::String(kept)) if !flipped => Value::String(kept.clone()),
+            _ => serde_json::to_value(Time(now)).unwrap_or(Value::Null),
+        };
+        let mut condition = Map::new();
+        condition.insert("type".to_owned(), want.type_.into());
+        condition.insert("status".to_owned(), status_text(want.status).into());
+        condition.insert("reason".to_owned(), want.reason.clone().into());
+        condition.insert("message".to_owned(), bounded(&want.message).into());
+        if let Some(generation) = generation {
+            condition.insert("observedGeneration".to_owned(), generation.into());
+        }
+        condition.insert("lastTransitionTime".to_owned(), transition);
+        match position {
+            Some(index) => conditions[index] = Value::Object(condition),
+            None => conditions.push(Value::Object(condition)),
+        }
+    }
+    changed.then_some(conditions)
+}
+
+#[cfg(test)]
+mod tests;
