@@ -17,8 +17,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+use super::Finish;
 use super::dial::tune_accepted;
-use super::relay;
+use super::splice::splice;
 use super::upstream::{OpenError, Selection, open};
 use crate::gateway::state::GatewayState;
 use crate::model::Protocol;
@@ -145,24 +146,22 @@ async fn handle(
         }
     };
     let on_upgrade = hyper::upgrade::on(&mut request);
-    let key = key.clone();
+    let (upstream, finish) = Finish::split(opened, remote, key.clone(), port, started);
     let idle_timeout = state.idle_timeout;
+    // This task lives as long as the connection: it holds the splice and
+    // what the log line needs, once each (see `Finish`).
     state.connections.spawn(async move {
-        match on_upgrade.await {
-            Ok(upgraded) => {
-                relay(
-                    TokioIo::new(upgraded),
-                    remote,
-                    opened,
-                    &key,
-                    port,
-                    started,
-                    idle_timeout,
-                )
-                .await
+        // Not a `match` around the splice: its scrutinee would be kept
+        // beside the splice for the connection's lifetime.
+        let upgraded = match on_upgrade.await {
+            Ok(upgraded) => upgraded,
+            Err(error) => {
+                tracing::debug!(client = %remote, %error, "connect upgrade failed");
+                return;
             }
-            Err(error) => tracing::debug!(client = %remote, %error, "connect upgrade failed"),
-        }
+        };
+        let outcome = splice(TokioIo::new(upgraded), upstream, idle_timeout).await;
+        finish.done(outcome);
     });
     Response::new(Full::new(Bytes::new()))
 }

@@ -2,6 +2,7 @@
 //! the egress listeners that accept local clients (HTTP CONNECT and
 //! ClusterSetIP VIPs).
 
+pub mod buffer;
 pub mod connect;
 pub mod dial;
 pub mod splice;
@@ -12,15 +13,15 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admin::metrics::ClosedResult;
+use crate::admin::metrics::{ClosedResult, ConnectionMetrics};
 use crate::model::ServiceKey;
-use splice::{SpliceEnd, splice};
-use upstream::Opened;
+use crate::routing::balancer::ActiveGuard;
+use splice::{SpliceEnd, SpliceOutcome};
+use upstream::{Opened, Reached, Upstream};
 
 /// Accepts connections on `listener` until `shutdown`, serving each in its
 /// own task on `tracker` (so a drain can wait for them). Accept errors (out
@@ -51,46 +52,79 @@ pub(crate) async fn accept_until<F, Fut>(
     }
 }
 
-/// Splices a client to its opened upstream, then writes the access-log line
-/// and closes the connection's metrics.
-pub(crate) async fn relay<C>(
-    client: C,
+/// What a relayed connection's access-log line and metrics need once its
+/// splice ends. Kept apart from the upstream so a connection's task stores
+/// each of these once, beside the splice, rather than once per nested future.
+pub(crate) struct Finish {
     client_address: SocketAddr,
-    opened: Opened,
-    service: &ServiceKey,
+    service: ServiceKey,
     port: u16,
     started: Instant,
-    idle_timeout: Duration,
-) where
-    C: AsyncRead + AsyncWrite + Unpin,
-{
-    let Opened {
-        upstream,
-        backend,
-        metrics,
-        active,
-    } = opened;
-    let outcome = splice(client, upstream, idle_timeout).await;
-    drop(active);
-    let result = match &outcome.end {
-        SpliceEnd::Closed => ClosedResult::Ok,
-        SpliceEnd::IdleTimeout => ClosedResult::Timeout,
-        SpliceEnd::Error(_) => ClosedResult::Error,
-    };
-    tracing::info!(
-        target: "strait::access",
-        client = %client_address,
-        service = %service,
-        port,
-        backend = %SocketAddr::new(backend.backend.address, backend.backend.port),
-        cluster = %backend.backend.cluster,
-        network = %backend.network,
-        path = backend.path.as_str(),
-        bytes_in = outcome.client_to_backend,
-        bytes_out = outcome.backend_to_client,
-        duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        result = ?outcome.end,
-        "connection"
-    );
-    metrics.closed(result, outcome.client_to_backend, outcome.backend_to_client);
+    backend: Reached,
+    metrics: ConnectionMetrics,
+    /// Counts the connection as active on its backend until the splice ends.
+    active: ActiveGuard,
+}
+
+impl Finish {
+    /// Splits an opened upstream into the stream to splice and the rest.
+    pub(crate) fn split(
+        opened: Opened,
+        client_address: SocketAddr,
+        service: ServiceKey,
+        port: u16,
+        started: Instant,
+    ) -> (Upstream, Finish) {
+        let Opened {
+            upstream,
+            backend,
+            metrics,
+            active,
+        } = opened;
+        let finish = Finish {
+            client_address,
+            service,
+            port,
+            started,
+            backend,
+            metrics,
+            active,
+        };
+        (upstream, finish)
+    }
+
+    /// Writes the access-log line and closes the connection's metrics.
+    pub(crate) fn done(self, outcome: SpliceOutcome) {
+        let Finish {
+            client_address,
+            service,
+            port,
+            started,
+            backend,
+            metrics,
+            active,
+        } = self;
+        drop(active);
+        let result = match &outcome.end {
+            SpliceEnd::Closed => ClosedResult::Ok,
+            SpliceEnd::IdleTimeout => ClosedResult::Timeout,
+            SpliceEnd::Error(_) => ClosedResult::Error,
+        };
+        tracing::info!(
+            target: "strait::access",
+            client = %client_address,
+            service = %service,
+            port,
+            backend = %backend.address,
+            cluster = %backend.cluster,
+            network = %backend.network,
+            path = backend.path,
+            bytes_in = outcome.client_to_backend,
+            bytes_out = outcome.backend_to_client,
+            duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            result = ?outcome.end,
+            "connection"
+        );
+        metrics.closed(result, outcome.client_to_backend, outcome.backend_to_client);
+    }
 }

@@ -1,20 +1,25 @@
 //! Splicing two byte streams together: both directions at once, a half-close
 //! on one side passed on to the other, an idle timeout, and byte counts that
 //! survive errors.
+//!
+//! A direction borrows a copy buffer ([`super::buffer`]) when it reads and
+//! gives it back once everything read is written and the next read would
+//! block, so an idle connection holds no buffer: it costs its sockets and
+//! this future, not two buffers.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use bytes::Buf;
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Instant;
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
 
-/// Copy buffer per direction. Small enough that idle connections stay
-/// cheap, large enough for bulk flows to move a TLS record at a time.
-const BUFFER_SIZE: usize = 16 * 1024;
+use super::buffer::{Buffer, Chunk};
 
 /// How a splice ended.
 #[derive(Debug)]
@@ -36,172 +41,217 @@ pub struct SpliceOutcome {
 
 /// Copies between `client` and `backend` until both directions are done, an
 /// error occurs, or nothing moves for `idle_timeout`.
-pub async fn splice<C, B>(client: C, backend: B, idle_timeout: Duration) -> SpliceOutcome
+pub fn splice<C, B>(client: C, backend: B, idle_timeout: Duration) -> Splice<C, B>
 where
-    C: AsyncRead + AsyncWrite + Unpin,
-    B: AsyncRead + AsyncWrite + Unpin,
+    C: SpliceIo,
+    B: SpliceIo,
 {
-    let activity = Arc::new(Activity::new());
-    let mut client = Counted::new(client, activity.clone());
-    let mut backend = Counted::new(backend, activity.clone());
-    let copy = tokio::io::copy_bidirectional_with_sizes(
-        &mut client,
-        &mut backend,
-        BUFFER_SIZE,
-        BUFFER_SIZE,
-    );
-    let end = tokio::select! {
-        result = copy => match result {
-            Ok(_) => SpliceEnd::Closed,
-            Err(error) => SpliceEnd::Error(error),
-        },
-        () = activity.idle_for(idle_timeout) => SpliceEnd::IdleTimeout,
-    };
-    SpliceOutcome {
-        client_to_backend: client.bytes_read,
-        backend_to_client: backend.bytes_read,
-        end,
+    let now = Instant::now();
+    Splice {
+        client,
+        backend,
+        up: Direction::default(),
+        down: Direction::default(),
+        idle_timeout,
+        last_activity: now,
+        idle: Box::pin(tokio::time::sleep_until(now + idle_timeout)),
     }
 }
 
-/// When bytes last moved, in milliseconds since the splice started.
-struct Activity {
-    started: Instant,
-    last_ms: AtomicU64,
+/// The future [`splice`] returns. A plain struct rather than an `async fn`:
+/// an `async fn` keeps a second copy of its arguments beside its locals, and
+/// this future lives as long as the connection. It is `Unpin` (the timer is
+/// boxed), so a caller can await it by reference instead of moving it again.
+pub struct Splice<C, B> {
+    client: C,
+    backend: B,
+    /// Client to backend.
+    up: Direction,
+    /// Backend to client.
+    down: Direction,
+    idle_timeout: Duration,
+    last_activity: Instant,
+    idle: Pin<Box<Sleep>>,
 }
 
-impl Activity {
-    fn new() -> Self {
-        Self {
-            started: Instant::now(),
-            last_ms: AtomicU64::new(0),
+impl<C, B> Future for Splice<C, B>
+where
+    C: SpliceIo,
+    B: SpliceIo,
+{
+    type Output = SpliceOutcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SpliceOutcome> {
+        let this = self.get_mut();
+        let end = ready!(this.poll_end(cx));
+        Poll::Ready(SpliceOutcome {
+            client_to_backend: this.up.bytes,
+            backend_to_client: this.down.bytes,
+            end,
+        })
+    }
+}
+
+impl<C, B> Splice<C, B>
+where
+    C: SpliceIo,
+    B: SpliceIo,
+{
+    fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<SpliceEnd> {
+        let moved = self.up.bytes + self.down.bytes;
+        let up = self.up.poll_copy(cx, &mut self.client, &mut self.backend);
+        if let Poll::Ready(Err(error)) = up {
+            return Poll::Ready(SpliceEnd::Error(error));
         }
-    }
-
-    fn touch(&self) {
-        let elapsed = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last_ms.store(elapsed, Ordering::Relaxed);
-    }
-
-    /// Resolves once nothing has moved for `timeout`; wakes only at deadlines.
-    async fn idle_for(&self, timeout: Duration) {
-        loop {
-            let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
-            let deadline = self.started + last + timeout;
+        let down = self.down.poll_copy(cx, &mut self.backend, &mut self.client);
+        if let Poll::Ready(Err(error)) = down {
+            return Poll::Ready(SpliceEnd::Error(error));
+        }
+        if self.up.done && self.down.done {
+            return Poll::Ready(SpliceEnd::Closed);
+        }
+        if self.up.bytes + self.down.bytes != moved {
+            self.last_activity = Instant::now();
+        }
+        // The timer is moved when it fires, not on every read: a busy
+        // connection touches the timer wheel once per idle period.
+        while self.idle.as_mut().poll(cx).is_ready() {
+            let deadline = self.last_activity + self.idle_timeout;
             if Instant::now() >= deadline {
-                return;
+                return Poll::Ready(SpliceEnd::IdleTimeout);
             }
-            tokio::time::sleep_until(deadline).await;
+            self.idle.as_mut().reset(deadline);
         }
+        Poll::Pending
     }
 }
 
-/// A stream that counts the bytes read from it and records activity.
-struct Counted<S> {
-    inner: S,
-    activity: Arc<Activity>,
-    bytes_read: u64,
-}
-
-impl<S> Counted<S> {
-    fn new(inner: S, activity: Arc<Activity>) -> Self {
-        Self {
-            inner,
-            activity,
-            bytes_read: 0,
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
+/// One side of a splice. Every stream reads into a lent buffer and writes
+/// from a slice by default; a stream that receives or sends owned bytes
+/// (an HTTP/2 stream: `DATA` frames are `Bytes`) overrides the two methods
+/// to hand chunks over without copying them.
+pub trait SpliceIo: AsyncRead + AsyncWrite + Unpin {
+    /// Reads the next bytes into `slot`, reusing the buffer of an emptied
+    /// lent chunk there. `Ready(Ok(0))` is the end of the stream. On
+    /// `Pending` the slot may be left empty.
+    fn poll_fill(
+        &mut self,
         cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let read = buf.filled().len() - before;
-        if read > 0 {
-            self.bytes_read += read as u64;
-            self.activity.touch();
-        }
-        poll
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
+        slot: &mut Option<Chunk>,
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let mut buffer = slot
+            .take()
+            .and_then(Chunk::into_buffer)
+            .unwrap_or_else(Buffer::take);
+        let mut read = ReadBuf::new(&mut buffer);
+        // On `Pending` the buffer is dropped: back to the pool.
+        ready!(Pin::new(&mut *self).poll_read(cx, &mut read))?;
+        let len = read.filled().len();
+        if len > 0 {
+            *slot = Some(Chunk::lent(buffer, len));
+        }
+        Poll::Ready(Ok(len))
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+    /// Writes some of the chunk in `slot` and returns how much: either
+    /// advancing the chunk, or taking it whole (leaving the slot empty).
+    fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        slot: &mut Option<Chunk>,
+    ) -> Poll<io::Result<usize>> {
+        let Some(chunk) = slot else {
+            return Poll::Ready(Ok(0));
+        };
+        let written = ready!(Pin::new(&mut *self).poll_write(cx, chunk.chunk()))?;
+        chunk.advance(written);
+        Poll::Ready(Ok(written))
+    }
+}
+
+impl SpliceIo for TcpStream {}
+
+impl<T> SpliceIo for TokioIo<T> where TokioIo<T>: AsyncRead + AsyncWrite + Unpin {}
+
+#[cfg(test)]
+impl SpliceIo for tokio::io::DuplexStream {}
+
+/// One direction of a splice: reads from one side, writes to the other.
+#[derive(Default)]
+struct Direction {
+    /// Bytes read and not yet (all) written; or, once written, the emptied
+    /// chunk whose buffer the next read reuses.
+    held: Option<Chunk>,
+    /// The reader reached its end.
+    eof: bool,
+    /// The end was passed on (the writer is shut down): nothing more to do.
+    done: bool,
+    /// Bytes were written since the last flush.
+    need_flush: bool,
+    /// Bytes read so far.
+    bytes: u64,
+}
+
+impl Direction {
+    /// Copies until the reader would block (`Pending`, holding no buffer
+    /// unless the writer is the one blocking), the end has been passed on
+    /// (`Ready(Ok)`), or either side fails.
+    fn poll_copy<R, W>(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut R,
+        writer: &mut W,
+    ) -> Poll<io::Result<()>>
+    where
+        R: SpliceIo + ?Sized,
+        W: SpliceIo + ?Sized,
+    {
+        if self.done {
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            while self.held.as_ref().is_some_and(Buf::has_remaining) {
+                let written = ready!(writer.poll_send(cx, &mut self.held))?;
+                if written == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                self.need_flush = true;
+            }
+            if self.eof {
+                self.held = None;
+                if self.need_flush {
+                    ready!(Pin::new(&mut *writer).poll_flush(cx))?;
+                    self.need_flush = false;
+                }
+                ready!(Pin::new(&mut *writer).poll_shutdown(cx))?;
+                self.done = true;
+                return Poll::Ready(Ok(()));
+            }
+            match reader.poll_fill(cx, &mut self.held) {
+                Poll::Ready(Ok(0)) => {
+                    self.eof = true;
+                }
+                Poll::Ready(Ok(read)) => self.bytes += read as u64,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => {
+                    // Waiting for bytes: nothing is held meanwhile.
+                    self.held = None;
+                    if self.need_flush {
+                        ready!(Pin::new(&mut *writer).poll_flush(cx))?;
+                        self.need_flush = false;
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+    #[cfg(test)]
+    fn holds_buffer(&self) -> bool {
+        self.held.is_some()
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
-
-    #[tokio::test]
-    async fn half_close_is_passed_on_and_the_other_direction_keeps_flowing() {
-        let (mut client, client_end) = duplex(1024);
-        let (backend_end, mut backend) = duplex(1024);
-        let splice = tokio::spawn(splice(client_end, backend_end, Duration::from_secs(5)));
-
-        client.write_all(b"request").await.expect("write");
-        client.shutdown().await.expect("half-close");
-        let mut request = Vec::new();
-        backend
-            .read_to_end(&mut request)
-            .await
-            .expect("backend sees EOF");
-        assert_eq!(request, b"request");
-
-        // The client closed its sending half; it still receives.
-        backend
-            .write_all(b"response after half-close")
-            .await
-            .expect("write");
-        backend.shutdown().await.expect("close");
-        let mut response = Vec::new();
-        client.read_to_end(&mut response).await.expect("read");
-        assert_eq!(response, b"response after half-close");
-
-        let outcome = splice.await.expect("splice task");
-        assert!(
-            matches!(outcome.end, SpliceEnd::Closed),
-            "{:?}",
-            outcome.end
-        );
-        assert_eq!(outcome.client_to_backend, 7);
-        assert_eq!(outcome.backend_to_client, 25);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_idle_splice_times_out_with_its_counts() {
-        let (mut client, client_end) = duplex(1024);
-        let (backend_end, mut backend) = duplex(1024);
-        let splice = tokio::spawn(splice(client_end, backend_end, Duration::from_secs(30)));
-        client.write_all(b"hello").await.expect("write");
-        let mut buf = [0u8; 5];
-        backend.read_exact(&mut buf).await.expect("read");
-        let outcome = splice.await.expect("splice task");
-        assert!(
-            matches!(outcome.end, SpliceEnd::IdleTimeout),
-            "{:?}",
-            outcome.end
-        );
-        assert_eq!(outcome.client_to_backend, 5);
-    }
-}
+#[path = "splice_tests.rs"]
+mod tests;

@@ -12,9 +12,11 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::buffer::Chunk;
+use super::splice::SpliceIo;
 use crate::admin::metrics::{ConnectionMetrics, RoutePath, Transport};
 use crate::gateway::state::GatewayState;
-use crate::model::ClusterId;
+use crate::model::{ClusterId, NetworkId};
 use crate::routing::balancer::{ActiveGuard, BackendId};
 use crate::routing::{Path, PortRoute, RouteTable, RoutedBackend, ServiceRoutes};
 use crate::tunnel::TransportMode;
@@ -41,10 +43,30 @@ impl Upstream {
 /// An open upstream and what it reaches.
 pub struct Opened {
     pub upstream: Upstream,
-    pub backend: RoutedBackend,
+    pub backend: Reached,
     pub metrics: ConnectionMetrics,
     /// Counts the connection as active on its backend until dropped.
     pub active: ActiveGuard,
+}
+
+/// The backend a connection reached, as its access-log line names it: only
+/// what the line needs, held for the connection's lifetime.
+pub struct Reached {
+    pub address: SocketAddr,
+    pub cluster: ClusterId,
+    pub network: NetworkId,
+    pub path: &'static str,
+}
+
+impl Reached {
+    fn of(backend: &RoutedBackend) -> Self {
+        Self {
+            address: SocketAddr::new(backend.backend.address, backend.backend.port),
+            cluster: backend.backend.cluster.clone(),
+            network: backend.network.clone(),
+            path: backend.path.as_str(),
+        }
+    }
 }
 
 /// Why no upstream could be opened; each maps to one HTTP status.
@@ -108,7 +130,7 @@ pub async fn open(
                 state.chooser.report_success(&id);
                 return Ok(Opened {
                     upstream,
-                    backend: backend.clone(),
+                    backend: Reached::of(backend),
                     active: state.chooser.start(&id),
                     metrics,
                 });
@@ -248,6 +270,32 @@ fn log_gateway_failure(error: &TunnelError) {
     match error {
         TunnelError::BackingOff { .. } => tracing::debug!(%error, "skipping gateway"),
         _ => tracing::warn!(%error, "gateway failed; trying the next one"),
+    }
+}
+
+impl SpliceIo for Upstream {
+    fn poll_fill(
+        &mut self,
+        cx: &mut Context<'_>,
+        slot: &mut Option<Chunk>,
+    ) -> Poll<io::Result<usize>> {
+        match self {
+            Upstream::Direct(stream) => stream.poll_fill(cx, slot),
+            Upstream::Tunnel(stream) => stream.poll_fill(cx, slot),
+            Upstream::Quic(stream) => stream.poll_fill(cx, slot),
+        }
+    }
+
+    fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        slot: &mut Option<Chunk>,
+    ) -> Poll<io::Result<usize>> {
+        match self {
+            Upstream::Direct(stream) => stream.poll_send(cx, slot),
+            Upstream::Tunnel(stream) => stream.poll_send(cx, slot),
+            Upstream::Quic(stream) => stream.poll_send(cx, slot),
+        }
     }
 }
 

@@ -12,8 +12,9 @@ use socket2::SockRef;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+use super::Finish;
 use super::dial::tune_accepted;
-use super::relay;
+use super::splice::splice;
 use super::upstream::{Selection, open};
 use crate::gateway::state::GatewayState;
 use crate::model::Protocol;
@@ -56,23 +57,25 @@ async fn serve_connection(stream: TcpStream, remote: SocketAddr, state: Arc<Gate
             tracing::info!(client = %remote, %dialled, "no service behind this address");
             return;
         };
-        open(&state, &table, service, route, Selection::Port, remote.ip())
-            .await
-            .map(|opened| (opened, service.key.clone(), route.port))
+        // Boxed: opening (a dial, maybe a tunnel handshake) needs far more
+        // state than the splice that follows, and this task lives as long
+        // as the connection.
+        Box::pin(open(
+            &state,
+            &table,
+            service,
+            route,
+            Selection::Port,
+            remote.ip(),
+        ))
+        .await
+        .map(|opened| Finish::split(opened, remote, service.key.clone(), route.port, started))
         // The table is released here: a long connection must not pin old routes.
     };
     match opened {
-        Ok((opened, key, port)) => {
-            relay(
-                stream,
-                remote,
-                opened,
-                &key,
-                port,
-                started,
-                state.idle_timeout,
-            )
-            .await;
+        Ok((upstream, finish)) => {
+            let outcome = splice(stream, upstream, state.idle_timeout).await;
+            finish.done(outcome);
         }
         Err(error) => {
             tracing::info!(client = %remote, %dialled, %error, "cluster-set-ip connection refused")

@@ -4,6 +4,10 @@
 //! that fails to connect is skipped for a growing backoff. Every connection
 //! checks, after the handshake, that the peer is a gateway of the network the
 //! caller meant to reach.
+//!
+//! Connections speak HTTP/2 through the `h2` crate directly: an opened stream
+//! is an [`H2Stream`] over h2's send and receive halves, with no per-stream
+//! task or channel in between (see `stream.rs`).
 
 use std::collections::HashMap;
 use std::io;
@@ -14,20 +18,22 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use h2::client::SendRequest;
 use http::{Method, Request, StatusCode};
-use http_body_util::Empty;
-use hyper::client::conn::http2::SendRequest;
-use hyper::upgrade::Upgraded;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::TlsConnector;
+use tokio_util::sync::CancellationToken;
 
-use super::{ERROR_HEADER, TunnelSettings};
+use super::keepalive::keep_alive;
+use super::readahead::ReadAhead;
+use super::stream::H2Stream;
+use super::{ERROR_HEADER, TLS_SEND_BUFFER, TunnelSettings};
 use crate::admin::metrics::{Metrics, PoolMetrics};
 use crate::model::{ClusterId, GatewayAddress, GatewayHost};
+use crate::proxy::buffer::Chunk;
 use crate::proxy::dial::{DialError, DialOptions, dial};
+use crate::proxy::splice::SpliceIo;
 use crate::tls::{Identity, ReloadingTls, peer_identity};
 
 #[derive(Debug, thiserror::Error)]
@@ -43,10 +49,7 @@ pub enum TunnelError {
     #[error("gateway {gateway} is {identity}, not a gateway of the network being reached")]
     WrongPeer { gateway: String, identity: String },
     #[error("http/2 with gateway {gateway} failed: {source}")]
-    Http {
-        gateway: String,
-        source: hyper::Error,
-    },
+    Http { gateway: String, source: h2::Error },
     #[error("quic with gateway {gateway} failed: {reason}")]
     Quic { gateway: String, reason: String },
     #[error("gateway {gateway} refused {authority}: {status} {reason}")]
@@ -100,9 +103,25 @@ struct Peer {
 }
 
 struct PooledConnection {
-    sender: SendRequest<Empty<Bytes>>,
+    sender: SendRequest<Chunk>,
     streams: AtomicUsize,
     peer: Identity,
+    /// Cancelled when the connection ended or failed a request: not reused.
+    closed: CancellationToken,
+    /// Cancelled when the pool lets go of the connection, which ends it.
+    released: CancellationToken,
+}
+
+impl PooledConnection {
+    fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+}
+
+impl Drop for PooledConnection {
+    fn drop(&mut self) {
+        self.released.cancel();
+    }
 }
 
 #[derive(Debug, Default)]
@@ -143,19 +162,28 @@ impl TunnelPool {
         let request = Request::builder()
             .method(Method::CONNECT)
             .uri(authority)
-            .body(Empty::new())
+            .body(())
             .map_err(|e| TunnelError::Refused {
                 gateway: peer.label.clone(),
                 authority: authority.to_owned(),
                 status: StatusCode::BAD_REQUEST,
                 reason: format!("invalid authority: {e}"),
             })?;
-        let http = |source| TunnelError::Http {
-            gateway: peer.label.clone(),
-            source,
+        let http = |source: h2::Error| {
+            // A connection that failed a request (GOAWAY, reset, I/O) takes
+            // no new streams; those already open finish on it.
+            connection.closed.cancel();
+            TunnelError::Http {
+                gateway: peer.label.clone(),
+                source,
+            }
         };
-        let mut sender = connection.sender.clone();
-        let response = sender.send_request(request).await.map_err(http)?;
+        let sender = connection.sender.clone().ready().await.map_err(http)?;
+        let (response, send) = {
+            let mut sender = sender;
+            sender.send_request(request, false).map_err(http)?
+        };
+        let response = response.await.map_err(http)?;
         if response.status() != StatusCode::OK {
             let reason = response
                 .headers()
@@ -170,11 +198,9 @@ impl TunnelPool {
                 reason,
             });
         }
-        let upgraded = hyper::upgrade::on(response).await.map_err(http)?;
         Ok(TunnelStream {
-            io: TokioIo::new(upgraded),
-            peer: connection.peer.clone(),
-            _guard: guard,
+            io: H2Stream::new(send, response.into_body()),
+            guard,
         })
     }
 
@@ -189,7 +215,7 @@ impl TunnelPool {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .iter()
-                    .filter(|c| !c.sender.is_closed())
+                    .filter(|c| !c.is_closed())
                     .count();
                 (peer.label.clone(), open)
             })
@@ -273,13 +299,14 @@ impl TunnelPool {
             gateway: peer.label.clone(),
             reason,
         };
-        let tls = tokio::time::timeout(
+        let mut tls = tokio::time::timeout(
             self.settings.handshake_timeout,
-            connector.connect(server_name, tcp),
+            connector.connect(server_name, ReadAhead::new(tcp)),
         )
         .await
         .map_err(|_| handshake("timed out".to_owned()))?
         .map_err(|e| handshake(e.to_string()))?;
+        tls.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER));
         let identity = peer_identity(tls.get_ref().1).map_err(|e| handshake(e.to_string()))?;
         if !allowed.contains(&identity.cluster) {
             return Err(TunnelError::WrongPeer {
@@ -288,35 +315,49 @@ impl TunnelPool {
             });
         }
         let settings = &self.settings;
-        let (sender, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .initial_stream_window_size(settings.stream_window)
+        let (sender, mut connection) = h2::client::Builder::new()
+            .enable_push(false)
+            .initial_window_size(settings.stream_window)
             .initial_connection_window_size(settings.connection_window)
             .max_frame_size(settings.max_frame_size)
             .max_header_list_size(settings.max_header_list_size)
-            .keep_alive_interval(settings.keepalive_interval)
-            .keep_alive_timeout(settings.keepalive_timeout)
-            .keep_alive_while_idle(true)
-            .handshake(TokioIo::new(tls))
+            .handshake::<_, Chunk>(tls)
             .await
             .map_err(|source| TunnelError::Http {
                 gateway: peer.label.clone(),
                 source,
             })?;
+        let ping_pong = connection.ping_pong();
+        let (interval, timeout) = (settings.keepalive_interval, settings.keepalive_timeout);
+        let closed = CancellationToken::new();
+        let released = CancellationToken::new();
         let metrics = peer.metrics.clone();
         let label = peer.label.clone();
         metrics.connections_add(1);
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(gateway = %label, %error, "tunnel connection ended");
+        tokio::spawn({
+            let closed = closed.clone();
+            let released = released.clone();
+            async move {
+                tokio::select! {
+                    result = &mut connection => if let Err(error) = result {
+                        tracing::debug!(gateway = %label, %error, "tunnel connection ended");
+                    },
+                    error = keep_alive(ping_pong, interval, timeout) => {
+                        tracing::debug!(gateway = %label, %error, "tunnel connection dropped");
+                    }
+                    () = released.cancelled() => {}
+                }
+                closed.cancel();
+                metrics.connections_add(-1);
             }
-            metrics.connections_add(-1);
         });
         tracing::debug!(gateway = %peer.label, peer = %identity, "tunnel connection established");
         Ok(Arc::new(PooledConnection {
             sender,
             streams: AtomicUsize::new(0),
             peer: identity,
+            closed,
+            released,
         }))
     }
 }
@@ -325,7 +366,7 @@ impl Peer {
     /// A live connection to a permitted peer with room for another stream.
     fn available(&self, allowed: &[ClusterId], limit: usize) -> Option<Arc<PooledConnection>> {
         let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
-        connections.retain(|c| !c.sender.is_closed());
+        connections.retain(|c| !c.is_closed());
         connections
             .iter()
             .find(|c| {
@@ -402,15 +443,32 @@ impl Drop for StreamGuard {
 
 /// One tunnelled connection: a CONNECT stream to a peer gateway.
 pub struct TunnelStream {
-    io: TokioIo<Upgraded>,
-    peer: Identity,
-    _guard: StreamGuard,
+    io: H2Stream,
+    guard: StreamGuard,
 }
 
 impl TunnelStream {
     /// The peer gateway's identity, from its certificate.
     pub fn peer(&self) -> &Identity {
-        &self.peer
+        &self.guard.connection.peer
+    }
+}
+
+impl SpliceIo for TunnelStream {
+    fn poll_fill(
+        &mut self,
+        cx: &mut Context<'_>,
+        slot: &mut Option<Chunk>,
+    ) -> Poll<io::Result<usize>> {
+        self.io.poll_fill(cx, slot)
+    }
+
+    fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        slot: &mut Option<Chunk>,
+    ) -> Poll<io::Result<usize>> {
+        self.io.poll_send(cx, slot)
     }
 }
 

@@ -3,16 +3,17 @@
 //! table, dial it (picking a local backend when a service was named), then
 //! splice and write the access-log line.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use crate::admin::metrics::{ClosedResult, ConnectionMetrics, RefusedReason, RoutePath, Transport};
 use crate::gateway::state::GatewayState;
+use crate::model::ClusterId;
 use crate::proxy::dial::dial;
-use crate::proxy::splice::{SpliceEnd, splice};
+use crate::proxy::splice::{SpliceEnd, SpliceIo, splice};
 use crate::routing::Path;
 use crate::routing::balancer::BackendId;
 use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize};
@@ -27,7 +28,8 @@ pub struct Refusal {
 
 /// A request whose backend is dialled, waiting for the stream to splice to.
 pub struct Accepted {
-    caller: Identity,
+    /// The calling gateway's cluster (shared, not copied per stream).
+    caller: ClusterId,
     authority: String,
     address: SocketAddr,
     backend: TcpStream,
@@ -58,15 +60,15 @@ pub fn refuse(
 /// Authorises `authority` for `caller` and dials the backend.
 pub async fn open(
     state: &GatewayState,
-    authority: Option<&str>,
+    authority: Option<String>,
     caller: &Identity,
     remote: SocketAddr,
     transport: Transport,
 ) -> Result<Accepted, Refusal> {
     let started = Instant::now();
     let table = state.routes.load_full();
-    let plan = authorize(&table, authority, &state.own_listeners)
-        .map_err(|refusal| refuse(state, caller, authority, refusal))?;
+    let plan = authorize(&table, authority.as_deref(), &state.own_listeners)
+        .map_err(|refusal| refuse(state, caller, authority.as_deref(), refusal))?;
     let metrics = state.metrics.connection(RoutePath::Inbound, transport);
     let mut tried: Vec<BackendId> = Vec::new();
     let mut last_error = None;
@@ -102,8 +104,8 @@ pub async fn open(
             Ok(backend) => {
                 metrics.dial(dial_started.elapsed());
                 return Ok(Accepted {
-                    caller: caller.clone(),
-                    authority: authority.unwrap_or_default().to_owned(),
+                    caller: caller.cluster.clone(),
+                    authority: authority.unwrap_or_default(),
                     address,
                     backend,
                     metrics,
@@ -136,31 +138,44 @@ pub async fn open(
 }
 
 impl Accepted {
-    /// Splices the peer's stream to the backend until both sides are done.
-    pub async fn relay<S>(self, stream: S, idle_timeout: Duration)
+    /// Splices the peer's stream to the backend until both sides are done,
+    /// then writes the access-log line. Not an `async fn`: that would keep
+    /// `self` and `stream` beside the splice future that owns them.
+    pub fn relay<S>(self, stream: S, idle_timeout: Duration) -> impl Future<Output = ()>
     where
-        S: AsyncRead + AsyncWrite + Unpin,
+        S: SpliceIo,
     {
-        let outcome = splice(stream, self.backend, idle_timeout).await;
-        let result = match outcome.end {
-            SpliceEnd::Closed => ClosedResult::Ok,
-            SpliceEnd::IdleTimeout => ClosedResult::Timeout,
-            SpliceEnd::Error(_) => ClosedResult::Error,
-        };
-        tracing::info!(
-            target: "strait::access",
-            direction = "inbound",
-            caller = %self.caller.cluster,
-            authority = %self.authority,
-            backend = %self.address,
-            bytes_in = outcome.client_to_backend,
-            bytes_out = outcome.backend_to_client,
-            duration_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            result = ?outcome.end,
-            "connection"
-        );
-        self.metrics
-            .closed(result, outcome.client_to_backend, outcome.backend_to_client);
+        let Accepted {
+            caller,
+            authority,
+            address,
+            backend,
+            metrics,
+            started,
+        } = self;
+        let mut splice = splice(stream, backend, idle_timeout);
+        async move {
+            // By reference: awaiting by value would move it into a second slot.
+            let outcome = (&mut splice).await;
+            let result = match outcome.end {
+                SpliceEnd::Closed => ClosedResult::Ok,
+                SpliceEnd::IdleTimeout => ClosedResult::Timeout,
+                SpliceEnd::Error(_) => ClosedResult::Error,
+            };
+            tracing::info!(
+                target: "strait::access",
+                direction = "inbound",
+                caller = %caller,
+                authority = %authority,
+                backend = %address,
+                bytes_in = outcome.client_to_backend,
+                bytes_out = outcome.backend_to_client,
+                duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                result = ?outcome.end,
+                "connection"
+            );
+            metrics.closed(result, outcome.client_to_backend, outcome.backend_to_client);
+        }
     }
 
     /// The peer went away before the stream could be spliced.

@@ -3,23 +3,24 @@
 //! against the route table before any dial, then splices the stream to the
 //! backend.
 
-use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{Reason, RecvStream};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::Empty;
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use super::{ERROR_HEADER, inbound};
+use super::keepalive::keep_alive;
+use super::readahead::ReadAhead;
+use super::stream::H2Stream;
+use super::{ERROR_HEADER, TLS_SEND_BUFFER, inbound};
 use crate::admin::metrics::{RefusedReason, Transport};
 use crate::gateway::state::GatewayState;
+use crate::proxy::buffer::Chunk;
 use crate::proxy::dial::tune_accepted;
 use crate::routing::inbound::InboundRefusal;
 use crate::tls::{Identity, peer_identity};
@@ -45,25 +46,32 @@ async fn serve_connection(
 ) {
     let _ = tune_accepted(&stream);
     let acceptor = TlsAcceptor::from(state.tls.current().server_config());
-    let tls =
-        match tokio::time::timeout(state.tunnel.handshake_timeout, acceptor.accept(stream)).await {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(error)) => {
-                state.metrics.refused(RefusedReason::Unauthenticated);
-                tracing::info!(%remote, %error, "tunnel handshake refused");
-                return;
-            }
-            Err(_) => {
-                state.metrics.refused(RefusedReason::Unauthenticated);
-                tracing::info!(%remote, "tunnel handshake timed out");
-                return;
-            }
-        };
+    let tls = match tokio::time::timeout(
+        state.tunnel.handshake_timeout,
+        acceptor.accept(ReadAhead::new(stream)),
+    )
+    .await
+    {
+        Ok(Ok(mut tls)) => {
+            tls.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER));
+            tls
+        }
+        Ok(Err(error)) => {
+            state.metrics.refused(RefusedReason::Unauthenticated);
+            tracing::info!(%remote, %error, "tunnel handshake refused");
+            return;
+        }
+        Err(_) => {
+            state.metrics.refused(RefusedReason::Unauthenticated);
+            tracing::info!(%remote, "tunnel handshake timed out");
+            return;
+        }
+    };
     let caller = match peer_identity(tls.get_ref().1).and_then(|identity| {
         state.tls.current().check_trust_domain(&identity)?;
         Ok(identity)
     }) {
-        Ok(identity) => identity,
+        Ok(identity) => Arc::new(identity),
         Err(error) => {
             state.metrics.refused(RefusedReason::Unauthenticated);
             tracing::info!(%remote, %error, "tunnel peer has no gateway identity");
@@ -72,39 +80,58 @@ async fn serve_connection(
     };
     tracing::debug!(%remote, caller = %caller, "tunnel peer connected");
     let settings = &state.tunnel;
-    let service_state = state.clone();
-    let service_caller = caller.clone();
-    let service = service_fn(move |request| {
-        let state = service_state.clone();
-        let caller = service_caller.clone();
-        async move { Ok::<_, Infallible>(handle(request, caller, remote, state).await) }
-    });
-    let connection = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-        .timer(TokioTimer::new())
+    let handshake = h2::server::Builder::new()
         .max_concurrent_streams(settings.server_max_concurrent_streams)
         .max_header_list_size(settings.max_header_list_size)
-        .initial_stream_window_size(settings.stream_window)
+        .initial_window_size(settings.stream_window)
         .initial_connection_window_size(settings.connection_window)
         .max_frame_size(settings.max_frame_size)
-        .keep_alive_interval(settings.keepalive_interval)
-        .keep_alive_timeout(settings.keepalive_timeout)
-        .serve_connection(TokioIo::new(tls), service);
-    tokio::pin!(connection);
-    let result = tokio::select! {
-        result = connection.as_mut() => result,
-        () = shutdown.cancelled() => {
-            // GOAWAY: no new streams, the open ones run to completion.
-            connection.as_mut().graceful_shutdown();
-            connection.await
+        .handshake::<_, Chunk>(tls);
+    let mut connection = match tokio::time::timeout(settings.handshake_timeout, handshake).await {
+        Ok(Ok(connection)) => connection,
+        Ok(Err(error)) => {
+            tracing::debug!(%remote, caller = %caller, %error, "tunnel http/2 handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%remote, caller = %caller, "tunnel http/2 handshake timed out");
+            return;
         }
     };
-    if let Err(error) = result {
-        tracing::debug!(%remote, caller = %caller, %error, "tunnel connection ended");
+    let keepalive = keep_alive(
+        connection.ping_pong(),
+        settings.keepalive_interval,
+        settings.keepalive_timeout,
+    );
+    tokio::pin!(keepalive);
+    let mut draining = false;
+    loop {
+        tokio::select! {
+            accepted = connection.accept() => match accepted {
+                Some(Ok((request, respond))) => serve_request(request, respond, &caller, remote, &state),
+                Some(Err(error)) => {
+                    tracing::debug!(%remote, caller = %caller, %error, "tunnel connection ended");
+                    return;
+                }
+                // Closed by the peer, or drained after GOAWAY.
+                None => return,
+            },
+            error = &mut keepalive => {
+                tracing::debug!(%remote, caller = %caller, %error, "tunnel connection dropped");
+                return;
+            }
+            () = shutdown.cancelled(), if !draining => {
+                // GOAWAY: no new streams, the open ones run to completion
+                // (accept keeps driving the connection until they are done).
+                draining = true;
+                connection.graceful_shutdown();
+            }
+        }
     }
 }
 
-fn respond(status: StatusCode, reason: &str) -> Response<Empty<Bytes>> {
-    let mut response = Response::new(Empty::new());
+fn respond_with(status: StatusCode, reason: &str) -> Response<()> {
+    let mut response = Response::new(());
     *response.status_mut() = status;
     if let Ok(value) = HeaderValue::from_str(reason) {
         response.headers_mut().insert(ERROR_HEADER, value);
@@ -112,39 +139,88 @@ fn respond(status: StatusCode, reason: &str) -> Response<Empty<Bytes>> {
     response
 }
 
-async fn handle(
-    mut request: Request<Incoming>,
-    caller: Identity,
+/// Checks one request and hands it to its own task. Only what the stream
+/// needs from here on is kept: a request's headers are not held for the
+/// connection's lifetime.
+fn serve_request(
+    request: Request<RecvStream>,
+    mut respond: SendResponse<Chunk>,
+    caller: &Arc<Identity>,
+    remote: SocketAddr,
+    state: &Arc<GatewayState>,
+) {
+    let (parts, recv) = request.into_parts();
+    let authority = parts.uri.authority().map(|a| a.as_str().to_owned());
+    if parts.method != Method::CONNECT {
+        let malformed =
+            InboundRefusal::Malformed(format!("method {} is not CONNECT", parts.method));
+        let refusal = inbound::refuse(state, caller, authority.as_deref(), malformed);
+        let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
+        let _ = respond.send_response(respond_with(status, &refusal.reason), true);
+        return;
+    }
+    // A CONNECT request has no body of its own: its DATA is the tunnel.
+    let body = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .is_some_and(|length| length.as_bytes() != b"0");
+    if body {
+        respond.send_reset(Reason::INTERNAL_ERROR);
+        return;
+    }
+    state.connections.spawn(serve_stream(
+        recv,
+        respond,
+        authority,
+        caller.clone(),
+        remote,
+        state.clone(),
+    ));
+}
+
+/// Authorises and dials the target, answers, then splices until done. Not
+/// an `async fn`: that would keep a second copy of its arguments for the
+/// stream's lifetime.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn would store its arguments twice"
+)]
+fn serve_stream(
+    recv: RecvStream,
+    mut respond: SendResponse<Chunk>,
+    authority: Option<String>,
+    caller: Arc<Identity>,
     remote: SocketAddr,
     state: Arc<GatewayState>,
-) -> Response<Empty<Bytes>> {
-    let authority = request.uri().authority().map(|a| a.as_str().to_owned());
-    let accepted = if request.method() == Method::CONNECT {
-        inbound::open(&state, authority.as_deref(), &caller, remote, Transport::H2).await
-    } else {
-        let malformed =
-            InboundRefusal::Malformed(format!("method {} is not CONNECT", request.method()));
-        Err(inbound::refuse(
+) -> impl Future<Output = ()> + Send {
+    async move {
+        // Boxed: the dial's state is large and over once the backend
+        // answers, so the long-lived splice does not carry its space. No
+        // `match` spans the splice either: its scrutinee would be kept.
+        let opened = Box::pin(inbound::open(
             &state,
+            authority,
             &caller,
-            authority.as_deref(),
-            malformed,
-        ))
-    };
-    let accepted = match accepted {
-        Ok(accepted) => accepted,
-        Err(refusal) => {
-            let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
-            return respond(status, &refusal.reason);
-        }
-    };
-    let on_upgrade = hyper::upgrade::on(&mut request);
-    let idle_timeout = state.idle_timeout;
-    state.connections.spawn(async move {
-        match on_upgrade.await {
-            Ok(upgraded) => accepted.relay(TokioIo::new(upgraded), idle_timeout).await,
-            Err(error) => accepted.abandon(&error.to_string()),
-        }
-    });
-    Response::new(Empty::new())
+            remote,
+            Transport::H2,
+        ));
+        let accepted = match opened.await {
+            Ok(accepted) => accepted,
+            Err(refusal) => {
+                let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
+                let _ = respond.send_response(respond_with(status, &refusal.reason), true);
+                return;
+            }
+        };
+        let send = match respond.send_response(Response::new(()), false) {
+            Ok(send) => send,
+            Err(error) => {
+                accepted.abandon(&error.to_string());
+                return;
+            }
+        };
+        accepted
+            .relay(H2Stream::new(send, recv), state.idle_timeout)
+            .await;
+    }
 }

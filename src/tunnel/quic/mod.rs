@@ -209,6 +209,8 @@ pub struct QuicStream {
     recv: RecvStream,
 }
 
+impl crate::proxy::splice::SpliceIo for QuicStream {}
+
 impl QuicStream {
     pub fn new(send: SendStream, recv: RecvStream) -> Self {
         Self { send, recv }

@@ -146,21 +146,32 @@ async fn serve_stream(
             return;
         }
     };
-    match inbound::open(&state, Some(&authority), &caller, remote, Transport::Quic).await {
-        Ok(accepted) => {
-            if let Err(error) = send.write_all(&encode_response(200, "")).await {
-                accepted.abandon(&error.to_string());
-                return;
-            }
-            accepted
-                .relay(QuicStream::new(send, recv), state.idle_timeout)
-                .await;
-        }
+    // Boxed: the dial's state is large and over once the backend answers,
+    // so the long-lived splice does not carry its space.
+    let opened = Box::pin(inbound::open(
+        &state,
+        Some(authority),
+        &caller,
+        remote,
+        Transport::Quic,
+    ))
+    .await;
+    // No `match` spans the splice: its scrutinee would be kept beside it.
+    let accepted = match opened {
+        Ok(accepted) => accepted,
         Err(refusal) => {
             let _ = send
                 .write_all(&encode_response(refusal.status, &refusal.reason))
                 .await;
             let _ = send.finish();
+            return;
         }
+    };
+    if let Err(error) = send.write_all(&encode_response(200, "")).await {
+        accepted.abandon(&error.to_string());
+        return;
     }
+    accepted
+        .relay(QuicStream::new(send, recv), state.idle_timeout)
+        .await;
 }
