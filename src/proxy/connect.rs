@@ -18,7 +18,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::Finish;
-use super::dial::tune_accepted;
 use super::splice::splice;
 use super::upstream::{OpenError, Selection, open};
 use crate::gateway::state::GatewayState;
@@ -42,7 +41,6 @@ pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: Ca
 }
 
 async fn serve_connection(stream: TcpStream, remote: SocketAddr, state: Arc<GatewayState>) {
-    let _ = tune_accepted(&stream);
     let service = service_fn(move |request| {
         let state = state.clone();
         async move { Ok::<_, Infallible>(handle(request, remote, state).await) }
@@ -133,7 +131,10 @@ async fn handle(
         }
         None => Selection::Port,
     };
-    let opened = match open(&state, &table, service, route, selection, remote.ip()).await {
+    // Boxed: opening (a dial, maybe a tunnel handshake) needs several KiB
+    // of state that would otherwise be moved with this request's future.
+    let opened = Box::pin(open(&state, &table, service, route, selection, remote.ip()));
+    let opened = match opened.await {
         Ok(opened) => opened,
         Err(error) => {
             let status = match &error {

@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use socket2::{SockRef, TcpKeepalive};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 /// Keep-alive probes find peers that vanished without a FIN (a node lost,
 /// a NAT entry expired) long before an idle timeout would.
@@ -86,12 +86,24 @@ pub async fn dial(address: SocketAddr, options: DialOptions) -> Result<TcpStream
 
 /// Applies the same options to an accepted connection.
 pub fn tune_accepted(stream: &TcpStream) -> io::Result<()> {
-    stream.set_nodelay(true)?;
+    tune(SockRef::from(stream))
+}
+
+/// Applies the options to a listening socket instead: Linux copies them to
+/// every connection it accepts, which saves five system calls per
+/// connection. [`crate::proxy::accept_until`] falls back to
+/// [`tune_accepted`] when this fails.
+pub fn tune_listener(listener: &TcpListener) -> io::Result<()> {
+    tune(SockRef::from(listener))
+}
+
+fn tune(socket: SockRef<'_>) -> io::Result<()> {
+    socket.set_tcp_nodelay(true)?;
     let keepalive = TcpKeepalive::new()
         .with_time(KEEPALIVE_TIME)
         .with_interval(KEEPALIVE_INTERVAL)
         .with_retries(KEEPALIVE_RETRIES);
-    SockRef::from(stream).set_tcp_keepalive(&keepalive)
+    socket.set_tcp_keepalive(&keepalive)
 }
 
 #[cfg(test)]
@@ -112,6 +124,27 @@ mod tests {
         let stream = dial(address, OPTIONS).await.expect("dial");
         assert!(stream.nodelay().expect("nodelay"));
         assert!(SockRef::from(&stream).keepalive().expect("keepalive"));
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_inherit_the_listeners_options() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        tune_listener(&listener).expect("tune");
+        let address = listener.local_addr().expect("addr");
+        let _client = TcpStream::connect(address).await.expect("connect");
+        let (accepted, _) = listener.accept().await.expect("accept");
+        let socket = SockRef::from(&accepted);
+        assert!(accepted.nodelay().expect("nodelay"));
+        assert!(socket.keepalive().expect("keepalive"));
+        assert_eq!(socket.tcp_keepalive_time().expect("idle"), KEEPALIVE_TIME);
+        assert_eq!(
+            socket.tcp_keepalive_interval().expect("interval"),
+            KEEPALIVE_INTERVAL
+        );
+        assert_eq!(
+            socket.tcp_keepalive_retries().expect("retries"),
+            KEEPALIVE_RETRIES
+        );
     }
 
     #[tokio::test]

@@ -24,8 +24,9 @@ use splice::{SpliceEnd, SpliceOutcome};
 use upstream::{Opened, Reached, Upstream};
 
 /// Accepts connections on `listener` until `shutdown`, serving each in its
-/// own task on `tracker` (so a drain can wait for them). Accept errors (out
-/// of file descriptors, say) are logged and retried after a short pause.
+/// own task on `tracker` (so a drain can wait for them), with TCP_NODELAY
+/// and keep-alive set. Accept errors (out of file descriptors, say) are
+/// logged and retried after a short pause.
 pub(crate) async fn accept_until<F, Fut>(
     listener: TcpListener,
     what: &'static str,
@@ -36,10 +37,16 @@ pub(crate) async fn accept_until<F, Fut>(
     F: FnMut(TcpStream, SocketAddr) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    // Set once on the listener, the options come with every accepted
+    // connection; otherwise each connection is tuned on its own.
+    let inherited = dial::tune_listener(&listener).is_ok();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => {
+                    if !inherited {
+                        let _ = dial::tune_accepted(&stream);
+                    }
                     tracker.spawn(serve(stream, remote));
                 }
                 Err(error) => {

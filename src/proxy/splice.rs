@@ -5,7 +5,9 @@
 //! A direction borrows a copy buffer ([`super::buffer`]) when it reads and
 //! gives it back once everything read is written and the next read would
 //! block, so an idle connection holds no buffer: it costs its sockets and
-//! this future, not two buffers.
+//! this future, not two buffers. Bytes move as [`Chunk`]s through
+//! [`SpliceIo`], so a side that receives or sends owned bytes (an HTTP/2
+//! tunnel stream) takes or hands over a chunk instead of copying it.
 
 use std::future::Future;
 use std::io;

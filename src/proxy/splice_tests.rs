@@ -200,3 +200,12 @@ async fn a_direction_blocked_on_its_writer_holds_its_buffer_until_drained() {
         .expect("the end is passed on");
     assert!(rest.is_empty());
 }
+
+#[test]
+fn a_splice_between_two_sockets_stays_small() {
+    // This future lives as long as the connection: 2 sockets, 2 directions,
+    // the timer's box and two times. Growth here is growth of every idle
+    // connection.
+    let size = std::mem::size_of::<Splice<TcpStream, TcpStream>>();
+    assert!(size <= 256, "Splice<TcpStream, TcpStream> is {size} bytes");
+}

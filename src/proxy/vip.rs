@@ -4,6 +4,7 @@
 //! VIP listener) are accepted too: their original destination is read with
 //! `SO_ORIGINAL_DST`.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,7 +14,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::Finish;
-use super::dial::tune_accepted;
 use super::splice::splice;
 use super::upstream::{Selection, open};
 use crate::gateway::state::GatewayState;
@@ -43,42 +43,55 @@ fn dialled_address(stream: &TcpStream) -> Option<SocketAddr> {
     Some(original.unwrap_or(local))
 }
 
-async fn serve_connection(stream: TcpStream, remote: SocketAddr, state: Arc<GatewayState>) {
-    let started = Instant::now();
-    let _ = tune_accepted(&stream);
-    let Some(dialled) = dialled_address(&stream) else {
-        return;
-    };
-    let opened = {
-        let table = state.routes.load_full();
-        let Some((service, route)) = table.lookup_vip(dialled.ip(), Protocol::Tcp, dialled.port())
-        else {
-            // Closing without a byte is all TCP can say: nothing is exported there.
-            tracing::info!(client = %remote, %dialled, "no service behind this address");
+/// Serves one VIP connection. Not an `async fn`: this task lives as long as
+/// the connection, and an `async fn` would keep a second copy of its
+/// arguments for all that time.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn would store its arguments twice"
+)]
+fn serve_connection(
+    stream: TcpStream,
+    remote: SocketAddr,
+    state: Arc<GatewayState>,
+) -> impl Future<Output = ()> + Send {
+    async move {
+        let started = Instant::now();
+        let Some(dialled) = dialled_address(&stream) else {
             return;
         };
-        // Boxed: opening (a dial, maybe a tunnel handshake) needs far more
-        // state than the splice that follows, and this task lives as long
-        // as the connection.
-        Box::pin(open(
-            &state,
-            &table,
-            service,
-            route,
-            Selection::Port,
-            remote.ip(),
-        ))
-        .await
-        .map(|opened| Finish::split(opened, remote, service.key.clone(), route.port, started))
-        // The table is released here: a long connection must not pin old routes.
-    };
-    match opened {
-        Ok((upstream, finish)) => {
-            let outcome = splice(stream, upstream, state.idle_timeout).await;
-            finish.done(outcome);
-        }
-        Err(error) => {
-            tracing::info!(client = %remote, %dialled, %error, "cluster-set-ip connection refused")
-        }
+        let opened = {
+            let table = state.routes.load_full();
+            let Some((service, route)) =
+                table.lookup_vip(dialled.ip(), Protocol::Tcp, dialled.port())
+            else {
+                // Closing without a byte is all TCP can say: nothing is exported there.
+                tracing::info!(client = %remote, %dialled, "no service behind this address");
+                return;
+            };
+            // Boxed: opening (a dial, maybe a tunnel handshake) needs far
+            // more state than the splice that follows.
+            Box::pin(open(
+                &state,
+                &table,
+                service,
+                route,
+                Selection::Port,
+                remote.ip(),
+            ))
+            .await
+            .map(|opened| Finish::split(opened, remote, service.key.clone(), route.port, started))
+            // The table is released here: a long connection must not pin old routes.
+        };
+        // No `match` spans the splice: its scrutinee would be kept beside it.
+        let (upstream, finish) = match opened {
+            Ok(opened) => opened,
+            Err(error) => {
+                tracing::info!(client = %remote, %dialled, %error, "cluster-set-ip connection refused");
+                return;
+            }
+        };
+        let outcome = splice(stream, upstream, state.idle_timeout).await;
+        finish.done(outcome);
     }
 }

@@ -26,7 +26,6 @@ use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
 use super::keepalive::keep_alive;
-use super::readahead::ReadAhead;
 use super::stream::H2Stream;
 use super::{ERROR_HEADER, TLS_SEND_BUFFER, TunnelSettings};
 use crate::admin::metrics::{Metrics, PoolMetrics};
@@ -170,9 +169,12 @@ impl TunnelPool {
                 reason: format!("invalid authority: {e}"),
             })?;
         let http = |source: h2::Error| {
-            // A connection that failed a request (GOAWAY, reset, I/O) takes
-            // no new streams; those already open finish on it.
-            connection.closed.cancel();
+            // A connection that failed a request (GOAWAY, I/O, a protocol
+            // error) takes no new streams; those already open finish on it.
+            // A reset of this one stream says nothing about the connection.
+            if !source.is_reset() {
+                connection.closed.cancel();
+            }
             TunnelError::Http {
                 gateway: peer.label.clone(),
                 source,
@@ -301,7 +303,7 @@ impl TunnelPool {
         };
         let mut tls = tokio::time::timeout(
             self.settings.handshake_timeout,
-            connector.connect(server_name, ReadAhead::new(tcp)),
+            connector.connect(server_name, tcp),
         )
         .await
         .map_err(|_| handshake("timed out".to_owned()))?

@@ -8,7 +8,6 @@ pub mod client;
 pub mod inbound;
 mod keepalive;
 pub mod quic;
-mod readahead;
 pub mod server;
 mod stream;
 

@@ -15,13 +15,11 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use super::keepalive::keep_alive;
-use super::readahead::ReadAhead;
 use super::stream::H2Stream;
 use super::{ERROR_HEADER, TLS_SEND_BUFFER, inbound};
 use crate::admin::metrics::{RefusedReason, Transport};
 use crate::gateway::state::GatewayState;
 use crate::proxy::buffer::Chunk;
-use crate::proxy::dial::tune_accepted;
 use crate::routing::inbound::InboundRefusal;
 use crate::tls::{Identity, peer_identity};
 
@@ -44,29 +42,24 @@ async fn serve_connection(
     state: Arc<GatewayState>,
     shutdown: CancellationToken,
 ) {
-    let _ = tune_accepted(&stream);
     let acceptor = TlsAcceptor::from(state.tls.current().server_config());
-    let tls = match tokio::time::timeout(
-        state.tunnel.handshake_timeout,
-        acceptor.accept(ReadAhead::new(stream)),
-    )
-    .await
-    {
-        Ok(Ok(mut tls)) => {
-            tls.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER));
-            tls
-        }
-        Ok(Err(error)) => {
-            state.metrics.refused(RefusedReason::Unauthenticated);
-            tracing::info!(%remote, %error, "tunnel handshake refused");
-            return;
-        }
-        Err(_) => {
-            state.metrics.refused(RefusedReason::Unauthenticated);
-            tracing::info!(%remote, "tunnel handshake timed out");
-            return;
-        }
-    };
+    let tls =
+        match tokio::time::timeout(state.tunnel.handshake_timeout, acceptor.accept(stream)).await {
+            Ok(Ok(mut tls)) => {
+                tls.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER));
+                tls
+            }
+            Ok(Err(error)) => {
+                state.metrics.refused(RefusedReason::Unauthenticated);
+                tracing::info!(%remote, %error, "tunnel handshake refused");
+                return;
+            }
+            Err(_) => {
+                state.metrics.refused(RefusedReason::Unauthenticated);
+                tracing::info!(%remote, "tunnel handshake timed out");
+                return;
+            }
+        };
     let caller = match peer_identity(tls.get_ref().1).and_then(|identity| {
         state.tls.current().check_trust_domain(&identity)?;
         Ok(identity)

@@ -3,6 +3,7 @@
 //! each bidirectional stream carries one request, authorised and dialled
 //! exactly as an HTTP/2 CONNECT stream is.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,7 +90,8 @@ async fn serve_connection(
                 .map_err(|e| e.to_string())?;
             Ok(identity)
         }) {
-        Ok(identity) => identity,
+        // Shared by the connection's streams rather than copied to each.
+        Ok(identity) => Arc::new(identity),
         Err(error) => {
             state.metrics.refused(RefusedReason::Unauthenticated);
             tracing::info!(%remote, %error, "quic peer has no gateway identity");
@@ -119,59 +121,67 @@ async fn serve_connection(
     }
 }
 
-async fn serve_stream(
+/// Serves one stream: reads the request, authorises and dials, answers,
+/// then splices. Not an `async fn`: this task lives as long as the stream,
+/// and an `async fn` would keep a second copy of its arguments.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn would store its arguments twice"
+)]
+fn serve_stream(
     mut send: SendStream,
     mut recv: RecvStream,
-    caller: Identity,
+    caller: Arc<Identity>,
     remote: SocketAddr,
     state: Arc<GatewayState>,
-) {
-    let authority = match tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut recv)).await {
-        Ok(Ok(authority)) => authority,
-        Ok(Err(error)) => {
-            let refusal = inbound::refuse(
-                &state,
-                &caller,
-                None,
-                InboundRefusal::Malformed(error.to_string()),
-            );
-            let _ = send
-                .write_all(&encode_response(refusal.status, &refusal.reason))
-                .await;
-            let _ = send.finish();
+) -> impl Future<Output = ()> + Send {
+    async move {
+        let authority = match tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut recv)).await {
+            Ok(Ok(authority)) => authority,
+            Ok(Err(error)) => {
+                let refusal = inbound::refuse(
+                    &state,
+                    &caller,
+                    None,
+                    InboundRefusal::Malformed(error.to_string()),
+                );
+                let _ = send
+                    .write_all(&encode_response(refusal.status, &refusal.reason))
+                    .await;
+                let _ = send.finish();
+                return;
+            }
+            Err(_) => {
+                let _ = send.reset(1u32.into());
+                return;
+            }
+        };
+        // Boxed: the dial's state is large and over once the backend answers,
+        // so the long-lived splice does not carry its space.
+        let opened = Box::pin(inbound::open(
+            &state,
+            Some(authority),
+            &caller,
+            remote,
+            Transport::Quic,
+        ));
+        // No `match` spans the splice: its scrutinee would be kept beside it.
+        let accepted = match opened.await {
+            Ok(accepted) => accepted,
+            Err(refusal) => {
+                let _ = send
+                    .write_all(&encode_response(refusal.status, &refusal.reason))
+                    .await;
+                let _ = send.finish();
+                return;
+            }
+        };
+        if let Err(error) = send.write_all(&encode_response(200, "")).await {
+            accepted.abandon(&error.to_string());
             return;
         }
-        Err(_) => {
-            let _ = send.reset(1u32.into());
-            return;
-        }
-    };
-    // Boxed: the dial's state is large and over once the backend answers,
-    // so the long-lived splice does not carry its space.
-    let opened = Box::pin(inbound::open(
-        &state,
-        Some(authority),
-        &caller,
-        remote,
-        Transport::Quic,
-    ))
-    .await;
-    // No `match` spans the splice: its scrutinee would be kept beside it.
-    let accepted = match opened {
-        Ok(accepted) => accepted,
-        Err(refusal) => {
-            let _ = send
-                .write_all(&encode_response(refusal.status, &refusal.reason))
-                .await;
-            let _ = send.finish();
-            return;
-        }
-    };
-    if let Err(error) = send.write_all(&encode_response(200, "")).await {
-        accepted.abandon(&error.to_string());
-        return;
+        accepted
+            .relay(QuicStream::new(send, recv), state.idle_timeout)
+            .await;
     }
-    accepted
-        .relay(QuicStream::new(send, recv), state.idle_timeout)
-        .await;
 }
