@@ -19,11 +19,11 @@ use serde::Deserialize;
 /// Response header carrying a refusal's reason as text.
 pub const ERROR_HEADER: &str = "strait-error";
 
-/// Encrypted bytes rustls may hold for a tunnel connection's socket. Its
-/// default, 64 KiB, is one HTTP/2 DATA frame of 64 KiB minus its 9-byte
-/// header, so every full frame was written as four TLS records in one system
-/// call and a 9-byte record in another. A few frames' worth lets each frame
-/// go out in one call; HTTP/2 flow control bounds what is queued anyway.
+/// Bytes rustls may queue for a tunnel connection's socket. Its default,
+/// 64 KiB, is 9 bytes short of one full DATA frame (64 KiB of payload and a
+/// 9-byte header), so every full frame went out as four TLS records in one
+/// system call and a 9-byte record in a second. With room for a few frames
+/// each frame takes one call; HTTP/2 flow control bounds what is queued.
 pub(crate) const TLS_SEND_BUFFER: usize = 256 * 1024;
 
 /// Which transport carries tunnelled connections to a peer gateway.

@@ -20,6 +20,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use crate::proxy::buffer::Chunk;
 use crate::proxy::splice::SpliceIo;
 
+/// Lent chunks smaller than this are copied rather than handed to h2: a
+/// copy of a few KiB costs less than a 64 KiB buffer held until h2 writes it.
+const COPY_BELOW: usize = 16 * 1024;
+
 /// An open CONNECT stream, either end of the tunnel.
 pub struct H2Stream {
     send: SendStream<Chunk>,
@@ -130,8 +134,22 @@ impl SpliceIo for H2Stream {
         ready!(self.poll_send_capacity(cx, len))?;
         // The whole chunk goes, even past the window: h2 holds the excess
         // until the peer opens it, so at most one chunk waits per stream.
-        let Some(chunk) = slot.take() else {
-            return Poll::Ready(Ok(0));
+        let chunk = match slot.take() {
+            // A few bytes in a lent buffer are copied out instead: the
+            // buffer stays with the splice (and goes back to the pool when
+            // it waits) rather than waiting in h2's queue, so thousands of
+            // chatty connections do not each pin a buffer's worth of memory.
+            Some(Chunk::Lent { buffer, start, end }) if end - start < COPY_BELOW => {
+                let data = Bytes::copy_from_slice(&buffer[start..end]);
+                *slot = Some(Chunk::Lent {
+                    buffer,
+                    start: end,
+                    end,
+                });
+                Chunk::Shared(data)
+            }
+            Some(chunk) => chunk,
+            None => return Poll::Ready(Ok(0)),
         };
         self.send.send_data(chunk, false).map_err(io_error)?;
         Poll::Ready(Ok(len))

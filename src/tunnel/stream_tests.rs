@@ -129,3 +129,45 @@ async fn a_reset_is_an_error_for_the_other_end() {
     let error = client.read(&mut buf).await.expect_err("reset");
     assert_eq!(error.kind(), io::ErrorKind::Other, "{error}");
 }
+
+#[tokio::test]
+async fn a_small_lent_chunk_is_copied_and_its_buffer_stays_with_the_splice() {
+    let (mut client, mut server) = stream_pair().await;
+    let mut buffer = crate::proxy::buffer::Buffer::take();
+    buffer[..4].copy_from_slice(b"ping");
+    let mut slot = Some(Chunk::lent(buffer, 4));
+    let sent = std::future::poll_fn(|cx| client.poll_send(cx, &mut slot))
+        .await
+        .expect("send");
+    assert_eq!(sent, 4);
+    assert!(
+        matches!(
+            &slot,
+            Some(Chunk::Lent {
+                start: 4,
+                end: 4,
+                ..
+            })
+        ),
+        "the emptied buffer is still the splice's"
+    );
+    let mut got = [0u8; 4];
+    server.read_exact(&mut got).await.expect("read");
+    assert_eq!(&got, b"ping");
+}
+
+#[tokio::test]
+async fn a_full_lent_chunk_is_handed_to_h2_without_a_copy() {
+    let (mut client, mut server) = stream_pair().await;
+    let mut buffer = crate::proxy::buffer::Buffer::take();
+    buffer.fill(7);
+    let mut slot = Some(Chunk::lent(buffer, BUFFER_SIZE));
+    let sent = std::future::poll_fn(|cx| client.poll_send(cx, &mut slot))
+        .await
+        .expect("send");
+    assert_eq!(sent, BUFFER_SIZE);
+    assert!(slot.is_none(), "h2 owns the buffer until it is written");
+    let mut got = vec![0u8; BUFFER_SIZE];
+    server.read_exact(&mut got).await.expect("read");
+    assert!(got.iter().all(|&b| b == 7));
+}
