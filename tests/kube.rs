@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube_api::ApiServer;
+use kube_api::admin::{get, get_until};
 use kube_api::fixtures::{
     export, gateway, import, populate, property, remote_secret, service, slice,
 };
@@ -611,50 +612,6 @@ async fn load_once_reads_the_set_or_names_the_clusters_that_did_not_sync() {
 }
 
 // ---- the gateway and the commands ------------------------------------------
-
-/// GETs `path` from an admin listener; the body.
-async fn get(admin: std::net::SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(admin)
-        .await
-        .expect("reach the admin listener");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n");
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .expect("send request");
-    let mut response = Vec::new();
-    stream
-        .read_to_end(&mut response)
-        .await
-        .expect("read response");
-    let response = String::from_utf8_lossy(&response).into_owned();
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default()
-}
-
-/// Polls `path` until its body satisfies `done`.
-async fn get_until(
-    admin: std::net::SocketAddr,
-    path: &str,
-    what: &str,
-    done: impl Fn(&str) -> bool,
-) -> String {
-    let start = tokio::time::Instant::now();
-    loop {
-        let body = get(admin, path).await;
-        if done(&body) {
-            return body;
-        }
-        assert!(
-            start.elapsed() < WAIT,
-            "timed out waiting for {what} at {path}:\n{body}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_routes_from_the_api_and_reports_cluster_sync() {

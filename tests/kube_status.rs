@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube_api::ApiServer;
+use kube_api::admin::get_until;
 use kube_api::fixtures::{export, populate, service, slice};
 use serde_json::{Value, json};
 use strait::discovery::kube::{
@@ -575,41 +576,6 @@ fn admin_address(log: &Path) -> Option<std::net::SocketAddr> {
         .ok()
 }
 
-/// GETs `path` from an admin listener; the body, or empty if unreachable.
-async fn get(admin: std::net::SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut stream) = tokio::net::TcpStream::connect(admin).await else {
-        return String::new();
-    };
-    let request = format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n");
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return String::new();
-    }
-    let mut response = Vec::new();
-    let _ = stream.read_to_end(&mut response).await;
-    let response = String::from_utf8_lossy(&response).into_owned();
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default()
-}
-
-/// Polls `path` until its body satisfies `done`.
-async fn get_until(admin: std::net::SocketAddr, path: &str, done: impl Fn(&str) -> bool) {
-    let start = tokio::time::Instant::now();
-    loop {
-        let body = get(admin, path).await;
-        if done(&body) {
-            return;
-        }
-        assert!(
-            start.elapsed() < WAIT,
-            "timed out waiting at {path}:\n{body}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strait_run_writes_export_status_with_the_flag_and_releases_the_lease_on_sigterm() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -734,8 +700,8 @@ async fn strait_run_writes_export_status_with_the_flag_and_releases_the_lease_on
     )
     .await;
     let admin = admin_address(&log).expect("checked");
-    get_until(admin, "/readyz", |body| body == "ready").await;
-    get_until(admin, "/metrics", |body| {
+    get_until(admin, "/readyz", "readiness", |body| body == "ready").await;
+    get_until(admin, "/metrics", "the export status metrics", |body| {
         body.contains("strait_export_status_leader 1")
             && body.contains(r#"strait_export_status_writes_total{result="ok"} 1"#)
     })

@@ -6,13 +6,12 @@
 
 use crate::CLUSTERSET;
 use crate::Result;
-use crate::topology::wait_child;
+use crate::topology::run_to_completion;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::path::PathBuf;
 use std::process::Command;
 use std::process::Stdio;
-use std::time::Duration;
 
 /// Highest number of connections each HAProxy process accepts (global and
 /// per frontend), when the open-file limit allows it.
@@ -221,30 +220,15 @@ backend echo
 
 /// `haproxy -c`: a mistake shows as a clear error before anything starts.
 fn check(binary: &Path, config: &Path) -> Result<()> {
-    let mut child = Command::new(binary)
-        .arg("-c")
-        .arg("-q")
-        .arg("-f")
-        .arg(config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
-    let mut stderr = String::new();
-    if let Some(mut pipe) = child.stderr.take() {
-        use std::io::Read as _;
-        let _ = pipe.read_to_string(&mut stderr);
-    }
-    let status = wait_child(&mut child, Duration::from_secs(30))
-        .map_err(|e| format!("`haproxy -c -f {}`: {e}", config.display()))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`haproxy -c -f {}` failed ({status}):\n{}",
-            config.display(),
-            stderr.trim()
-        ))
-    }
+    let args = [
+        "-c".as_ref(),
+        "-q".as_ref(),
+        "-f".as_ref(),
+        config.as_os_str(),
+    ];
+    run_to_completion(
+        binary,
+        &args,
+        &format!("haproxy -c -f {}", config.display()),
+    )
 }

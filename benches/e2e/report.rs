@@ -142,7 +142,7 @@ fn percent(value: Option<f64>) -> String {
 }
 
 /// A figure with 3–4 significant digits.
-fn short(value: f64) -> String {
+pub(crate) fn short(value: f64) -> String {
     if value >= 100.0 {
         format!("{value:.0}")
     } else if value >= 10.0 {

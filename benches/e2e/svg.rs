@@ -3,7 +3,7 @@
 //! memory), one group per scenario, each bar labelled with its value.
 
 use crate::Result;
-use crate::report::Outcome;
+use crate::report::{Outcome, short};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -72,8 +72,8 @@ impl Panel {
             for (index, value) in values.iter().enumerate() {
                 let bar_top = top + index as f64 * BAR;
                 let (width, label) = match value {
-                    Some(v) if max > 0.0 => (v / max * span, format_value(*v)),
-                    Some(v) => (0.0, format_value(*v)),
+                    Some(v) if max > 0.0 => (v / max * span, short(*v)),
+                    Some(v) => (0.0, short(*v)),
                     None => (0.0, "failed".to_owned()),
                 };
                 let _ = writeln!(
@@ -87,16 +87,6 @@ impl Panel {
             }
             top += group + GAP;
         }
-    }
-}
-
-fn format_value(value: f64) -> String {
-    if value >= 100.0 {
-        format!("{value:.0}")
-    } else if value >= 10.0 {
-        format!("{value:.1}")
-    } else {
-        format!("{value:.2}")
     }
 }
 

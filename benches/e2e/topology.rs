@@ -107,8 +107,13 @@ pub(crate) fn wait_child(child: &mut Child, limit: Duration) -> Result<std::proc
     }
 }
 
-/// Runs `strait ARGS` to completion; its stderr on failure.
-pub(crate) fn run_strait(binary: &Path, args: &[&std::ffi::OsStr], what: &str) -> Result<()> {
+/// Runs `binary ARGS` to completion (`what` names it in errors); its
+/// stderr on failure.
+pub(crate) fn run_to_completion(
+    binary: &Path,
+    args: &[&std::ffi::OsStr],
+    what: &str,
+) -> Result<()> {
     let mut child = Command::new(binary)
         .args(args)
         .stdin(Stdio::null())
@@ -121,15 +126,12 @@ pub(crate) fn run_strait(binary: &Path, args: &[&std::ffi::OsStr], what: &str) -
     if let Some(mut pipe) = child.stderr.take() {
         let _ = pipe.read_to_string(&mut stderr);
     }
-    let status = wait_child(&mut child, Duration::from_secs(30))
-        .map_err(|e| format!("`strait {what}`: {e}"))?;
+    let status =
+        wait_child(&mut child, Duration::from_secs(30)).map_err(|e| format!("`{what}`: {e}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "`strait {what}` failed ({status}):\n{}",
-            stderr.trim()
-        ))
+        Err(format!("`{what}` failed ({status}):\n{}", stderr.trim()))
     }
 }
 
@@ -145,7 +147,7 @@ pub(crate) fn write_certificates(binary: &Path, out: &Path) -> Result<()> {
         "--cluster".as_ref(),
         "c3".as_ref(),
     ];
-    run_strait(binary, &args, "certs")
+    run_to_completion(binary, &args, "strait certs")
 }
 
 /// A gateway's listener addresses.
@@ -223,10 +225,10 @@ pub(crate) fn write_config(
 /// before any gateway starts.
 pub(crate) fn check_config(binary: &Path, config: &Path) -> Result<()> {
     let args = ["check".as_ref(), "--config".as_ref(), config.as_os_str()];
-    run_strait(
+    run_to_completion(
         binary,
         &args,
-        &format!("check --config {}", config.display()),
+        &format!("strait check --config {}", config.display()),
     )
 }
 

@@ -25,6 +25,7 @@
 
 #![allow(dead_code)]
 
+pub mod admin;
 pub mod fixtures;
 mod query;
 pub mod write;

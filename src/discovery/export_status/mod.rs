@@ -232,14 +232,7 @@ fn status_text(status: bool) -> &'static str {
 
 /// Cuts `message` to what the CRD accepts, at a character boundary.
 fn bounded(message: &str) -> &str {
-    if message.len() <= MAX_MESSAGE_BYTES {
-        return message;
-    }
-    let mut end = MAX_MESSAGE_BYTES;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    &message[..end]
+    &message[..message.floor_char_boundary(MAX_MESSAGE_BYTES)]
 }
 
 /// Whether `current` already says what `wanted` says for `generation`.

@@ -148,15 +148,11 @@ pub fn encode_request(authority: &str) -> Result<Vec<u8>, QuicError> {
 pub fn encode_response(status: u16, reason: &str) -> Vec<u8> {
     // Cut at a character boundary: the reason quotes the peer's authority,
     // and a split character would make the whole answer unreadable.
-    let mut end = reason.len().min(MAX_FIELD_LEN);
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    let reason = &reason.as_bytes()[..end];
+    let reason = &reason[..reason.floor_char_boundary(MAX_FIELD_LEN)];
     let mut frame = vec![FRAME_VERSION];
     frame.extend_from_slice(&status.to_be_bytes());
     frame.extend_from_slice(&u16::try_from(reason.len()).unwrap_or(0).to_be_bytes());
-    frame.extend_from_slice(reason);
+    frame.extend_from_slice(reason.as_bytes());
     frame
 }
 
