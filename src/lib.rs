@@ -12,6 +12,7 @@ pub mod config;
 pub mod diagnostics;
 pub mod discovery;
 pub mod gateway;
+pub mod imports;
 pub mod merge;
 pub mod model;
 pub mod proxy;

@@ -45,6 +45,14 @@ pub struct MergedService {
     pub session_affinity_timeout: Option<u32>,
     /// Empty when no constituent says.
     pub ip_families: Vec<IpFamily>,
+    /// The oldest export's Service's `internalTrafficPolicy`.
+    pub internal_traffic_policy: String,
+    /// The oldest export's Service's `trafficDistribution`.
+    pub traffic_distribution: Option<String>,
+    /// The oldest export's `exportedLabels`: the labels of the ServiceImport.
+    pub exported_labels: BTreeMap<String, String>,
+    /// The oldest export's `exportedAnnotations`: the ServiceImport's annotations.
+    pub exported_annotations: BTreeMap<String, String>,
     /// The exporting clusters, oldest export first.
     pub constituents: Vec<ClusterId>,
     /// Clusters that hold the Service without exporting it.
@@ -229,6 +237,18 @@ fn merge_service(
         session_affinity: oldest.spec.session_affinity,
         session_affinity_timeout: oldest.spec.session_affinity_timeout,
         ip_families,
+        internal_traffic_policy: oldest.spec.internal_traffic_policy.clone(),
+        traffic_distribution: oldest.spec.traffic_distribution.clone(),
+        exported_labels: oldest
+            .export
+            .as_ref()
+            .map(|e| e.exported_labels.clone())
+            .unwrap_or_default(),
+        exported_annotations: oldest
+            .export
+            .as_ref()
+            .map(|e| e.exported_annotations.clone())
+            .unwrap_or_default(),
         constituents: constituents.iter().map(|(c, _)| c.id.clone()).collect(),
         not_exported,
     })

@@ -1,0 +1,156 @@
+//! Desired against observed: which objects to apply and which to delete.
+//! An object is applied when a field Strait sets differs from what the
+//! server holds (someone edited it, or the plan changed), or when the
+//! digest of what Strait last applied differs (a field Strait no longer
+//! sets must go). Fields others set are not compared: server-side apply
+//! keeps them. Strait deletes only objects it created. Pure.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::Observed;
+use super::observed::ObservedObject;
+use super::render::DesiredObject;
+
+/// One write the reconciler should make.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Server-side apply `object` (its `status` subresource when `status`).
+    Apply { object: Value, status: bool },
+    /// Delete an object Strait created that the plan no longer holds.
+    Delete {
+        api_version: String,
+        kind: String,
+        namespace: String,
+        name: String,
+    },
+}
+
+impl Change {
+    /// `Kind namespace/name`, for logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Change::Apply { object, status } => format!(
+                "apply {}{} {}/{}",
+                object["kind"].as_str().unwrap_or_default(),
+                if *status { " status" } else { "" },
+                object["metadata"]["namespace"].as_str().unwrap_or_default(),
+                object["metadata"]["name"].as_str().unwrap_or_default(),
+            ),
+            Change::Delete {
+                kind,
+                namespace,
+                name,
+                ..
+            } => format!("delete {kind} {namespace}/{name}"),
+        }
+    }
+}
+
+/// Whether every field of `want` holds the same value in `have`. Maps may
+/// hold more keys; lists must match element by element (they are replaced
+/// whole by an apply of Strait's lists).
+pub fn contains(have: &Value, want: &Value) -> bool {
+    match (want, have) {
+        (Value::Object(want), Value::Object(have)) => want
+            .iter()
+            .all(|(key, value)| have.get(key).is_some_and(|held| contains(held, value))),
+        (Value::Array(want), Value::Array(have)) => {
+            want.len() == have.len() && want.iter().zip(have).all(|(w, h)| contains(h, w))
+        }
+        (Value::Number(want), Value::Number(have)) => want.as_f64() == have.as_f64(),
+        (want, have) => want == have,
+    }
+}
+
+fn identity(object: &Value) -> (String, String, String) {
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+    (
+        text(&object["kind"]),
+        text(&object["metadata"]["namespace"]),
+        text(&object["metadata"]["name"]),
+    )
+}
+
+fn find<'a>(observed: &'a Observed, object: &Value) -> Option<&'a ObservedObject> {
+    let (kind, namespace, name) = identity(object);
+    let key = crate::model::ServiceKey::new(namespace.as_str(), name.as_str());
+    match kind.as_str() {
+        "ServiceImport" => observed.imports.get(&key),
+        "Service" => observed
+            .derived
+            .values()
+            .find(|d| d.namespace() == namespace && d.name() == name),
+        "EndpointSlice" => observed.slices.get(&(namespace, name)),
+        _ => None,
+    }
+}
+
+fn needs_apply(desired: &DesiredObject, held: Option<&ObservedObject>) -> bool {
+    let Some(held) = held else {
+        return true;
+    };
+    if desired.status {
+        return !contains(&held.raw["status"], &desired.object["status"]);
+    }
+    // The desired object carries the digest annotation, so a dropped field
+    // shows as a differing annotation here.
+    !contains(&held.raw, &desired.object)
+}
+
+/// The writes that make `observed` hold `desired`: applies first (an
+/// import before its derived Service before its slices, as `desired`
+/// orders them), then deletions.
+pub fn changes(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let mut wanted: HashSet<(String, String, String)> = HashSet::new();
+    for object in desired {
+        wanted.insert(identity(&object.object));
+        if needs_apply(object, find(observed, &object.object)) {
+            changes.push(Change::Apply {
+                object: object.object.clone(),
+                status: object.status,
+            });
+        }
+    }
+    let ours = observed
+        .imports
+        .values()
+        .filter(|import| import.ours())
+        .chain(observed.derived.values())
+        .chain(observed.slices.values());
+    for held in ours {
+        if wanted.contains(&identity(&held.raw)) {
+            continue;
+        }
+        changes.push(Change::Delete {
+            api_version: held.raw["apiVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            kind: held.kind().to_owned(),
+            namespace: held.namespace().to_owned(),
+            name: held.name().to_owned(),
+        });
+    }
+    changes
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn containment_ignores_other_fields_but_not_list_lengths() {
+        let have = json!({"a": 1, "b": {"c": "x", "d": true}, "l": [{"p": 80, "q": 1}]});
+        assert!(contains(&have, &json!({"b": {"c": "x"}})));
+        assert!(contains(&have, &json!({"l": [{"p": 80}]})));
+        assert!(contains(&have, &json!({"a": 1.0})));
+        assert!(!contains(&have, &json!({"b": {"c": "y"}})));
+        assert!(!contains(&have, &json!({"l": [{"p": 80}, {"p": 81}]})));
+        assert!(!contains(&have, &json!({"z": null})));
+    }
+}

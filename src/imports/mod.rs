@@ -1,0 +1,308 @@
+//! Desired imports: the objects that make a multi-cluster service reachable
+//! by unmodified pods of one cluster, as a pure function of the merged
+//! cluster set and what the cluster holds already. No I/O, no clock it is
+//! not given: `discovery::kube::imports` observes and writes, `strait
+//! imports` prints, and the gateway's import listeners read the allocation.
+//!
+//! For every multi-cluster service whose namespace exists locally:
+//! - a `ServiceImport` with the merged type, ports, session affinity, IP
+//!   families, traffic policies, the exporting clusters and a `Ready`
+//!   condition, labelled and annotated with the oldest export's
+//!   `exportedLabels`/`exportedAnnotations` only;
+//! - for a ClusterSetIP service, a derived ClusterIP Service (no selector,
+//!   owned by the import) whose ports forward to the gateway's import ports,
+//!   and its EndpointSlices listing this cluster's ready gateway pods on
+//!   those ports; the import's `ips` are the derived Service's ClusterIPs
+//!   once the API server has allocated them.
+//!
+//! | module | owns |
+//! |---|---|
+//! | `naming` | derived names, labels, the field manager |
+//! | `ports` | import port ranges and the deterministic allocation |
+//! | `observed` | reading what the cluster holds (ports, IPs, uids) from its objects |
+//! | `render` | the objects as JSON, the way `kubectl get -o json` shows them |
+//! | `diff` | which objects to apply and which to delete |
+
+pub mod diff;
+pub mod naming;
+pub mod observed;
+pub mod ports;
+pub mod render;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::merge::{MergedService, MergedSet};
+use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType};
+pub use observed::{GatewayEndpoint, Observed, ObservedObject};
+pub use ports::{Allocation, PortKey, PortRange, PortRangeError};
+
+/// The `Ready` condition of a ServiceImport.
+pub const READY_CONDITION: &str = "Ready";
+
+/// Why an import is or is not ready: the mcs-api reasons, and one of
+/// Strait's own for a full import port range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ReadyReason {
+    Ready,
+    /// The derived Service has no ClusterIP yet.
+    Pending,
+    /// The API server refused the derived Service's IP families.
+    #[serde(rename = "IPFamilyNotSupported")]
+    IpFamilyNotSupported,
+    /// Some service port got no import port: `imports.portRange` is full.
+    ImportPortsExhausted,
+}
+
+impl ReadyReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadyReason::Ready => "Ready",
+            ReadyReason::Pending => "Pending",
+            ReadyReason::IpFamilyNotSupported => "IPFamilyNotSupported",
+            ReadyReason::ImportPortsExhausted => "ImportPortsExhausted",
+        }
+    }
+}
+
+/// One port of an import and, for a ClusterSetIP service, its import port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedPort {
+    pub name: String,
+    pub protocol: Protocol,
+    pub port: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_protocol: Option<String>,
+    /// `None` for a headless service, and when the range is full.
+    pub import_port: Option<u16>,
+}
+
+/// One ServiceImport this cluster should hold, and what comes with it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedImport {
+    pub key: ServiceKey,
+    pub service_type: ServiceType,
+    pub ports: Vec<PlannedPort>,
+    /// The ClusterSetIPs: the derived Service's ClusterIPs, once allocated.
+    pub ips: Vec<IpAddr>,
+    /// The exporting clusters, by id.
+    pub clusters: Vec<ClusterId>,
+    pub ready: bool,
+    pub reason: ReadyReason,
+    pub message: String,
+    /// The derived Service, for a ClusterSetIP service.
+    pub derived_service: Option<String>,
+}
+
+/// Services for which no import is planned, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Skipped {
+    /// The namespace does not exist in this cluster (namespace sameness:
+    /// Strait never creates a namespace).
+    NoNamespace,
+    /// A ServiceImport that another controller created holds the name.
+    ForeignImport,
+}
+
+/// Everything this cluster should hold for its imports.
+#[derive(Debug, Clone, Default)]
+pub struct ImportPlan {
+    pub imports: Vec<PlannedImport>,
+    pub allocation: Allocation,
+    pub skipped: BTreeMap<ServiceKey, Skipped>,
+}
+
+impl ImportPlan {
+    /// The service port behind each allocated import port.
+    pub fn import_ports(&self) -> impl Iterator<Item = (u16, &PortKey)> {
+        self.allocation.by_import_port()
+    }
+}
+
+/// What the plan is computed from besides the merged set.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInputs<'a> {
+    pub merged: &'a MergedSet,
+    pub observed: &'a Observed,
+    pub range: &'a PortRange,
+    /// Import ports released too recently to be handed out again.
+    pub blocked: &'a BTreeSet<u16>,
+    /// Services whose derived Service the API server refused for its IP
+    /// families.
+    pub refused_families: &'a BTreeSet<ServiceKey>,
+}
+
+/// The import ports a ClusterSetIP service needs: one per merged TCP, UDP
+/// or SCTP port (only TCP ports are listened on; see docs/kubernetes.md).
+fn wanted_ports(service: &MergedService) -> impl Iterator<Item = PortKey> + '_ {
+    let needs_ports = service.service_type == ServiceType::ClusterSetIp;
+    service
+        .ports
+        .iter()
+        .filter(move |_| needs_ports)
+        .map(|port| PortKey {
+            service: service.key.clone(),
+            protocol: port.protocol,
+            port: port.port,
+        })
+}
+
+/// The services that get an import, and why others do not.
+fn importable<'a>(
+    merged: &'a MergedSet,
+    observed: &Observed,
+) -> (Vec<&'a MergedService>, BTreeMap<ServiceKey, Skipped>) {
+    let mut services = Vec::new();
+    let mut skipped = BTreeMap::new();
+    for service in merged.services.values() {
+        if service.service_type == ServiceType::ExternalName {
+            continue;
+        }
+        if !observed.namespace_exists(&service.key.namespace) {
+            skipped.insert(service.key.clone(), Skipped::NoNamespace);
+        } else if observed
+            .imports
+            .get(&service.key)
+            .is_some_and(|i| !i.ours())
+        {
+            skipped.insert(service.key.clone(), Skipped::ForeignImport);
+        } else {
+            services.push(service);
+        }
+    }
+    (services, skipped)
+}
+
+/// Allocates the import ports of every importable ClusterSetIP service.
+pub fn allocate_ports(inputs: &PlanInputs<'_>) -> Allocation {
+    let (services, _) = importable(inputs.merged, inputs.observed);
+    let wanted: Vec<PortKey> = services.iter().flat_map(|s| wanted_ports(s)).collect();
+    ports::allocate(
+        &wanted,
+        &inputs.observed.recorded_ports(),
+        inputs.blocked,
+        inputs.range,
+    )
+}
+
+/// The imports this cluster should hold.
+pub fn plan(inputs: &PlanInputs<'_>) -> ImportPlan {
+    let (services, skipped) = importable(inputs.merged, inputs.observed);
+    let wanted: Vec<PortKey> = services.iter().flat_map(|s| wanted_ports(s)).collect();
+    let allocation = ports::allocate(
+        &wanted,
+        &inputs.observed.recorded_ports(),
+        inputs.blocked,
+        inputs.range,
+    );
+    let imports = services
+        .into_iter()
+        .map(|service| plan_import(service, &allocation, inputs))
+        .collect();
+    ImportPlan {
+        imports,
+        allocation,
+        skipped,
+    }
+}
+
+fn plan_import(
+    service: &MergedService,
+    allocation: &Allocation,
+    inputs: &PlanInputs<'_>,
+) -> PlannedImport {
+    let cluster_set_ip = service.service_type == ServiceType::ClusterSetIp;
+    let ports: Vec<PlannedPort> = service
+        .ports
+        .iter()
+        .map(|port| PlannedPort {
+            name: port.name.clone(),
+            protocol: port.protocol,
+            port: port.port,
+            app_protocol: port.app_protocol.clone(),
+            import_port: allocation
+                .ports
+                .get(&PortKey {
+                    service: service.key.clone(),
+                    protocol: port.protocol,
+                    port: port.port,
+                })
+                .copied(),
+        })
+        .collect();
+    let mut clusters = service.constituents.clone();
+    clusters.sort();
+    let derived_service = cluster_set_ip.then(|| naming::derived_service_name(&service.key));
+    // The ClusterSetIPs are the derived Service's, in the families the
+    // merged service asked for (all of them when it did not say).
+    let ips: Vec<IpAddr> = if cluster_set_ip {
+        inputs
+            .observed
+            .derived_cluster_ips(&service.key)
+            .into_iter()
+            .filter(|ip| {
+                service.ip_families.is_empty() || service.ip_families.contains(&IpFamily::of(ip))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let exhausted = ports.iter().filter(|p| p.import_port.is_none()).count();
+    let (ready, reason, message) = if !cluster_set_ip {
+        (
+            true,
+            ReadyReason::Ready,
+            "Headless service: clients reach its endpoints' addresses.".to_owned(),
+        )
+    } else if inputs.refused_families.contains(&service.key) {
+        (
+            false,
+            ReadyReason::IpFamilyNotSupported,
+            format!(
+                "This cluster cannot allocate a ClusterIP in the IP families {:?}.",
+                service.ip_families
+            ),
+        )
+    } else if exhausted > 0 {
+        (
+            false,
+            ReadyReason::ImportPortsExhausted,
+            format!(
+                "{exhausted} of {} ports have no gateway import port: the range {} is full.",
+                ports.len(),
+                inputs.range
+            ),
+        )
+    } else if ips.is_empty() {
+        (
+            false,
+            ReadyReason::Pending,
+            "Waiting for the derived Service's ClusterIP.".to_owned(),
+        )
+    } else {
+        (
+            true,
+            ReadyReason::Ready,
+            "The ClusterSetIP forwards to this cluster's gateways.".to_owned(),
+        )
+    };
+    PlannedImport {
+        key: service.key.clone(),
+        service_type: service.service_type,
+        ports,
+        ips,
+        clusters,
+        ready,
+        reason,
+        message,
+        derived_service,
+    }
+}
+
+#[cfg(test)]
+mod tests;

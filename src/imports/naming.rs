@@ -1,0 +1,53 @@
+//! Names and labels of the objects the import reconciler owns. The derived
+//! Service is named as the mcs-api reference controller names it, so a
+//! cluster that moves between implementations keeps its ClusterSetIPs'
+//! Service names.
+
+use data_encoding::BASE32HEX_NOPAD;
+
+use crate::model::ServiceKey;
+
+/// Annotation on a ServiceImport naming its derived Service (mcs-api).
+pub const DERIVED_SERVICE_ANNOTATION: &str = "multicluster.kubernetes.io/derived-service";
+/// Label marking every object Strait's import reconciler created: what it
+/// deletes when the last export goes, and nothing else.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY_VALUE: &str = "strait";
+/// The EndpointSlice controller label of slices Strait writes.
+pub const ENDPOINTSLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+pub const ENDPOINTSLICE_MANAGED_BY_VALUE: &str = "strait.dev/imports";
+/// The field manager of every server-side apply.
+pub const FIELD_MANAGER: &str = "strait";
+
+/// `derived-` and the first ten characters of the lowercase, unpadded
+/// base32hex encoding of sha256(`namespace/name`).
+pub fn derived_service_name(key: &ServiceKey) -> String {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{}/{}", key.namespace, key.name).as_bytes(),
+    );
+    let encoded = BASE32HEX_NOPAD.encode(digest.as_ref()).to_ascii_lowercase();
+    format!("derived-{}", &encoded[..10])
+}
+
+/// The name of the derived Service's EndpointSlice for one address family.
+pub fn gateway_slice_name(derived: &str, family: &str) -> String {
+    format!("{derived}-{}", family.to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_names_match_the_reference_controller() {
+        // The reference controller's name for shop/cart, computed with Go's
+        // base32.HexEncoding over sha256("shop/cart").
+        let name = derived_service_name(&ServiceKey::new("shop", "cart"));
+        assert_eq!(name, "derived-bsqa4s8pq5");
+        assert_ne!(
+            name,
+            derived_service_name(&ServiceKey::new("shop", "carts"))
+        );
+    }
+}

@@ -1,0 +1,255 @@
+//! What a cluster holds already, as far as imports go: its namespaces, its
+//! ServiceImports (Strait's and other controllers'), the derived Services
+//! and EndpointSlices Strait created, and the gateway pods that the derived
+//! Services' slices point at. Objects are kept as the API server returned
+//! them (JSON), because the diff compares what Strait wants with exactly
+//! that; everything the plan needs is read from them here. Pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use super::ports::PortKey;
+use crate::discovery::translate::MCS_SERVICE_NAME_LABEL;
+use crate::model::{Protocol, ServiceKey};
+
+/// One object as the API server holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObservedObject {
+    pub raw: Value,
+}
+
+impl ObservedObject {
+    pub fn new(raw: Value) -> Self {
+        Self { raw }
+    }
+
+    fn metadata(&self, field: &str) -> Option<&str> {
+        self.raw.get("metadata")?.get(field)?.as_str()
+    }
+
+    pub fn name(&self) -> &str {
+        self.metadata("name").unwrap_or_default()
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.metadata("namespace").unwrap_or_default()
+    }
+
+    pub fn uid(&self) -> Option<&str> {
+        self.metadata("uid")
+    }
+
+    pub fn kind(&self) -> &str {
+        self.raw
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.raw.get("metadata")?.get("labels")?.get(name)?.as_str()
+    }
+
+    /// Created by Strait's import reconciler.
+    pub fn ours(&self) -> bool {
+        self.label(MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
+    }
+}
+
+/// One gateway pod of this cluster, as its Service's EndpointSlices list it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayEndpoint {
+    pub address: IpAddr,
+    pub ready: bool,
+    pub serving: bool,
+    pub terminating: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+}
+
+/// What the local cluster holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    /// `None` when the namespaces are not known (a file setup): every
+    /// namespace then counts as present.
+    pub namespaces: Option<BTreeSet<String>>,
+    /// Every ServiceImport, Strait's or not, by service.
+    pub imports: BTreeMap<ServiceKey, ObservedObject>,
+    /// The derived Services Strait created, by the service they stand for.
+    pub derived: BTreeMap<ServiceKey, ObservedObject>,
+    /// The EndpointSlices Strait created, by namespace and name.
+    pub slices: BTreeMap<(String, String), ObservedObject>,
+    /// This cluster's gateway pods, in address order.
+    pub gateway_endpoints: Vec<GatewayEndpoint>,
+}
+
+impl Observed {
+    /// Sorts one object into its place; objects of other kinds, and
+    /// Services and slices Strait did not create, are ignored.
+    pub fn insert(&mut self, object: ObservedObject) {
+        let key = ServiceKey::new(object.namespace(), object.name());
+        match object.kind() {
+            "Namespace" => {
+                self.namespaces
+                    .get_or_insert_default()
+                    .insert(object.name().to_owned());
+            }
+            "ServiceImport" => {
+                self.imports.insert(key, object);
+            }
+            "Service" if object.ours() => {
+                if let Some(service) = object.label(MCS_SERVICE_NAME_LABEL) {
+                    let key = ServiceKey::new(object.namespace(), service);
+                    self.derived.insert(key, object);
+                }
+            }
+            "EndpointSlice" if object.ours() => {
+                let key = (object.namespace().to_owned(), object.name().to_owned());
+                self.slices.insert(key, object);
+            }
+            _ => {}
+        }
+    }
+
+    pub fn namespace_exists(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|namespaces| namespaces.contains(namespace))
+    }
+
+    /// The import ports recorded in the derived Services' `targetPort`s.
+    pub fn recorded_ports(&self) -> BTreeMap<PortKey, u16> {
+        let mut recorded = BTreeMap::new();
+        for (service, derived) in &self.derived {
+            let ports = derived.raw["spec"]["ports"].as_array();
+            for port in ports.into_iter().flatten() {
+                let protocol = port["protocol"]
+                    .as_str()
+                    .map_or(Ok(Protocol::Tcp), str::parse::<Protocol>);
+                let number = port["port"].as_u64().and_then(|p| u16::try_from(p).ok());
+                // A named targetPort is not Strait's: it is not an import port.
+                let target = port["targetPort"]
+                    .as_u64()
+                    .and_then(|p| u16::try_from(p).ok());
+                if let (Ok(protocol), Some(port), Some(target)) = (protocol, number, target) {
+                    let key = PortKey {
+                        service: service.clone(),
+                        protocol,
+                        port,
+                    };
+                    recorded.insert(key, target);
+                }
+            }
+        }
+        recorded
+    }
+
+    /// The ClusterIPs the API server allocated to the derived Service of
+    /// `service`; empty until it has.
+    pub fn derived_cluster_ips(&self, service: &ServiceKey) -> Vec<IpAddr> {
+        let Some(derived) = self.derived.get(service) else {
+            return Vec::new();
+        };
+        let spec = &derived.raw["spec"];
+        let listed: Vec<&str> = match spec["clusterIPs"].as_array() {
+            Some(ips) => ips.iter().filter_map(Value::as_str).collect(),
+            None => spec["clusterIP"].as_str().into_iter().collect(),
+        };
+        listed.iter().filter_map(|ip| ip.parse().ok()).collect()
+    }
+
+    /// Adds the endpoints of the gateway Service's EndpointSlices.
+    pub fn add_gateway_slice(&mut self, slice: &EndpointSlice) {
+        for endpoint in &slice.endpoints {
+            let conditions = endpoint.conditions.as_ref();
+            // As Kubernetes reads them: unset ready and serving mean true.
+            let ready = conditions.and_then(|c| c.ready).unwrap_or(true);
+            let serving = conditions.and_then(|c| c.serving).unwrap_or(ready);
+            let terminating = conditions.and_then(|c| c.terminating).unwrap_or(false);
+            for address in &endpoint.addresses {
+                let Ok(address) = address.parse::<IpAddr>() else {
+                    continue;
+                };
+                let gateway = GatewayEndpoint {
+                    address,
+                    ready,
+                    serving,
+                    terminating,
+                    node_name: endpoint.node_name.clone(),
+                    zone: endpoint.zone.clone(),
+                };
+                if !self.gateway_endpoints.iter().any(|g| g.address == address) {
+                    self.gateway_endpoints.push(gateway);
+                }
+            }
+        }
+        self.gateway_endpoints.sort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn recorded_ports_and_cluster_ips_come_from_derived_services() {
+        let mut observed = Observed::default();
+        observed.insert(ObservedObject::new(json!({
+            "kind": "Service",
+            "metadata": {"name": "derived-x", "namespace": "shop",
+                "labels": {"app.kubernetes.io/managed-by": "strait",
+                    "multicluster.kubernetes.io/service-name": "cart"}},
+            "spec": {"clusterIPs": ["10.96.0.7", "fd00::7"],
+                "ports": [{"port": 80, "protocol": "TCP", "targetPort": 20001},
+                          {"port": 81, "targetPort": "named"}]}
+        })));
+        // Not Strait's: ignored.
+        observed.insert(ObservedObject::new(json!({
+            "kind": "Service",
+            "metadata": {"name": "derived-y", "namespace": "shop",
+                "labels": {"multicluster.kubernetes.io/service-name": "other"}},
+            "spec": {"ports": [{"port": 80, "targetPort": 20002}]}
+        })));
+        let cart = ServiceKey::new("shop", "cart");
+        let recorded = observed.recorded_ports();
+        assert_eq!(recorded.len(), 1, "{recorded:?}");
+        let key = PortKey {
+            service: cart.clone(),
+            protocol: Protocol::Tcp,
+            port: 80,
+        };
+        assert_eq!(recorded[&key], 20001);
+        let ips: Vec<String> = observed
+            .derived_cluster_ips(&cart)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(ips, ["10.96.0.7", "fd00::7"]);
+        assert!(
+            observed
+                .derived_cluster_ips(&ServiceKey::new("shop", "other"))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn namespaces_unknown_means_present() {
+        let mut observed = Observed::default();
+        assert!(observed.namespace_exists("anything"));
+        observed.insert(ObservedObject::new(
+            json!({"kind": "Namespace", "metadata": {"name": "shop"}}),
+        ));
+        assert!(observed.namespace_exists("shop"));
+        assert!(!observed.namespace_exists("db"));
+    }
+}

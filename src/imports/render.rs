@@ -1,0 +1,425 @@
+//! The planned imports as Kubernetes objects (JSON, as `kubectl get -o
+//! json` shows them): the ServiceImport and its status, the derived Service
+//! and its EndpointSlices. What the reconciler applies and what `strait
+//! imports` prints are the same objects. Pure: the clock comes in.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Map, Value, json};
+
+use super::naming::{
+    DERIVED_SERVICE_ANNOTATION, ENDPOINTSLICE_MANAGED_BY_LABEL, ENDPOINTSLICE_MANAGED_BY_VALUE,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE, gateway_slice_name,
+};
+use super::{ImportPlan, Observed, PlannedImport, READY_CONDITION};
+use crate::discovery::export_status::{Wanted, WantedCondition, updated_conditions};
+use crate::discovery::translate::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
+use crate::merge::{MergedService, MergedSet};
+use crate::model::{IpFamily, ServiceType, SessionAffinity};
+
+/// Annotation holding a digest of what Strait last applied to an object:
+/// a field Strait stopped setting shows up as a changed digest, which a
+/// comparison of the fields it sets cannot see.
+pub const APPLIED_DIGEST_ANNOTATION: &str = "strait.dev/applied-digest";
+
+/// One object to hold, and whether it is the `status` subresource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredObject {
+    pub object: Value,
+    pub status: bool,
+}
+
+/// Whether owner references must be complete: the reconciler leaves out an
+/// object whose owner has no uid yet (it is applied once the owner exists);
+/// a printed plan shows it without the reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owners {
+    Required,
+    Optional,
+}
+
+/// Every object of the plan. `api_version` is the ServiceImport version
+/// the server offers.
+pub fn desired_objects(
+    plan: &ImportPlan,
+    merged: &MergedSet,
+    observed: &Observed,
+    api_version: &str,
+    owners: Owners,
+    now: Timestamp,
+) -> Vec<DesiredObject> {
+    let mut objects = Vec::new();
+    for planned in &plan.imports {
+        let Some(service) = merged.services.get(&planned.key) else {
+            continue;
+        };
+        let current = observed.imports.get(&planned.key);
+        objects.push(DesiredObject {
+            object: import(planned, service, api_version),
+            status: false,
+        });
+        objects.push(DesiredObject {
+            object: import_status(planned, api_version, current.map(|c| &c.raw), now),
+            status: true,
+        });
+        let Some(derived_name) = &planned.derived_service else {
+            continue;
+        };
+        let import_uid = current.and_then(|c| c.uid());
+        if owners == Owners::Required && import_uid.is_none() {
+            continue;
+        }
+        objects.push(DesiredObject {
+            object: derived_service(planned, service, derived_name, api_version, import_uid),
+            status: false,
+        });
+        let derived_uid = observed.derived.get(&planned.key).and_then(|d| d.uid());
+        if owners == Owners::Required && derived_uid.is_none() {
+            continue;
+        }
+        for slice in gateway_slices(planned, service, derived_name, derived_uid, observed) {
+            objects.push(DesiredObject {
+                object: slice,
+                status: false,
+            });
+        }
+    }
+    objects
+}
+
+/// A digest of `object` (FNV-1a over its JSON text: serde_json writes map
+/// keys in order, so equal objects give equal digests).
+fn digest(object: &Value) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in object.to_string().bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+/// Sets the applied-digest annotation of `object` to the digest of the rest.
+fn with_digest(mut object: Value) -> Value {
+    let digest = digest(&object);
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = metadata
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(APPLIED_DIGEST_ANNOTATION.to_owned(), digest.into());
+        }
+    }
+    object
+}
+
+fn string_map(map: &BTreeMap<String, String>) -> Map<String, Value> {
+    map.iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect()
+}
+
+fn families(families: &[IpFamily]) -> Vec<&'static str> {
+    families
+        .iter()
+        .map(|family| match family {
+            IpFamily::IPv4 => "IPv4",
+            IpFamily::IPv6 => "IPv6",
+        })
+        .collect()
+}
+
+/// The ServiceImport without its status.
+pub fn import(planned: &PlannedImport, service: &MergedService, api_version: &str) -> Value {
+    let mut labels = string_map(&service.exported_labels);
+    labels.insert(MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.into());
+    let mut annotations = string_map(&service.exported_annotations);
+    if let Some(derived) = &planned.derived_service {
+        annotations.insert(
+            DERIVED_SERVICE_ANNOTATION.to_owned(),
+            derived.clone().into(),
+        );
+    }
+    let ports: Vec<Value> = planned
+        .ports
+        .iter()
+        .map(|port| {
+            let mut rendered = Map::new();
+            if !port.name.is_empty() {
+                rendered.insert("name".to_owned(), port.name.clone().into());
+            }
+            rendered.insert("protocol".to_owned(), port.protocol.as_str().into());
+            rendered.insert("port".to_owned(), port.port.into());
+            if let Some(app) = &port.app_protocol {
+                rendered.insert("appProtocol".to_owned(), app.clone().into());
+            }
+            Value::Object(rendered)
+        })
+        .collect();
+    let mut spec = Map::new();
+    spec.insert(
+        "type".to_owned(),
+        match planned.service_type {
+            ServiceType::Headless => "Headless",
+            _ => "ClusterSetIP",
+        }
+        .into(),
+    );
+    spec.insert("ports".to_owned(), ports.into());
+    if !planned.ips.is_empty() {
+        let ips: Vec<String> = planned.ips.iter().map(IpAddr::to_string).collect();
+        spec.insert("ips".to_owned(), ips.into());
+    }
+    spec.insert(
+        "sessionAffinity".to_owned(),
+        service.session_affinity.to_string().into(),
+    );
+    if service.session_affinity == SessionAffinity::ClientIp
+        && let Some(seconds) = service.session_affinity_timeout
+    {
+        spec.insert(
+            "sessionAffinityConfig".to_owned(),
+            json!({"clientIP": {"timeoutSeconds": seconds}}),
+        );
+    }
+    if !service.ip_families.is_empty() {
+        spec.insert(
+            "ipFamilies".to_owned(),
+            families(&service.ip_families).into(),
+        );
+    }
+    spec.insert(
+        "internalTrafficPolicy".to_owned(),
+        service.internal_traffic_policy.clone().into(),
+    );
+    if let Some(distribution) = &service.traffic_distribution {
+        spec.insert(
+            "trafficDistribution".to_owned(),
+            distribution.clone().into(),
+        );
+    }
+    with_digest(json!({
+        "apiVersion": api_version,
+        "kind": "ServiceImport",
+        "metadata": {
+            "name": planned.key.name,
+            "namespace": planned.key.namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": spec,
+    }))
+}
+
+/// The ServiceImport's status: the exporting clusters and `Ready`, whose
+/// `lastTransitionTime` moves only when its status flips.
+pub fn import_status(
+    planned: &PlannedImport,
+    api_version: &str,
+    current: Option<&Value>,
+    now: Timestamp,
+) -> Value {
+    let clusters: Vec<Value> = planned
+        .clusters
+        .iter()
+        .map(|cluster| json!({"cluster": cluster.as_str()}))
+        .collect();
+    let held: Vec<Value> = current
+        .and_then(|c| c["status"]["conditions"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    // Only the Ready condition is Strait's; others' are not written back.
+    let held_ready: Vec<Value> = held
+        .into_iter()
+        .filter(|c| c["type"].as_str() == Some(READY_CONDITION))
+        .collect();
+    let wanted = Wanted {
+        set: vec![WantedCondition {
+            type_: READY_CONDITION,
+            status: planned.ready,
+            reason: planned.reason.as_str().to_owned(),
+            message: planned.message.clone(),
+        }],
+        remove: Vec::new(),
+    };
+    let generation = current.and_then(|c| c["metadata"]["generation"].as_i64());
+    let conditions =
+        updated_conditions(&held_ready, &wanted, generation, now).unwrap_or(held_ready);
+    json!({
+        "apiVersion": api_version,
+        "kind": "ServiceImport",
+        "metadata": {"name": planned.key.name, "namespace": planned.key.namespace},
+        "status": {"clusters": clusters, "conditions": conditions},
+    })
+}
+
+fn owner_reference(api_version: &str, kind: &str, name: &str, uid: Option<&str>) -> Value {
+    let mut reference = json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "controller": true,
+        "blockOwnerDeletion": true,
+    });
+    if let Some(uid) = uid {
+        reference["uid"] = uid.into();
+    }
+    reference
+}
+
+/// The derived Service: the ClusterSetIP, forwarding each service port to
+/// the gateway's import port for it.
+pub fn derived_service(
+    planned: &PlannedImport,
+    service: &MergedService,
+    derived_name: &str,
+    import_api_version: &str,
+    import_uid: Option<&str>,
+) -> Value {
+    let ports: Vec<Value> = planned
+        .ports
+        .iter()
+        .filter_map(|port| {
+            let target = port.import_port?;
+            let mut rendered = Map::new();
+            if !port.name.is_empty() {
+                rendered.insert("name".to_owned(), port.name.clone().into());
+            }
+            rendered.insert("protocol".to_owned(), port.protocol.as_str().into());
+            rendered.insert("port".to_owned(), port.port.into());
+            rendered.insert("targetPort".to_owned(), target.into());
+            if let Some(app) = &port.app_protocol {
+                rendered.insert("appProtocol".to_owned(), app.clone().into());
+            }
+            Some(Value::Object(rendered))
+        })
+        .collect();
+    let mut spec = json!({"type": "ClusterIP", "ports": ports});
+    match service.ip_families.len() {
+        0 => spec["ipFamilyPolicy"] = "SingleStack".into(),
+        1 => {
+            spec["ipFamilyPolicy"] = "SingleStack".into();
+            spec["ipFamilies"] = families(&service.ip_families).into();
+        }
+        _ => {
+            spec["ipFamilyPolicy"] = "RequireDualStack".into();
+            spec["ipFamilies"] = families(&service.ip_families).into();
+        }
+    }
+    with_digest(json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": derived_name,
+            "namespace": planned.key.namespace,
+            "labels": {
+                MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+                MCS_SERVICE_NAME_LABEL: planned.key.name,
+            },
+            "ownerReferences": [owner_reference(
+                import_api_version, "ServiceImport", &planned.key.name, import_uid)],
+        },
+        "spec": spec,
+    }))
+}
+
+/// One EndpointSlice per address family: this cluster's gateway pods, on
+/// the import ports.
+pub fn gateway_slices(
+    planned: &PlannedImport,
+    service: &MergedService,
+    derived_name: &str,
+    derived_uid: Option<&str>,
+    observed: &Observed,
+) -> Vec<Value> {
+    let ports: Vec<Value> = planned
+        .ports
+        .iter()
+        .filter_map(|port| {
+            let target = port.import_port?;
+            let mut rendered = json!({
+                "name": port.name, "protocol": port.protocol.as_str(), "port": target});
+            if let Some(app) = &port.app_protocol {
+                rendered["appProtocol"] = app.clone().into();
+            }
+            Some(rendered)
+        })
+        .collect();
+    let mut slices = Vec::new();
+    for family in [IpFamily::IPv4, IpFamily::IPv6] {
+        if !service.ip_families.is_empty() && !service.ip_families.contains(&family) {
+            continue;
+        }
+        let endpoints: Vec<Value> = observed
+            .gateway_endpoints
+            .iter()
+            .filter(|gateway| IpFamily::of(&gateway.address) == family)
+            .map(|gateway| {
+                let mut endpoint = json!({
+                    "addresses": [gateway.address.to_string()],
+                    "conditions": {"ready": gateway.ready, "serving": gateway.serving,
+                        "terminating": gateway.terminating},
+                });
+                if let Some(node) = &gateway.node_name {
+                    endpoint["nodeName"] = node.clone().into();
+                }
+                if let Some(zone) = &gateway.zone {
+                    endpoint["zone"] = zone.clone().into();
+                }
+                endpoint
+            })
+            .collect();
+        // A family without gateways needs no slice, except the service's
+        // first: an empty slice says "no endpoints" rather than "unknown".
+        let first = family
+            == service
+                .ip_families
+                .first()
+                .copied()
+                .unwrap_or(IpFamily::IPv4);
+        if endpoints.is_empty() && !first {
+            continue;
+        }
+        let family_name = families(&[family])[0];
+        slices.push(with_digest(json!({
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": gateway_slice_name(derived_name, family_name),
+                "namespace": planned.key.namespace,
+                "labels": {
+                    SERVICE_NAME_LABEL: derived_name,
+                    MCS_SERVICE_NAME_LABEL: planned.key.name,
+                    ENDPOINTSLICE_MANAGED_BY_LABEL: ENDPOINTSLICE_MANAGED_BY_VALUE,
+                    MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+                },
+                "ownerReferences": [owner_reference("v1", "Service", derived_name, derived_uid)],
+            },
+            "addressType": family_name,
+            "endpoints": endpoints,
+            "ports": ports,
+        })));
+    }
+    slices
+}
+
+/// The objects as one `kubectl get -o json` List, a ServiceImport's
+/// status folded into it.
+pub fn as_list(objects: &[DesiredObject]) -> Value {
+    let mut items: Vec<Value> = Vec::new();
+    for desired in objects {
+        if desired.status {
+            if let Some(import) = items.iter_mut().rev().find(|item| {
+                item["kind"] == desired.object["kind"]
+                    && item["metadata"]["name"] == desired.object["metadata"]["name"]
+                    && item["metadata"]["namespace"] == desired.object["metadata"]["namespace"]
+            }) {
+                import["status"] = desired.object["status"].clone();
+            }
+            continue;
+        }
+        items.push(desired.object.clone());
+    }
+    json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items})
+}

@@ -1,0 +1,417 @@
+//! The plan, without I/O: the mcs-api conformance expectations on imports
+//! (type, ports, affinity, families, policies, exported metadata), derived
+//! Services and slices, and the diff against what a cluster holds.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::diff::{Change, changes};
+use super::render::{DesiredObject, Owners, desired_objects};
+use super::*;
+use crate::merge::merge;
+use crate::model::{ClusterService, ClusterSet, SessionAffinity};
+use crate::testing::{ServiceBuilder, cluster_set};
+
+const API: &str = "multicluster.x-k8s.io/v1alpha1";
+
+fn now() -> Timestamp {
+    Timestamp::from_second(1_800_000_000).expect("a time")
+}
+
+fn plan_for(set: &ClusterSet, observed: &Observed) -> (ImportPlan, crate::merge::MergedSet) {
+    let merged = merge(set);
+    let plan = plan(&PlanInputs {
+        merged: &merged,
+        observed,
+        range: &PortRange::default(),
+        blocked: &BTreeSet::new(),
+        refused_families: &BTreeSet::new(),
+    });
+    (plan, merged)
+}
+
+fn objects(set: &ClusterSet, observed: &Observed) -> Vec<DesiredObject> {
+    let (plan, merged) = plan_for(set, observed);
+    desired_objects(&plan, &merged, observed, API, Owners::Optional, now())
+}
+
+fn of_kind<'a>(objects: &'a [DesiredObject], kind: &str, status: bool) -> Vec<&'a Value> {
+    objects
+        .iter()
+        .filter(|o| o.object["kind"] == kind && o.status == status)
+        .map(|o| &o.object)
+        .collect()
+}
+
+fn two_clusters(a: ClusterService, b: ClusterService) -> ClusterSet {
+    cluster_set(&[("east-1", "net-a", a), ("west-1", "net-b", b)])
+}
+
+#[test]
+fn an_import_exists_while_any_cluster_exports() {
+    let set = two_clusters(
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(10),
+        ServiceBuilder::new().port("http", 80, 8080),
+    );
+    let (plan, _) = plan_for(&set, &Observed::default());
+    assert_eq!(plan.imports.len(), 1);
+    let import = &plan.imports[0];
+    assert_eq!(import.key, ServiceKey::new("shop", "cart"));
+    assert_eq!(import.clusters, [ClusterId::new("east-1").expect("id")]);
+
+    let none = two_clusters(
+        ServiceBuilder::new().port("http", 80, 8080),
+        ServiceBuilder::new().port("http", 80, 8080),
+    );
+    assert!(plan_for(&none, &Observed::default()).0.imports.is_empty());
+}
+
+#[test]
+fn type_ports_and_affinity_follow_the_merge() {
+    let mut oldest = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .port("admin", 9000, 9000)
+        .exported_at(10);
+    oldest.spec.session_affinity = SessionAffinity::ClientIp;
+    oldest.spec.session_affinity_timeout = Some(600);
+    oldest.spec.internal_traffic_policy = "Local".to_owned();
+    oldest.spec.traffic_distribution = Some("PreferClose".to_owned());
+    let younger = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .port("extra", 81, 81)
+        .exported_at(20);
+    let objects = objects(&two_clusters(oldest, younger), &Observed::default());
+    let imports = of_kind(&objects, "ServiceImport", false);
+    let spec = &imports[0]["spec"];
+    assert_eq!(spec["type"], "ClusterSetIP");
+    assert_eq!(
+        spec["ports"],
+        json!([{"name": "http", "protocol": "TCP", "port": 80},
+               {"name": "admin", "protocol": "TCP", "port": 9000},
+               {"name": "extra", "protocol": "TCP", "port": 81}]),
+        "the union of ports, oldest first"
+    );
+    assert_eq!(spec["sessionAffinity"], "ClientIP");
+    assert_eq!(
+        spec["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"],
+        600
+    );
+    assert_eq!(spec["internalTrafficPolicy"], "Local");
+    assert_eq!(spec["trafficDistribution"], "PreferClose");
+    let status = &of_kind(&objects, "ServiceImport", true)[0]["status"];
+    assert_eq!(
+        status["clusters"],
+        json!([{"cluster": "east-1"}, {"cluster": "west-1"}])
+    );
+}
+
+#[test]
+fn headless_imports_have_no_ips_and_no_derived_service() {
+    let set = two_clusters(
+        ServiceBuilder::new()
+            .port("pg", 5432, 5432)
+            .headless()
+            .exported_at(10),
+        ServiceBuilder::new().port("pg", 5432, 5432).exported_at(20),
+    );
+    let objects = objects(&set, &Observed::default());
+    let import = of_kind(&objects, "ServiceImport", false)[0];
+    assert_eq!(
+        import["spec"]["type"], "Headless",
+        "the oldest export's type wins"
+    );
+    assert!(import["spec"].get("ips").is_none());
+    assert!(of_kind(&objects, "Service", false).is_empty());
+    let ready = &of_kind(&objects, "ServiceImport", true)[0]["status"]["conditions"][0];
+    assert_eq!(ready["status"], "True");
+}
+
+#[test]
+fn only_the_oldest_exports_labels_and_annotations_are_used() {
+    let mut oldest = ServiceBuilder::new().port("http", 80, 8080).exported_at(10);
+    if let Some(export) = &mut oldest.export {
+        export
+            .exported_labels
+            .insert("team".to_owned(), "a".to_owned());
+        export
+            .exported_annotations
+            .insert("note".to_owned(), "old".to_owned());
+    }
+    let mut younger = ServiceBuilder::new().port("http", 80, 8080).exported_at(20);
+    if let Some(export) = &mut younger.export {
+        export
+            .exported_labels
+            .insert("team".to_owned(), "b".to_owned());
+        export
+            .exported_labels
+            .insert("only-b".to_owned(), "x".to_owned());
+    }
+    let objects = objects(&two_clusters(oldest, younger), &Observed::default());
+    let metadata = &of_kind(&objects, "ServiceImport", false)[0]["metadata"];
+    assert_eq!(metadata["labels"]["team"], "a");
+    assert!(metadata["labels"].get("only-b").is_none());
+    assert_eq!(metadata["annotations"]["note"], "old");
+    assert_eq!(
+        metadata["annotations"][naming::DERIVED_SERVICE_ANNOTATION],
+        "derived-bsqa4s8pq5"
+    );
+}
+
+#[test]
+fn the_derived_service_forwards_each_port_to_its_import_port() {
+    let set = two_clusters(
+        ServiceBuilder::new()
+            .port("http", 80, 8080)
+            .port("grpc", 9090, 9090)
+            .exported_at(10),
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(20),
+    );
+    let mut observed = Observed::default();
+    let gateway = k8s_openapi::api::discovery::v1::EndpointSlice {
+        address_type: "IPv4".to_owned(),
+        endpoints: vec![k8s_openapi::api::discovery::v1::Endpoint {
+            addresses: vec!["10.0.0.5".to_owned()],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    observed.add_gateway_slice(&gateway);
+    let (plan, _) = plan_for(&set, &observed);
+    let objects = objects(&set, &observed);
+    let derived = of_kind(&objects, "Service", false)[0];
+    assert_eq!(derived["metadata"]["name"], "derived-bsqa4s8pq5");
+    assert_eq!(derived["spec"]["type"], "ClusterIP");
+    assert!(derived["spec"].get("selector").is_none());
+    let ports = derived["spec"]["ports"].as_array().expect("ports");
+    assert_eq!(ports.len(), 2);
+    for port in ports {
+        let key = PortKey {
+            service: ServiceKey::new("shop", "cart"),
+            protocol: Protocol::Tcp,
+            port: u16::try_from(port["port"].as_u64().expect("port")).expect("u16"),
+        };
+        assert_eq!(
+            port["targetPort"].as_u64(),
+            plan.allocation.ports.get(&key).map(|p| u64::from(*p))
+        );
+    }
+    let slices = of_kind(&objects, "EndpointSlice", false);
+    assert_eq!(slices.len(), 1);
+    let slice = slices[0];
+    assert_eq!(
+        slice["metadata"]["labels"]["kubernetes.io/service-name"],
+        "derived-bsqa4s8pq5"
+    );
+    assert_eq!(
+        slice["metadata"]["labels"]["multicluster.kubernetes.io/service-name"],
+        "cart"
+    );
+    assert_eq!(slice["endpoints"][0]["addresses"], json!(["10.0.0.5"]));
+    assert_eq!(slice["ports"][0]["port"], ports[0]["targetPort"]);
+}
+
+#[test]
+fn ips_come_from_the_derived_service_and_make_the_import_ready() {
+    let set = two_clusters(
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(10),
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(20),
+    );
+    let (pending, _) = plan_for(&set, &Observed::default());
+    assert_eq!(pending.imports[0].reason, ReadyReason::Pending);
+    assert!(!pending.imports[0].ready);
+    let mut observed = Observed::default();
+    observed.insert(ObservedObject::new(json!({
+        "kind": "Service",
+        "metadata": {"name": "derived-bsqa4s8pq5", "namespace": "shop", "uid": "u1",
+            "labels": {"app.kubernetes.io/managed-by": "strait",
+                "multicluster.kubernetes.io/service-name": "cart"}},
+        "spec": {"clusterIPs": ["10.96.0.9"], "ports": []}
+    })));
+    let (ready, _) = plan_for(&set, &observed);
+    assert_eq!(ready.imports[0].ips, [crate::testing::ip("10.96.0.9")]);
+    assert_eq!(ready.imports[0].reason, ReadyReason::Ready);
+}
+
+#[test]
+fn a_missing_namespace_or_a_foreign_import_gets_nothing() {
+    let set = two_clusters(
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(10),
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(20),
+    );
+    let mut observed = Observed {
+        namespaces: Some(BTreeSet::from(["db".to_owned()])),
+        ..Observed::default()
+    };
+    let (plan, _) = plan_for(&set, &observed);
+    assert!(plan.imports.is_empty());
+    assert_eq!(
+        plan.skipped.get(&ServiceKey::new("shop", "cart")),
+        Some(&Skipped::NoNamespace)
+    );
+    observed.namespaces = None;
+    observed.insert(ObservedObject::new(json!({
+        "kind": "ServiceImport", "metadata": {"name": "cart", "namespace": "shop"}
+    })));
+    let (plan, _) = plan_for(&set, &observed);
+    assert!(plan.imports.is_empty());
+    assert_eq!(
+        plan.skipped.get(&ServiceKey::new("shop", "cart")),
+        Some(&Skipped::ForeignImport)
+    );
+    let desired = desired_objects(&plan, &merge(&set), &observed, API, Owners::Required, now());
+    assert!(
+        changes(&desired, &observed).is_empty(),
+        "another controller's import is never deleted"
+    );
+}
+
+#[test]
+fn a_full_range_leaves_the_import_not_ready() {
+    let set = two_clusters(
+        ServiceBuilder::new()
+            .port("a", 80, 80)
+            .port("b", 81, 81)
+            .exported_at(10),
+        ServiceBuilder::new().port("a", 80, 80).exported_at(20),
+    );
+    let merged = merge(&set);
+    let plan = plan(&PlanInputs {
+        merged: &merged,
+        observed: &Observed::default(),
+        range: &PortRange::new(20000, 20000).expect("range"),
+        blocked: &BTreeSet::new(),
+        refused_families: &BTreeSet::new(),
+    });
+    let import = &plan.imports[0];
+    assert!(!import.ready);
+    assert_eq!(import.reason, ReadyReason::ImportPortsExhausted);
+    assert_eq!(plan.allocation.exhausted.len(), 1);
+    assert!(import.message.contains("20000-20000"), "{}", import.message);
+}
+
+/// Plays the API server: applies `changes` to `observed` the way a server
+/// would (uids assigned, ClusterIPs allocated, status kept apart).
+fn serve(observed: &mut Observed, changes: Vec<Change>) {
+    for change in changes {
+        let Change::Apply { object, status } = change else {
+            continue;
+        };
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let key = ServiceKey::new("shop", "cart");
+        let mut held = match kind.as_str() {
+            "ServiceImport" => observed.imports.get(&key).map(|o| o.raw.clone()),
+            "Service" => observed.derived.get(&key).map(|o| o.raw.clone()),
+            _ => observed
+                .slices
+                .get(&("shop".to_owned(), name.clone()))
+                .map(|o| o.raw.clone()),
+        }
+        .unwrap_or_else(|| json!({"metadata": {"uid": format!("uid-{kind}")}}));
+        if status {
+            held["status"] = object["status"].clone();
+        } else {
+            let (uid, kept_status) = (held["metadata"]["uid"].clone(), held["status"].clone());
+            let cluster_ips = held["spec"]["clusterIPs"].clone();
+            held = object.clone();
+            held["metadata"]["uid"] = uid;
+            if !kept_status.is_null() {
+                held["status"] = kept_status;
+            }
+            if kind == "Service" {
+                held["spec"]["clusterIPs"] = if cluster_ips.is_null() {
+                    json!(["10.96.0.9"])
+                } else {
+                    cluster_ips
+                };
+                held["spec"]["sessionAffinity"] = "None".into();
+            }
+        }
+        observed.insert(ObservedObject::new(held));
+    }
+}
+
+#[test]
+fn a_plan_converges_and_an_edit_is_put_back() {
+    let set = two_clusters(
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(10),
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(20),
+    );
+    let desired = |observed: &Observed| {
+        let (plan, merged) = plan_for(&set, observed);
+        desired_objects(&plan, &merged, observed, API, Owners::Required, now())
+    };
+    let mut observed = Observed::default();
+    let mut rounds = 0;
+    loop {
+        let pending = changes(&desired(&observed), &observed);
+        if pending.is_empty() {
+            break;
+        }
+        rounds += 1;
+        assert!(rounds <= 4, "no convergence: {pending:?}");
+        serve(&mut observed, pending);
+    }
+    // import → derived Service (needs the import's uid) → slices and ips.
+    assert_eq!(rounds, 3);
+    let import = &observed.imports[&ServiceKey::new("shop", "cart")].raw;
+    assert_eq!(import["spec"]["ips"], json!(["10.96.0.9"]));
+    assert_eq!(import["status"]["conditions"][0]["reason"], "Ready");
+
+    // Someone edits the derived Service's target port: it is put back.
+    let key = ServiceKey::new("shop", "cart");
+    let held = observed.derived.get_mut(&key).expect("derived");
+    held.raw["spec"]["ports"][0]["targetPort"] = 8080.into();
+    let repair = changes(&desired(&observed), &observed);
+    assert_eq!(
+        repair.iter().map(Change::describe).collect::<Vec<_>>(),
+        ["apply Service shop/derived-bsqa4s8pq5"]
+    );
+}
+
+#[test]
+fn the_last_unexport_deletes_what_strait_created() {
+    let mut observed = Observed::default();
+    for (kind, name) in [("ServiceImport", "cart"), ("Service", "derived-bsqa4s8pq5")] {
+        observed.insert(ObservedObject::new(json!({
+            "apiVersion": if kind == "Service" { "v1" } else { API },
+            "kind": kind,
+            "metadata": {"name": name, "namespace": "shop",
+                "labels": {"app.kubernetes.io/managed-by": "strait",
+                    "multicluster.kubernetes.io/service-name": "cart"}},
+        })));
+    }
+    let set = two_clusters(
+        ServiceBuilder::new().port("http", 80, 8080),
+        ServiceBuilder::new().port("http", 80, 8080),
+    );
+    let deletes: Vec<String> = changes(&objects(&set, &observed), &observed)
+        .iter()
+        .map(Change::describe)
+        .collect();
+    assert_eq!(
+        deletes,
+        [
+            "delete ServiceImport shop/cart",
+            "delete Service shop/derived-bsqa4s8pq5"
+        ]
+    );
+}
+
+#[test]
+fn ip_families_shape_the_derived_service() {
+    let mut dual = ServiceBuilder::new().port("http", 80, 8080).exported_at(10);
+    dual.spec.ip_families = vec![IpFamily::IPv6, IpFamily::IPv4];
+    let set = two_clusters(dual, ServiceBuilder::new().exported_at(20));
+    let objects = objects(&set, &Observed::default());
+    let derived = of_kind(&objects, "Service", false)[0];
+    assert_eq!(derived["spec"]["ipFamilyPolicy"], "RequireDualStack");
+    assert_eq!(derived["spec"]["ipFamilies"], json!(["IPv6", "IPv4"]));
+    let import = of_kind(&objects, "ServiceImport", false)[0];
+    assert_eq!(import["spec"]["ipFamilies"], json!(["IPv6", "IPv4"]));
+}
