@@ -207,6 +207,12 @@ pub struct Metrics {
     cluster_stale_transitions: Family<ClusterLabels, Counter>,
     export_status_leader: Gauge,
     export_status_writes: Family<WriteLabels, Counter>,
+    import_listeners: Gauge,
+    import_listener_failures: Counter,
+    imports_managed: Gauge,
+    imports_foreign: Gauge,
+    import_ports_exhausted: Gauge,
+    import_writes: Family<WriteLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -242,6 +248,12 @@ impl Metrics {
             cluster_stale_transitions: Family::default(),
             export_status_leader: Gauge::default(),
             export_status_writes: Family::default(),
+            import_listeners: Gauge::default(),
+            import_listener_failures: Counter::default(),
+            imports_managed: Gauge::default(),
+            imports_foreign: Gauge::default(),
+            import_ports_exhausted: Gauge::default(),
+            import_writes: Family::default(),
         };
         metrics.registry.register(
             "connections_opened",
@@ -324,7 +336,65 @@ impl Metrics {
             "ServiceExport status writes (Valid and Conflict conditions), by result",
             metrics.export_status_writes.clone(),
         );
+        metrics.registry.register(
+            "import_listeners",
+            "Import ports this gateway listens on (one per TCP port of each ClusterSetIP import)",
+            metrics.import_listeners.clone(),
+        );
+        metrics.registry.register(
+            "import_listener_failures",
+            "Import ports that could not be bound (in use by another process, say)",
+            metrics.import_listener_failures.clone(),
+        );
+        metrics.registry.register(
+            "imports_managed",
+            "ServiceImports this cluster should hold that Strait manages",
+            metrics.imports_managed.clone(),
+        );
+        metrics.registry.register(
+            "imports_foreign",
+            "ServiceImports of another controller, left alone",
+            metrics.imports_foreign.clone(),
+        );
+        metrics.registry.register(
+            "import_ports_exhausted",
+            "Service ports without an import port because imports.portRange is full",
+            metrics.import_ports_exhausted.clone(),
+        );
+        metrics.registry.register(
+            "import_writes",
+            "Writes of the import reconciler (applies and deletes), by result",
+            metrics.import_writes.clone(),
+        );
         metrics
+    }
+
+    /// Records the import listeners open now and counts failed binds.
+    pub fn set_import_listeners(&self, open: usize, failed: u64) {
+        self.import_listeners
+            .set(i64::try_from(open).unwrap_or(i64::MAX));
+        self.import_listener_failures.inc_by(failed);
+    }
+
+    /// Records the import plan: imports managed, foreign imports left
+    /// alone, and service ports without an import port.
+    pub fn set_import_plan(&self, managed: usize, foreign: usize, exhausted: usize) {
+        let gauge = |value: usize| i64::try_from(value).unwrap_or(i64::MAX);
+        self.imports_managed.set(gauge(managed));
+        self.imports_foreign.set(gauge(foreign));
+        self.import_ports_exhausted.set(gauge(exhausted));
+    }
+
+    /// Counts one write of the import reconciler.
+    pub fn import_write(&self, ok: bool) {
+        let result = if ok {
+            WriteResult::Ok
+        } else {
+            WriteResult::Error
+        };
+        self.import_writes
+            .get_or_create(&WriteLabels { result })
+            .inc();
     }
 
     /// Counts a connection (or one attempt to reach a backend) as opened and

@@ -55,6 +55,10 @@ pub(super) struct Loaded {
     pub label: String,
     /// The local cluster's id, when read from the API servers.
     pub local: Option<String>,
+    /// What the local cluster holds for its imports, when read from the API servers.
+    pub observed: Option<crate::imports::Observed>,
+    /// The ServiceImport version the local API server offers.
+    pub import_api_version: Option<String>,
 }
 
 /// The label of a cluster set read from the API servers.
@@ -92,6 +96,8 @@ pub(super) fn load(source: &SourceArgs) -> Result<Loaded, Refused> {
         warnings: loaded.warnings,
         label,
         local,
+        observed: None,
+        import_api_version: None,
     })
 }
 

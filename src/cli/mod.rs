@@ -6,6 +6,7 @@ mod certs;
 mod check;
 mod demo;
 mod explain;
+mod imports;
 mod load;
 mod run;
 
@@ -58,6 +59,17 @@ enum Command {
         #[arg(value_name = "SERVICE_PORT")]
         target: String,
     },
+    /// Print the ServiceImports, derived Services and EndpointSlices the
+    /// import reconciler would write for one cluster.
+    Imports {
+        #[command(flatten)]
+        source: load::SourceArgs,
+        /// The cluster whose objects to print (default: gateway.yaml's cluster).
+        #[arg(long, value_name = "ID")]
+        cluster: Option<String>,
+        #[arg(long, value_enum, default_value_t)]
+        output: imports::ObjectsOutput,
+    },
     /// Run one gateway.
     Run(run::RunArgs),
     /// Run the demo cluster set on loopback: gateways, pods and sample traffic.
@@ -93,6 +105,11 @@ pub fn main() -> ExitCode {
             output,
             target,
         } => explain::run(&source, from.as_deref(), output, &target, &mut stdout),
+        Command::Imports {
+            source,
+            cluster,
+            output,
+        } => imports::run(&source, cluster.as_deref(), output, &mut stdout),
         Command::Run(args) => {
             init_logging();
             run::run(&args)

@@ -3,8 +3,10 @@
 //! Every field is optional; command-line flags override what the file says.
 //! Errors name the file and the field, with the line where YAML can tell.
 
+mod imports;
 mod tunnel;
 
+pub use imports::ImportSettings;
 pub use tunnel::TunnelConfig;
 
 use std::net::SocketAddr;
@@ -42,6 +44,9 @@ pub struct GatewaySettings {
     /// Reading the cluster set from Kubernetes API servers instead of files.
     #[serde(default)]
     pub kube: KubeSettings,
+    /// The transparent path: import ports and the objects behind them.
+    #[serde(default)]
+    pub imports: ImportSettings,
     /// Accept loopback endpoint addresses: only for single-host setups and
     /// tests, never in a real cluster set.
     #[serde(default)]
@@ -62,6 +67,7 @@ impl Default for GatewaySettings {
             tuning: Tuning::default(),
             tunnel: TunnelConfig::default(),
             kube: KubeSettings::default(),
+            imports: ImportSettings::default(),
             allow_loopback_endpoints: false,
         }
     }
@@ -219,6 +225,12 @@ pub struct KubeSettings {
     /// replica writes, elected by a Lease in the gateway's namespace.
     #[serde(default)]
     pub write_export_status: bool,
+    /// Act as the cluster's MCS controller: the Lease holder writes the
+    /// ServiceImports, derived Services and their EndpointSlices (same as
+    /// `strait run --manage-imports`). Off: another MCS implementation owns
+    /// the imports and Strait only reads them.
+    #[serde(default)]
+    pub manage_imports: bool,
 }
 
 fn default_stale_after() -> Duration {
@@ -233,6 +245,7 @@ impl Default for KubeSettings {
             remote_secret_namespace: None,
             stale_after: default_stale_after(),
             write_export_status: false,
+            manage_imports: false,
         }
     }
 }

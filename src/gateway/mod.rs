@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 use crate::admin::metrics::Metrics;
 use crate::admin::{AdminState, serve as serve_admin};
 use crate::config::GatewaySettings;
+use crate::imports::Observed;
 use crate::proxy::dial::DialOptions;
 use crate::routing::RouteTable;
 use crate::routing::balancer::{Chooser, OutlierPolicy};
@@ -135,8 +136,28 @@ pub fn load_routes(options: &GatewayOptions) -> Result<RouteTable, GatewayError>
         tracing::warn!("{warning}");
     }
     let merged = crate::merge::merge(&loaded.set);
-    RouteTable::build(&loaded.set, &merged, &options.cluster)
-        .map_err(|e| GatewayError::Routes(e.to_string()))
+    let mut table = RouteTable::build(&loaded.set, &merged, &options.cluster)
+        .map_err(|e| GatewayError::Routes(e.to_string()))?;
+    // A file setup records no allocation: the same files give the same
+    // import ports as `strait imports` prints.
+    let allocation = import_allocation(&merged, &Observed::default(), &options.settings);
+    table.set_import_ports(allocation.by_import_port());
+    Ok(table)
+}
+
+/// The import ports of `merged` as seen from a cluster holding `observed`.
+pub(crate) fn import_allocation(
+    merged: &crate::merge::MergedSet,
+    observed: &Observed,
+    settings: &GatewaySettings,
+) -> crate::imports::Allocation {
+    crate::imports::allocate_ports(&crate::imports::PlanInputs {
+        merged,
+        observed,
+        range: &settings.imports.port_range,
+        blocked: &Default::default(),
+        refused_families: &Default::default(),
+    })
 }
 
 impl Gateway {
@@ -224,6 +245,7 @@ impl Gateway {
             own_listeners,
             overrides: options.overrides.clone(),
             connections: TaskTracker::new(),
+            route_updates: tokio::sync::Notify::new(),
         });
 
         let stop_accepting = CancellationToken::new();
@@ -255,6 +277,21 @@ impl Gateway {
                 state.clone(),
                 stop_accepting.clone(),
             )));
+        }
+        if options.settings.imports.listen {
+            let address = options
+                .settings
+                .imports
+                .address
+                .unwrap_or(addresses.tunnel.ip());
+            let mut imports = crate::proxy::imports::ImportListeners::new(
+                address,
+                state.clone(),
+                stop_accepting.clone(),
+            );
+            // The first ports are open before the gateway says it is ready.
+            imports.sync();
+            tasks.push(imports.spawn());
         }
         for listener in listeners.cluster_set_ip {
             tasks.push(tokio::spawn(crate::proxy::vip::serve(

@@ -94,6 +94,7 @@ pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) {
                 .map(BackendId::of)
                 .collect();
             state.routes.store(Arc::new(table));
+            state.route_updates.notify_one();
             state.chooser.retain(|id| keep.contains(id));
             state.metrics.set_route_sizes(services, backends);
             state.metrics.reload(ReloadKind::Routes, ReloadResult::Ok);

@@ -57,4 +57,6 @@ pub struct GatewayState {
     pub overrides: DialOverrides,
     /// Every proxied connection's task, so shutdown can wait for them.
     pub connections: TaskTracker,
+    /// Signalled after every route swap (the import listeners follow it).
+    pub route_updates: tokio::sync::Notify,
 }

@@ -5,6 +5,7 @@
 pub mod buffer;
 pub mod connect;
 pub mod dial;
+pub mod imports;
 pub mod splice;
 pub mod upstream;
 pub mod vip;

@@ -2,7 +2,8 @@
 //! cluster's ServiceImport) and the address it dialled selects the service
 //! and port. Connections redirected by iptables (`REDIRECT`/`TPROXY` to a
 //! VIP listener) are accepted too: their original destination is read with
-//! `SO_ORIGINAL_DST`.
+//! `SO_ORIGINAL_DST`. Import listeners (`proxy::imports`) serve their
+//! connections here too, the port they arrived on selecting the service.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -19,15 +20,43 @@ use super::upstream::{Selection, open};
 use crate::gateway::state::GatewayState;
 use crate::model::Protocol;
 
+/// What selects the service of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Selector {
+    /// The address the client dialled: a ClusterSetIP VIP.
+    DialledAddress,
+    /// The gateway port it arrived on: an import port, behind kube-proxy's DNAT.
+    ImportPort,
+}
+
+impl Selector {
+    fn listener(self) -> &'static str {
+        match self {
+            Selector::DialledAddress => "cluster-set-ip",
+            Selector::ImportPort => "import",
+        }
+    }
+}
+
 /// Accepts VIP connections until `shutdown`.
 pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: CancellationToken) {
+    serve_with(listener, state, shutdown, Selector::DialledAddress).await;
+}
+
+/// Accepts connections until `shutdown`, the service chosen by `selector`.
+pub(crate) async fn serve_with(
+    listener: TcpListener,
+    state: Arc<GatewayState>,
+    shutdown: CancellationToken,
+    selector: Selector,
+) {
     let tracker = state.connections.clone();
     super::accept_until(
         listener,
-        "cluster-set-ip",
+        selector.listener(),
         shutdown,
         tracker,
-        move |stream, remote| serve_connection(stream, remote, state.clone()),
+        move |stream, remote| serve_connection(stream, remote, state.clone(), selector),
     )
     .await;
 }
@@ -54,19 +83,28 @@ fn serve_connection(
     stream: TcpStream,
     remote: SocketAddr,
     state: Arc<GatewayState>,
+    selector: Selector,
 ) -> impl Future<Output = ()> + Send {
     async move {
         let started = Instant::now();
-        let Some(dialled) = dialled_address(&stream) else {
+        let dialled = match selector {
+            Selector::DialledAddress => dialled_address(&stream),
+            Selector::ImportPort => stream.local_addr().ok(),
+        };
+        let Some(dialled) = dialled else {
             return;
         };
         let opened = {
             let table = state.routes.load_full();
-            let Some((service, route)) =
-                table.lookup_vip(dialled.ip(), Protocol::Tcp, dialled.port())
-            else {
+            let found = match selector {
+                Selector::DialledAddress => {
+                    table.lookup_vip(dialled.ip(), Protocol::Tcp, dialled.port())
+                }
+                Selector::ImportPort => table.lookup_import_port(dialled.port()),
+            };
+            let Some((service, route)) = found else {
                 // Closing without a byte is all TCP can say: nothing is exported there.
-                tracing::info!(client = %remote, %dialled, "no service behind this address");
+                tracing::debug!(client = %remote, %dialled, "no service behind this address");
                 return;
             };
             // Boxed: opening (a dial, maybe a tunnel handshake) needs far

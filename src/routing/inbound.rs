@@ -76,9 +76,16 @@ pub fn authorize<'a>(
     };
     match target {
         Target::Address(address) => {
-            if own_listeners
-                .iter()
-                .any(|own| own_or_wildcard(own, &address))
+            // The import listeners bind where the others do, on ports the
+            // table names.
+            let import_listener = table.lookup_import_port(address.port()).is_some()
+                && own_listeners.iter().any(|own| {
+                    own_or_wildcard(&SocketAddr::new(own.ip(), address.port()), &address)
+                });
+            if import_listener
+                || own_listeners
+                    .iter()
+                    .any(|own| own_or_wildcard(own, &address))
             {
                 return Err(InboundRefusal::Forbidden(format!(
                     "{address} is this gateway's own listener"

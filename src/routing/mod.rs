@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use crate::imports::PortKey;
 use crate::merge::{
     Backend, Conflict, Exclusion, ExclusionReason, MergedPort, MergedService, MergedSet,
 };
@@ -92,6 +93,9 @@ pub struct RouteTable {
     services: HashMap<String, HashMap<String, ServiceRoutes>>,
     /// ClusterSetIP VIP, protocol and port → the service key, from the viewer's ServiceImports.
     vips: HashMap<(IpAddr, Protocol, u16), ServiceKey>,
+    /// Gateway import port → the service port it stands for (TCP only:
+    /// the import listeners are TCP listeners).
+    import_ports: HashMap<u16, PortKey>,
     /// Every backend address (target port included) on the viewer's network:
     /// the only addresses a tunnel server may dial for a peer.
     /// Sorted and deduplicated: built once per reload, searched per request.
@@ -178,6 +182,7 @@ impl RouteTable {
             network: viewing.network.clone(),
             services,
             vips,
+            import_ports: HashMap::new(),
             local_backends,
             network_clusters,
         })
@@ -216,6 +221,38 @@ impl RouteTable {
         let key = self.vips.get(&(address, protocol, port))?;
         let service = self.service(&key.namespace, &key.name)?;
         Some((service, service.port(protocol, port)?))
+    }
+
+    /// Sets the import ports this gateway listens on: each stands for one
+    /// TCP service port of a service this table routes.
+    pub fn set_import_ports<'a>(&mut self, ports: impl IntoIterator<Item = (u16, &'a PortKey)>) {
+        self.import_ports = ports
+            .into_iter()
+            .filter(|(_, key)| {
+                key.protocol == Protocol::Tcp
+                    && self
+                        .lookup(
+                            &key.service.namespace,
+                            &key.service.name,
+                            key.protocol,
+                            key.port,
+                        )
+                        .is_some()
+            })
+            .map(|(port, key)| (port, key.clone()))
+            .collect();
+    }
+
+    /// The service and port a connection on import port `port` is for.
+    pub fn lookup_import_port(&self, port: u16) -> Option<(&ServiceRoutes, &PortRoute)> {
+        let key = self.import_ports.get(&port)?;
+        let service = self.service(&key.service.namespace, &key.service.name)?;
+        Some((service, service.port(key.protocol, key.port)?))
+    }
+
+    /// Every import port, with the service port it stands for.
+    pub fn import_ports(&self) -> impl Iterator<Item = (u16, &PortKey)> {
+        self.import_ports.iter().map(|(port, key)| (*port, key))
     }
 
     pub fn services(&self) -> impl Iterator<Item = &ServiceRoutes> {

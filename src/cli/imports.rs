@@ -1,0 +1,106 @@
+//! `strait imports`: the objects the import reconciler would write for one
+//! cluster (ServiceImports, derived Services, their EndpointSlices), from
+//! the same pure plan, so they can be reviewed before the controller is
+//! turned on; from files, the import ports a file-mode gateway listens on.
+
+use std::io::Write;
+
+use clap::ValueEnum;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::discovery::objects::{CRD_VERSIONS, MCS_GROUP};
+use crate::imports::render::{Owners, as_list, desired_objects};
+use crate::imports::{Observed, PlanInputs, plan};
+use crate::model::ClusterId;
+
+use super::load::{SourceArgs, load};
+use super::{Refused, emit};
+
+/// How the objects are printed.
+#[derive(Debug, Clone, Copy, ValueEnum, Default)]
+pub enum ObjectsOutput {
+    /// A multi-document YAML stream.
+    #[default]
+    Yaml,
+    /// One `v1` `List`, as `kubectl get -o json` prints it.
+    Json,
+}
+
+pub(super) fn run(
+    source: &SourceArgs,
+    cluster: Option<&str>,
+    output: ObjectsOutput,
+    out: &mut dyn Write,
+) -> Result<(), Refused> {
+    let loaded = load(source)?;
+    for warning in &loaded.warnings {
+        eprintln!("{warning}");
+    }
+    let viewer = cluster
+        .map(str::to_owned)
+        .or_else(|| loaded.settings.cluster.clone())
+        .or_else(|| loaded.local.clone())
+        .ok_or_else(|| {
+            Refused("no cluster: pass --cluster ID or set `cluster` in gateway.yaml".to_owned())
+        })?;
+    let viewer_id = ClusterId::new(&viewer).map_err(|e| Refused(format!("--cluster: {e}")))?;
+    if !loaded.set.clusters.contains_key(&viewer_id) {
+        let known: Vec<&str> = loaded.set.clusters.keys().map(ClusterId::as_str).collect();
+        return Err(Refused(format!(
+            "unknown cluster {viewer:?}; {} holds {}",
+            loaded.label,
+            known.join(", ")
+        )));
+    }
+    // From files nothing is recorded yet; from the API, what the cluster holds.
+    let observed = loaded.observed.clone().unwrap_or_else(Observed::default);
+    let plan = plan(&PlanInputs {
+        merged: &loaded.merged,
+        observed: &observed,
+        range: &loaded.settings.imports.port_range,
+        blocked: &Default::default(),
+        refused_families: &Default::default(),
+    });
+    let api_version = loaded
+        .import_api_version
+        .clone()
+        .unwrap_or_else(|| format!("{MCS_GROUP}/{}", CRD_VERSIONS[0]));
+    let objects = desired_objects(
+        &plan,
+        &loaded.merged,
+        &observed,
+        &api_version,
+        Owners::Optional,
+        Timestamp::now(),
+    );
+    for (key, why) in &plan.skipped {
+        eprintln!(
+            "{key}: no import ({})",
+            serde_json::to_value(why).unwrap_or_default()
+        );
+    }
+    for key in &plan.allocation.exhausted {
+        eprintln!("{key}: no import port, imports.portRange is full");
+    }
+    let list = as_list(&objects);
+    let text = match output {
+        ObjectsOutput::Json => {
+            let mut text = serde_json::to_string_pretty(&list)
+                .map_err(|e| Refused(format!("cannot encode: {e}")))?;
+            text.push('\n');
+            text
+        }
+        ObjectsOutput::Yaml => {
+            let mut text = String::new();
+            for item in list["items"].as_array().into_iter().flatten() {
+                text.push_str("---\n");
+                text.push_str(
+                    &serde_yaml_ng::to_string(item)
+                        .map_err(|e| Refused(format!("cannot encode: {e}")))?,
+                );
+            }
+            text
+        }
+    };
+    emit(out, &text)
+}

@@ -1,0 +1,70 @@
+//! The `imports` section of `gateway.yaml`: the transparent path, where a
+//! pod dials a ClusterSetIP and kube-proxy (or a DNAT rule) sends the
+//! connection to one of the gateway's import ports.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::imports::PortRange;
+
+/// `imports` in `gateway.yaml`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImportSettings {
+    /// Listen on the import ports of this cluster's imports.
+    #[serde(default = "default_enabled")]
+    pub listen: bool,
+    /// Where the import listeners bind; default: the tunnel listener's address.
+    #[serde(default)]
+    pub address: Option<IpAddr>,
+    /// The gateway ports import ports are taken from.
+    #[serde(default)]
+    pub port_range: PortRange,
+    /// How long a released import port is not handed out again, so that a
+    /// kube-proxy or gateway still acting on the old mapping cannot send a
+    /// connection to the wrong service.
+    #[serde(default = "default_release_grace", with = "humantime_serde")]
+    pub release_grace: Duration,
+}
+
+fn default_enabled() -> bool {
+    true
+}
+
+fn default_release_grace() -> Duration {
+    Duration::from_secs(300)
+}
+
+impl Default for ImportSettings {
+    fn default() -> Self {
+        Self {
+            listen: default_enabled(),
+            address: None,
+            port_range: PortRange::default(),
+            release_grace: default_release_grace(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::GatewaySettings;
+
+    #[test]
+    fn the_section_parses_and_a_bad_range_names_its_field() {
+        let settings = GatewaySettings::parse(
+            "g.yaml",
+            "imports:\n  portRange: 30000-30099\n  address: 10.0.0.1\n  releaseGrace: 1m\n",
+        )
+        .expect("valid settings");
+        assert_eq!(settings.imports.port_range.to_string(), "30000-30099");
+        assert_eq!(settings.imports.release_grace.as_secs(), 60);
+        assert!(settings.imports.listen);
+        let error = GatewaySettings::parse("g.yaml", "imports:\n  portRange: 3-2\n")
+            .expect_err("an empty range");
+        assert_eq!(error.0.field.as_deref(), Some("imports.portRange"));
+        assert!(error.0.message.contains("is empty"), "{}", error.0.message);
+    }
+}
