@@ -49,6 +49,7 @@ fn options(local: &Path, remotes: &[&Path]) -> KubeOptions {
         watch_timeout: Duration::from_secs(30),
         rediscover_every: Duration::from_secs(30),
         export_status: None,
+        imports: None,
     }
 }
 

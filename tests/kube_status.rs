@@ -63,6 +63,7 @@ fn options(local: &Path, remotes: &[&Path], identity: Option<&str>) -> KubeOptio
         watch_timeout: Duration::from_secs(30),
         rediscover_every: Duration::from_secs(30),
         export_status: identity.map(|id| status_options(id, Duration::from_secs(1))),
+        imports: None,
     }
 }
 

@@ -385,16 +385,18 @@ impl Metrics {
         self.import_ports_exhausted.set(gauge(exhausted));
     }
 
-    /// Counts one write of the import reconciler.
-    pub fn import_write(&self, ok: bool) {
-        let result = if ok {
-            WriteResult::Ok
-        } else {
-            WriteResult::Error
-        };
-        self.import_writes
-            .get_or_create(&WriteLabels { result })
-            .inc();
+    /// Records the import reconciler's successful and failed writes in total.
+    pub fn set_import_writes(&self, writes: u64, failed_writes: u64) {
+        for (result, total) in [
+            (WriteResult::Ok, writes),
+            (WriteResult::Error, failed_writes),
+        ] {
+            let counter = self.import_writes.get_or_create(&WriteLabels { result });
+            let counted = counter.get();
+            if total > counted {
+                counter.inc_by(total - counted);
+            }
+        }
     }
 
     /// Counts a connection (or one attempt to reach a backend) as opened and

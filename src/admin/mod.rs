@@ -8,6 +8,7 @@
 //! | `/metrics` | 200, OpenMetrics text from [`Metrics`] |
 //! | `/debug/routes` | 200, pretty JSON from [`AdminState::routes_json`] |
 //! | `/debug/clusters` | 200, pretty JSON from [`AdminState::clusters_json`]; 404 when absent |
+//! | `/debug/imports` | 200, pretty JSON from [`AdminState::imports_json`] |
 //!
 //! Any other path is 404; any method but GET and HEAD is 405 with
 //! `allow: GET, HEAD`. Every connection is bounded: headers must arrive within
@@ -60,6 +61,9 @@ pub struct AdminState {
     pub routes_json: JsonView,
     /// The cluster set, for `/debug/clusters` (404 when `None`).
     pub clusters_json: Option<JsonView>,
+    /// The import ports listened on and, with the Kubernetes source, the
+    /// import reconciler's plan, for `/debug/imports`.
+    pub imports_json: JsonView,
 }
 
 impl std::fmt::Debug for AdminState {
@@ -277,6 +281,7 @@ fn respond(state: &AdminState, method: &Method, path: &str) -> Response<Full<Byt
             }
         },
         "/debug/routes" => json(&(state.routes_json)()),
+        "/debug/imports" => json(&(state.imports_json)()),
         "/debug/clusters" => match &state.clusters_json {
             Some(view) => json(&view()),
             None => text(StatusCode::NOT_FOUND, "not found"),

@@ -94,6 +94,7 @@ async fn request(addr: SocketAddr, method: &str, path: &str) -> Reply {
 
 fn state(ready: bool, clusters: bool) -> AdminState {
     AdminState {
+        imports_json: Arc::new(|| serde_json::json!({"listening": []})),
         metrics: Arc::new(Metrics::new()),
         ready: Arc::new(AtomicBool::new(ready)),
         routes_json: Arc::new(|| serde_json::json!({"services": [{"name": "web.shop"}]})),

@@ -66,6 +66,7 @@ const KUBE_LABEL: &str = "the cluster set read from the Kubernetes API";
 
 pub(super) fn load(source: &SourceArgs) -> Result<Loaded, Refused> {
     let settings = source.settings()?;
+    let mut imports = None;
     let (loaded, label, local) = if source.uses_kube(&settings) {
         let options = KubeOptions::from_settings(&settings);
         let runtime = super::runtime()?;
@@ -75,6 +76,7 @@ pub(super) fn load(source: &SourceArgs) -> Result<Loaded, Refused> {
                 KubeLoadError::Invalid(diagnostics) => invalid(&diagnostics, KUBE_LABEL),
                 other => Refused(other.to_string()),
             })?;
+        imports = loaded.local_imports.clone();
         (loaded.loaded, KUBE_LABEL.to_owned(), loaded.local)
     } else {
         let dir = source
@@ -96,8 +98,8 @@ pub(super) fn load(source: &SourceArgs) -> Result<Loaded, Refused> {
         warnings: loaded.warnings,
         label,
         local,
-        observed: None,
-        import_api_version: None,
+        observed: imports.as_ref().map(|i| i.observed.clone()),
+        import_api_version: imports.map(|i| i.api_version.clone()),
     })
 }
 

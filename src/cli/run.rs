@@ -44,6 +44,11 @@ pub struct RunArgs {
     /// in $POD_NAMESPACE). Same as gateway.yaml's kube.writeExportStatus.
     #[arg(long)]
     pub write_export_status: bool,
+    /// Act as the local cluster's MCS controller: write the ServiceImports,
+    /// derived Services and their EndpointSlices (needs --kube; one replica
+    /// writes, elected by the same Lease). Same as kube.manageImports.
+    #[arg(long)]
+    pub manage_imports: bool,
 }
 
 /// Reads gateway.yaml and applies the flags over it.
@@ -67,6 +72,15 @@ pub(super) fn options(args: &RunArgs) -> Result<GatewayOptions, Refused> {
     }
     if args.write_export_status {
         settings.kube.write_export_status = true;
+    }
+    if args.manage_imports {
+        settings.kube.manage_imports = true;
+    }
+    if settings.kube.manage_imports && !args.source.uses_kube(&settings) {
+        return Err(Refused(
+            "--manage-imports (kube.manageImports) needs the Kubernetes source: pass --kube"
+                .to_owned(),
+        ));
     }
     if settings.kube.write_export_status && !args.source.uses_kube(&settings) {
         return Err(Refused(

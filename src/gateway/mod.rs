@@ -309,6 +309,7 @@ impl Gateway {
                 serde_json::to_value(crate::routing::report::all_ports(&table)).unwrap_or_default()
             }),
             clusters_json: reload::clusters_view(&options),
+            imports_json: reload::imports_view(&options, state.clone()),
         };
         let admin_stop = stop_admin.clone();
         let admin_listener = listeners.admin;

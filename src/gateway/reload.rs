@@ -19,7 +19,9 @@ use super::state::GatewayState;
 use super::{GatewayError, GatewayOptions, load_routes};
 use crate::admin::JsonView;
 use crate::admin::metrics::{Metrics, ReloadKind, ReloadResult};
-use crate::discovery::kube::{ExportStatusReport, KubeHandle, SourceSnapshot, SyncState};
+use crate::discovery::kube::{
+    ExportStatusReport, ImportsReport, KubeHandle, SourceSnapshot, SyncState,
+};
 use crate::routing::RouteTable;
 use crate::routing::balancer::BackendId;
 
@@ -121,8 +123,17 @@ pub(super) fn kube_routes(
         ))
     })?;
     let merged = crate::merge::merge(set);
-    RouteTable::build(set, &merged, &options.cluster)
-        .map_err(|e| GatewayError::Routes(e.to_string()))
+    let mut table = RouteTable::build(set, &merged, &options.cluster)
+        .map_err(|e| GatewayError::Routes(e.to_string()))?;
+    // Import ports only where Strait is the MCS implementation: they are
+    // recorded in its derived Services, which every replica reads.
+    if options.settings.kube.manage_imports
+        && let Some(local) = &snapshot.local_imports
+    {
+        let allocation = super::import_allocation(&merged, &local.observed, &options.settings);
+        table.set_import_ports(allocation.by_import_port());
+    }
+    Ok(table)
 }
 
 /// The `/debug/clusters` view: the Kubernetes source's per-cluster sync
@@ -130,6 +141,29 @@ pub(super) fn kube_routes(
 pub(super) fn clusters_view(options: &GatewayOptions) -> Option<JsonView> {
     let kube = options.kube.clone()?;
     Some(Arc::new(move || kube.snapshot().clusters_json()))
+}
+
+/// The `/debug/imports` view: the import ports this gateway listens on and
+/// the service port behind each, and with the Kubernetes source the import
+/// reconciler's plan (every import with its VIPs, ports and state).
+pub(super) fn imports_view(options: &GatewayOptions, state: Arc<GatewayState>) -> JsonView {
+    let reports = options.kube.as_ref().and_then(KubeHandle::imports);
+    Arc::new(move || {
+        let table = state.routes.load();
+        let mut listening: Vec<(u16, String)> = table
+            .import_ports()
+            .map(|(port, key)| (port, key.to_string()))
+            .collect();
+        listening.sort();
+        let listening: Vec<serde_json::Value> = listening
+            .into_iter()
+            .map(|(port, service)| serde_json::json!({"importPort": port, "service": service}))
+            .collect();
+        let reconciler = reports
+            .as_ref()
+            .map(|reports| serde_json::to_value(&*reports.borrow()).unwrap_or_default());
+        serde_json::json!({"listening": listening, "reconciler": reconciler})
+    })
 }
 
 /// Follows the Kubernetes source: records every snapshot's sync state in
@@ -150,9 +184,25 @@ fn spawn_kube(
         };
         // The export status writer's leadership and writes, when it runs.
         let mut status = kube.export_status();
+        let mut imports = kube.imports();
         loop {
             tokio::select! {
                 changed = snapshots.changed() => if changed.is_err() { return },
+                changed = imports_changed(&mut imports) => {
+                    match (changed, &mut imports) {
+                        (true, Some(reports)) => {
+                            let report = reports.borrow_and_update().clone();
+                            state.metrics.set_import_plan(
+                                report.imports.len(),
+                                report.foreign(),
+                                report.exhausted.len(),
+                            );
+                            state.metrics.set_import_writes(report.writes, report.failed_writes);
+                        }
+                        _ => imports = None,
+                    }
+                    continue;
+                }
                 changed = export_status_changed(&mut status) => {
                     match (changed, &mut status) {
                         (true, Some(reports)) => {
@@ -183,6 +233,17 @@ fn spawn_kube(
 /// when it is gone (false); never without a writer.
 async fn export_status_changed(
     reports: &mut Option<tokio::sync::watch::Receiver<ExportStatusReport>>,
+) -> bool {
+    match reports {
+        Some(reports) => reports.changed().await.is_ok(),
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when the import reconciler reports something (true), or when
+/// it is gone (false); never without one.
+async fn imports_changed(
+    reports: &mut Option<tokio::sync::watch::Receiver<ImportsReport>>,
 ) -> bool {
     match reports {
         Some(reports) => reports.changed().await.is_ok(),

@@ -199,7 +199,7 @@ fn crds_serve_both_versions_and_match_what_strait_reads() {
     }
 
     // The RBAC list names the CRDs' resources (written ones included).
-    for access in &kube_source_access(true) {
+    for access in &kube_source_access(true, true) {
         let resource = access.resource.split('/').next().expect("split yields one");
         if let Some(crd) = crds.iter().find(|c| c.object.spec.group == access.group) {
             assert!(

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::rbac::v1::{PolicyRule, Subject};
 use strait::discovery::kube::{
-    AccessScope, POD_NAME_ENV, POD_NAMESPACE_ENV, ResourceAccess, WATCHED_RESOURCES,
-    WRITTEN_RESOURCES,
+    AccessScope, IMPORT_RESOURCES, POD_NAME_ENV, POD_NAMESPACE_ENV, ResourceAccess,
+    WATCHED_RESOURCES, WRITTEN_RESOURCES,
 };
 
 use crate::gateway::{Gateway, gateway};
@@ -39,13 +39,22 @@ pub(crate) fn writes_export_status(gateway: &Gateway) -> bool {
         || gateway.settings().1.kube.write_export_status
 }
 
-/// What the kube source uses: `WATCHED_RESOURCES`, and `WRITTEN_RESOURCES`
-/// when the Deployment writes export status.
-pub(crate) fn kube_source_access(writes: bool) -> Vec<Access> {
+/// Whether the Deployment manages imports (`--manage-imports` or
+/// `kube.manageImports` in its gateway.yaml).
+pub(crate) fn manages_imports(gateway: &Gateway) -> bool {
+    gateway.args.iter().any(|a| a == "--manage-imports") || gateway.settings().1.kube.manage_imports
+}
+
+/// What the kube source uses: `WATCHED_RESOURCES`, `WRITTEN_RESOURCES`
+/// when the Deployment writes export status, and `IMPORT_RESOURCES` when it
+/// manages imports.
+pub(crate) fn kube_source_access(writes: bool, imports: bool) -> Vec<Access> {
     let written: &[ResourceAccess] = if writes { WRITTEN_RESOURCES } else { &[] };
+    let imported: &[ResourceAccess] = if imports { IMPORT_RESOURCES } else { &[] };
     WATCHED_RESOURCES
         .iter()
         .chain(written)
+        .chain(imported)
         .map(|a| Access {
             scope: match a.scope {
                 AccessScope::Cluster => Scope::Cluster,
@@ -269,7 +278,7 @@ fn rbac_grants_exactly_what_the_kube_source_uses() {
         .unwrap_or_else(|| panic!("{}: no serviceAccountName", gateway.origin()));
     let granted = granted(account, gateway.namespace);
     let needed: BTreeSet<(Scope, String, String, String)> =
-        kube_source_access(writes_export_status(&gateway))
+        kube_source_access(writes_export_status(&gateway), manages_imports(&gateway))
             .iter()
             .flat_map(|a| {
                 a.verbs.iter().map(move |verb| {

@@ -19,17 +19,19 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::LocalExports;
 use super::client::{ClusterSource, Kind};
 use super::secrets::{RemoteSecret, SecretReport, watch_secrets};
 use super::store::ClusterStore;
 use super::watch::{ClusterReport, Connect, TaskId, run_cluster};
 use super::{ClusterStatus, KubeOptions, SecretsStatus, SourceSnapshot, SyncState};
+use super::{LocalExports, LocalImports};
 use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::discovery::export_status::{LocalExport, Validity, export_validity};
 use crate::discovery::objects::KubeObject;
 use crate::discovery::translate::{SourcedObject, assemble, translate_cluster};
+use crate::imports::{Observed, ObservedObject};
 use crate::model::{ClusterSet, ServiceKey};
+use serde_json::Value;
 
 /// Reports queued between the cluster tasks and the hub.
 const QUEUE: usize = 1024;
@@ -66,6 +68,8 @@ pub(super) fn empty_snapshot() -> SourceSnapshot {
         settled: false,
         remote_secrets: None,
         local_exports: None,
+        usable_set: None,
+        local_imports: None,
     }
 }
 
@@ -155,6 +159,9 @@ struct Hub {
     set_revision: u64,
     set_dirty: bool,
     set: Result<Arc<ClusterSet>, Diagnostics>,
+    /// The set built from every object that translated, invalid objects
+    /// left out; `None` only when the clusters could not be assembled.
+    usable_set: Option<Arc<ClusterSet>>,
     warnings: Vec<Diagnostic>,
     /// Findings of the last build, so each is logged once.
     logged: HashSet<String>,
@@ -179,6 +186,7 @@ pub(super) async fn run(start: HubStart) {
         set_revision: 0,
         set_dirty: true,
         set: Ok(Arc::new(ClusterSet::default())),
+        usable_set: None,
         warnings: Vec::new(),
         logged: HashSet::new(),
         local_validity: None,
@@ -443,6 +451,8 @@ impl Hub {
             settled,
             remote_secrets,
             local_exports: self.local_exports(),
+            usable_set: self.usable_set.clone(),
+            local_imports: self.local_imports(),
         };
         self.snapshots.send_replace(Arc::new(snapshot));
     }
@@ -479,6 +489,45 @@ impl Hub {
         Some(Arc::new(LocalExports {
             api_version,
             exports,
+        }))
+    }
+
+    /// What the local cluster holds for its imports, for the import
+    /// reconciler, the import listeners and `strait imports --kube`; `None`
+    /// until the local server's ServiceImport version is known.
+    fn local_imports(&self) -> Option<Arc<LocalImports>> {
+        let entry = self.clusters.get(&ClusterSource::Local)?;
+        let api_version = entry.versions.get(Kind::ServiceImport.name())?.clone();
+        let mut observed = Observed::default();
+        let mut gateways: HashSet<(&str, &str)> = HashSet::new();
+        for (kind, key, stored) in entry.store.objects() {
+            if let Some(raw) = &stored.raw {
+                observed.insert(ObservedObject::new(Value::clone(raw)));
+            }
+            if kind == Kind::Service && stored.gateway {
+                gateways.insert((key.0.as_str(), key.1.as_str()));
+            }
+        }
+        for (kind, key, stored) in entry.store.objects() {
+            let gateway_slice = kind == Kind::EndpointSlice
+                && stored
+                    .service
+                    .as_deref()
+                    .is_some_and(|service| gateways.contains(&(key.0.as_str(), service)));
+            if let (
+                true,
+                Ok(SourcedObject {
+                    object: KubeObject::EndpointSlice(slice),
+                    ..
+                }),
+            ) = (gateway_slice, &stored.item)
+            {
+                observed.add_gateway_slice(slice);
+            }
+        }
+        Some(Arc::new(LocalImports {
+            api_version,
+            observed,
         }))
     }
 
@@ -543,14 +592,19 @@ impl Hub {
         }
         match assemble(translated) {
             Ok(set) if !findings.iter().any(Diagnostic::is_error) => {
-                self.set = Ok(Arc::new(set));
+                let set = Arc::new(set);
+                self.usable_set = Some(set.clone());
+                self.set = Ok(set);
                 self.warnings = findings;
             }
-            Ok(_) => {
+            Ok(set) => {
+                // Each invalid object left itself out of `set`.
+                self.usable_set = Some(Arc::new(set));
                 self.warnings = findings.iter().filter(|d| !d.is_error()).cloned().collect();
                 self.set = Err(Diagnostics(findings));
             }
             Err(assembly) => {
+                self.usable_set = None;
                 findings.extend(assembly);
                 self.warnings = findings.iter().filter(|d| !d.is_error()).cloned().collect();
                 self.set = Err(Diagnostics(findings));

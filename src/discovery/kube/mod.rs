@@ -26,6 +26,7 @@
 
 mod client;
 mod hub;
+mod imports;
 mod lease;
 mod secrets;
 mod status;
@@ -50,6 +51,7 @@ use super::objects::{ABOUT_GROUP, MCS_GROUP};
 use super::translate::TranslateOptions;
 
 pub use client::ClusterSource;
+pub use imports::ImportsReport;
 pub use lease::LeaseError;
 pub use status::{ExportStatusOptions, ExportStatusReport, StatusError};
 
@@ -156,6 +158,51 @@ pub const WRITTEN_RESOURCES: &[ResourceAccess] = &[
     },
 ];
 
+/// Everything the gateway uses on top of [`WATCHED_RESOURCES`] with
+/// `kube.manageImports`: the namespaces of the local cluster (an import
+/// goes only where its namespace exists), server-side applies (`patch`)
+/// and deletions of the ServiceImports (and their status), derived
+/// Services and EndpointSlices it creates, and the Lease that elects the
+/// one replica that writes them.
+pub const IMPORT_RESOURCES: &[ResourceAccess] = &[
+    ResourceAccess {
+        scope: AccessScope::Cluster,
+        group: "",
+        resource: "namespaces",
+        verbs: WATCH_VERBS,
+    },
+    ResourceAccess {
+        scope: AccessScope::Cluster,
+        group: MCS_GROUP,
+        resource: "serviceimports",
+        verbs: &["patch", "delete"],
+    },
+    ResourceAccess {
+        scope: AccessScope::Cluster,
+        group: MCS_GROUP,
+        resource: "serviceimports/status",
+        verbs: &["patch"],
+    },
+    ResourceAccess {
+        scope: AccessScope::Cluster,
+        group: "",
+        resource: "services",
+        verbs: &["patch", "delete"],
+    },
+    ResourceAccess {
+        scope: AccessScope::Cluster,
+        group: "discovery.k8s.io",
+        resource: "endpointslices",
+        verbs: &["patch", "delete"],
+    },
+    ResourceAccess {
+        scope: AccessScope::LeaseNamespace,
+        group: "coordination.k8s.io",
+        resource: "leases",
+        verbs: &["get", "create", "update"],
+    },
+];
+
 /// How often and how fast a failed watch or discovery is retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
@@ -199,6 +246,17 @@ pub struct KubeOptions {
     /// Write `Valid` and `Conflict` on the local cluster's ServiceExports
     /// (`--write-export-status`); `None` writes nothing.
     pub export_status: Option<ExportStatusOptions>,
+    /// Act as the local cluster's MCS controller (`kube.manageImports`):
+    /// the Lease holder writes the ServiceImports and derived Services.
+    pub imports: Option<ImportOptions>,
+}
+
+/// How the import reconciler allocates import ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportOptions {
+    pub range: crate::imports::PortRange,
+    /// How long a released import port is not handed out again.
+    pub release_grace: Duration,
 }
 
 impl KubeOptions {
@@ -219,6 +277,10 @@ impl KubeOptions {
                 .kube
                 .write_export_status
                 .then(ExportStatusOptions::default),
+            imports: settings.kube.manage_imports.then(|| ImportOptions {
+                range: settings.imports.port_range,
+                release_grace: settings.imports.release_grace,
+            }),
         }
     }
 }
@@ -317,6 +379,24 @@ pub struct SourceSnapshot {
     /// The local cluster's ServiceExports, when export status is written
     /// and the local cluster has been translated.
     pub local_exports: Option<Arc<LocalExports>>,
+    /// The cluster set built from every object that translated, each
+    /// invalid object left out (so one bad object stops only itself); the
+    /// import reconciler works from it. `None` when the clusters cannot be
+    /// assembled at all (two clusters with one id, say).
+    pub usable_set: Option<Arc<ClusterSet>>,
+    /// What the local cluster holds for its imports.
+    pub local_imports: Option<Arc<LocalImports>>,
+}
+
+/// The local cluster's imports as the server holds them.
+#[derive(Debug, Clone)]
+pub struct LocalImports {
+    /// The ServiceImport API version the local server offers, as
+    /// `multicluster.x-k8s.io/VERSION`.
+    pub api_version: String,
+    /// ServiceImports, the derived Services and slices Strait created, and
+    /// the gateway pods (namespaces are read by the reconciler itself).
+    pub observed: crate::imports::Observed,
 }
 
 /// The local cluster's ServiceExports as the export status writer needs them.
@@ -402,9 +482,13 @@ impl KubeSource {
             .or_else(|| std::env::var(POD_NAMESPACE_ENV).ok())
             .unwrap_or_else(|| local.default_namespace().to_owned());
         let (sender, receiver) = channel::channel(Arc::new(hub::empty_snapshot()));
-        let status = options.export_status.clone().map(|status_options| {
+        // One Lease elects the replica that writes export status and imports.
+        let elected = options.export_status.is_some() || options.imports.is_some();
+        let status = elected.then(|| {
             status::start(
-                status_options,
+                options.export_status.clone().unwrap_or_default(),
+                options.export_status.is_some(),
+                options.imports.clone(),
                 local.clone(),
                 receiver.clone(),
                 options.retry,
@@ -470,6 +554,15 @@ impl KubeHandle {
             .map(status::StatusTasks::reports)
     }
 
+    /// What the import reconciler knows, when it runs: its plan, leadership
+    /// and writes, updated as they happen.
+    pub fn imports(&self) -> Option<channel::Receiver<ImportsReport>> {
+        self.source
+            .status
+            .as_ref()
+            .and_then(status::StatusTasks::imports)
+    }
+
     /// Stops writing export status and, if this replica holds the Lease,
     /// gives it up so that another replica takes over at once instead of
     /// after the lease duration. For a graceful shutdown; waits at most
@@ -501,6 +594,8 @@ pub struct KubeLoaded {
     /// The local cluster's id.
     pub local: Option<String>,
     pub clusters: Vec<ClusterStatus>,
+    /// What the local cluster holds for its imports.
+    pub local_imports: Option<Arc<LocalImports>>,
 }
 
 /// Reads the cluster set once: starts the source, waits until every cluster
@@ -509,8 +604,9 @@ pub async fn load_once(
     mut options: KubeOptions,
     timeout: Duration,
 ) -> Result<KubeLoaded, KubeLoadError> {
-    // A one-shot read (`check`, `explain`) never writes.
+    // A one-shot read (`check`, `explain`, `imports`) never writes.
     options.export_status = None;
+    options.imports = None;
     let handle = KubeHandle::start(options).await?;
     let snapshot = handle
         .wait_for(timeout, |snapshot| snapshot.all_synced())
@@ -544,6 +640,7 @@ pub async fn load_once(
             },
             local: snapshot.local.clone(),
             clusters: snapshot.clusters.clone(),
+            local_imports: snapshot.local_imports.clone(),
         }),
         Err(diagnostics) => Err(KubeLoadError::Invalid(diagnostics.clone())),
     }

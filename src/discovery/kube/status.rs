@@ -27,9 +27,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{ClusterSource, Kind};
 use super::hub::Task;
+use super::imports::ImportsReport;
 use super::lease::{Elector, Leadership, LeaseSettings};
 use super::watch::Backoff;
-use super::{LocalExports, POD_NAME_ENV, POD_NAMESPACE_ENV, Retry, SourceSnapshot, SyncState};
+use super::{
+    ImportOptions, LocalExports, POD_NAME_ENV, POD_NAMESPACE_ENV, Retry, SourceSnapshot, SyncState,
+};
 use crate::discovery::export_status::{LocalExport, updated_conditions, wanted};
 use crate::merge::{MergedSet, merge};
 use crate::model::{ClusterId, ServiceKey};
@@ -97,10 +100,11 @@ pub enum StatusError {
     ApiVersion(String),
 }
 
-/// The Lease and writer tasks; dropping them stops both.
+/// The Lease and the tasks that write as its holder; dropping them stops all.
 pub(super) struct StatusTasks {
     _lease: Task,
-    _writer: Task,
+    _writer: Option<Task>,
+    imports: Option<(Task, watch::Receiver<ImportsReport>)>,
     reports: watch::Receiver<ExportStatusReport>,
     stop: CancellationToken,
     /// True once the Lease task has ended (and released the Lease).
@@ -110,6 +114,11 @@ pub(super) struct StatusTasks {
 impl StatusTasks {
     pub(super) fn reports(&self) -> watch::Receiver<ExportStatusReport> {
         self.reports.clone()
+    }
+
+    /// The import reconciler's reports, when it runs.
+    pub(super) fn imports(&self) -> Option<watch::Receiver<ImportsReport>> {
+        self.imports.as_ref().map(|(_, reports)| reports.clone())
     }
 
     /// Stops the election, which frees the Lease if held; waits at most
@@ -138,9 +147,13 @@ fn default_identity() -> String {
     format!("{host}_{:08x}", fastrand::u32(..))
 }
 
-/// Starts the Lease and writer tasks on the local cluster's `client`.
+/// Starts the Lease on the local cluster's `client`, and as its holder the
+/// export status writer (`write_status`) and the import reconciler
+/// (`imports`): one elected replica does both.
 pub(super) fn start(
     options: ExportStatusOptions,
+    write_status: bool,
+    imports: Option<ImportOptions>,
     client: Client,
     snapshots: watch::Receiver<Arc<SourceSnapshot>>,
     retry: Retry,
@@ -182,19 +195,31 @@ pub(super) fn start(
             let _ = done.send(true);
         })
     };
-    let writer = tokio::spawn(
-        Writer {
-            client,
-            leadership,
-            reports,
-            written: HashMap::new(),
-            merged: None,
-        }
-        .run(snapshots, retry),
-    );
+    let imports = imports.map(|imports| {
+        super::imports::start(
+            imports,
+            client.clone(),
+            snapshots.clone(),
+            leadership.clone(),
+            retry,
+        )
+    });
+    let writer = write_status.then(|| {
+        Task(tokio::spawn(
+            Writer {
+                client,
+                leadership,
+                reports,
+                written: HashMap::new(),
+                merged: None,
+            }
+            .run(snapshots, retry),
+        ))
+    });
     StatusTasks {
         _lease: Task(lease),
-        _writer: Task(writer),
+        _writer: writer,
+        imports,
         reports: reports_receiver,
         stop,
         lease_done,

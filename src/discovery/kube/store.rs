@@ -16,6 +16,7 @@ use crate::discovery::translate::{
     CLUSTER_ID_PROPERTY, GATEWAY_LABEL, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL,
     SERVICE_NAME_LABEL, SourcedObject,
 };
+use crate::imports::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
 /// An object's identity within its kind: namespace (empty when
 /// cluster-scoped) and name.
@@ -37,6 +38,10 @@ pub(super) struct Stored {
     /// A ServiceExport's `status.conditions` as the server holds them (the
     /// decoded object has no status: it is not part of the cluster set).
     pub(super) conditions: Vec<serde_json::Value>,
+    /// The object as the server returned it (without `managedFields`), for
+    /// the objects the import reconciler compares with what it wants: every
+    /// ServiceImport, and the Services and EndpointSlices it created.
+    pub(super) raw: Option<std::sync::Arc<serde_json::Value>>,
 }
 
 /// One change reported by a kind's watcher.
@@ -241,12 +246,17 @@ pub(super) fn decode(
             .unwrap_or_default(),
         _ => Vec::new(),
     };
-    let stored = |item| Stored {
+    let keeps_raw = resource.kind == "ServiceImport"
+        || (matches!(resource.kind.as_str(), "Service" | "EndpointSlice")
+            && labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE));
+    let mut raw = None;
+    let stored = |item, raw: &Option<std::sync::Arc<serde_json::Value>>| Stored {
         item,
         service: service.clone(),
         gateway: labels.get(GATEWAY_LABEL).is_some_and(|v| v == "true"),
         source_cluster: label(MCS_SOURCE_CLUSTER_LABEL),
         conditions: conditions.clone(),
+        raw: raw.clone(),
     };
     let display = match key.0.as_str() {
         "" => format!("{} {}", resource.kind, key.1),
@@ -255,7 +265,7 @@ pub(super) fn decode(
     let invalid = |message: String, field: Option<String>| {
         let mut diagnostic = Diagnostic::error(origin.clone(), message).object(display.clone());
         diagnostic.field = field;
-        stored(Err(diagnostic))
+        stored(Err(diagnostic), &None)
     };
     let mut json = match serde_json::to_value(&object) {
         Ok(json) => json,
@@ -267,15 +277,25 @@ pub(super) fn decode(
         map.insert("apiVersion".to_owned(), resource.api_version.clone().into());
         map.insert("kind".to_owned(), resource.kind.clone().into());
     }
+    if keeps_raw {
+        let mut kept = json.clone();
+        if let Some(metadata) = kept.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            metadata.remove("managedFields");
+        }
+        raw = Some(std::sync::Arc::new(kept));
+    }
     let document = match serde_yaml_ng::to_value(json) {
         Ok(document) => document,
         Err(error) => return (key, invalid(format!("cannot convert: {error}"), None)),
     };
     let decoded = match decode_value(document) {
-        Ok(Decoded::Object(object)) => stored(Ok(SourcedObject {
-            origin: origin.clone(),
-            object: *object,
-        })),
+        Ok(Decoded::Object(object)) => stored(
+            Ok(SourcedObject {
+                origin: origin.clone(),
+                object: *object,
+            }),
+            &raw,
+        ),
         Ok(Decoded::Unknown { api_version, kind }) => invalid(
             format!("{kind} ({api_version}) is not a kind Strait reads"),
             None,

@@ -1,0 +1,460 @@
+//! The import reconciler: Strait as the local cluster's MCS controller
+//! (`kube.manageImports`). It follows the source's snapshots like the
+//! export status writer: observe (the snapshot's ServiceImports, derived
+//! Services and slices, plus the namespaces it watches itself) → desired
+//! (`imports::plan`, from the cluster set with invalid objects left out, so
+//! one bad object stops only itself) → diff (`imports::diff`) → apply, each
+//! a function. Only the Lease holder writes; every replica computes the
+//! plan, which `/debug/imports` shows.
+//!
+//! Writes are server-side applies under the field manager `strait`
+//! (forced: these objects are Strait's), so other controllers' fields
+//! survive; an import is applied before its derived Service (whose owner
+//! reference needs the import's uid) and the Service before its slices and
+//! the import's `ips`, so one pass makes up to three rounds, each round's
+//! responses feeding the next. Deletions remove only objects labelled as
+//! Strait's; the API server's garbage collector follows the owner
+//! references. A released import port is not handed out again for
+//! `releaseGrace` (remembered by the leader; a new leader starts afresh).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::core::ApiResource;
+use kube::runtime::watcher;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::client::{ClusterSource, Kind};
+use super::hub::Task;
+use super::lease::Leadership;
+use super::watch::Backoff;
+use super::{ImportOptions, LocalImports, Retry, SourceSnapshot, SyncState};
+use crate::imports::diff::{Change, changes};
+use crate::imports::naming::FIELD_MANAGER;
+use crate::imports::render::{Owners, desired_objects};
+use crate::imports::{ImportPlan, Observed, ObservedObject, PlanInputs, Skipped, plan};
+use crate::merge::{MergedSet, merge};
+use crate::model::ServiceKey;
+
+/// How many apply rounds one pass makes at most (import, then derived
+/// Service, then slices and ips).
+const ROUNDS: usize = 3;
+/// How long a derived Service refused for its IP families is not retried.
+const REFUSED_RETRY: Duration = Duration::from_secs(60);
+
+/// What the reconciler knows, for metrics and `/debug/imports`.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportsReport {
+    /// This replica holds the Lease and writes.
+    pub leader: bool,
+    /// Writes the server accepted, and those that failed.
+    pub writes: u64,
+    pub failed_writes: u64,
+    /// The generation of the last snapshot planned (0: none yet).
+    pub planned: u64,
+    /// Every planned import with its VIPs, ports and state.
+    pub imports: Vec<crate::imports::PlannedImport>,
+    /// Services without an import, and why.
+    pub skipped: BTreeMap<String, Skipped>,
+    /// Service ports without an import port (the range is full).
+    pub exhausted: Vec<String>,
+    /// The last write error, if the last pass had one.
+    pub last_error: Option<String>,
+}
+
+impl ImportsReport {
+    pub fn foreign(&self) -> usize {
+        self.skipped
+            .values()
+            .filter(|s| **s == Skipped::ForeignImport)
+            .count()
+    }
+}
+
+/// Starts the reconciler on the local cluster's `client`.
+pub(super) fn start(
+    options: ImportOptions,
+    client: Client,
+    snapshots: watch::Receiver<Arc<SourceSnapshot>>,
+    leadership: Arc<Leadership>,
+    retry: Retry,
+) -> (Task, watch::Receiver<ImportsReport>) {
+    let (reports, receiver) = watch::channel(ImportsReport::default());
+    let (namespaces_sender, namespaces) = watch::channel(None);
+    let namespace_task = tokio::spawn(watch_namespaces(client.clone(), namespaces_sender));
+    let reconciler = Reconciler {
+        client,
+        options,
+        leadership,
+        reports,
+        merged: None,
+        released: BTreeMap::new(),
+        recorded: BTreeSet::new(),
+        refused: BTreeMap::new(),
+    };
+    let task = tokio::spawn(async move {
+        let _namespaces = Task(namespace_task);
+        reconciler.run(snapshots, namespaces, retry).await;
+    });
+    (Task(task), receiver)
+}
+
+/// Keeps the set of the local cluster's namespaces (`None` until listed):
+/// Strait never creates a namespace, so an import goes only where its
+/// namespace exists.
+async fn watch_namespaces(client: Client, sender: watch::Sender<Option<BTreeSet<String>>>) {
+    let api: Api<Namespace> = Api::all(client);
+    let mut listing: BTreeSet<String> = BTreeSet::new();
+    // Whole objects rather than metadata-only requests: a Namespace is small.
+    let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Init) => listing.clear(),
+            Ok(watcher::Event::InitApply(namespace)) => {
+                listing.extend(namespace.metadata.name);
+            }
+            Ok(watcher::Event::InitDone) => {
+                sender.send_replace(Some(listing.clone()));
+            }
+            Ok(watcher::Event::Apply(namespace)) => {
+                if let Some(name) = namespace.metadata.name {
+                    sender.send_if_modified(|held| {
+                        held.as_mut().is_some_and(|held| held.insert(name.clone()))
+                    });
+                }
+            }
+            Ok(watcher::Event::Delete(namespace)) => {
+                if let Some(name) = namespace.metadata.name {
+                    sender.send_if_modified(|held| {
+                        held.as_mut().is_some_and(|held| held.remove(&name))
+                    });
+                }
+            }
+            Err(error) => {
+                tracing::debug!(%error, "watching namespaces failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+struct Reconciler {
+    client: Client,
+    options: ImportOptions,
+    leadership: Arc<Leadership>,
+    reports: watch::Sender<ImportsReport>,
+    /// The last merge, by the set revision it was made from.
+    merged: Option<(u64, Arc<MergedSet>)>,
+    /// Import ports released, and when: not handed out for the grace period.
+    released: BTreeMap<u16, Instant>,
+    /// The import ports recorded at the last pass.
+    recorded: BTreeSet<u16>,
+    /// Services whose derived Service was refused for its IP families, until when.
+    refused: BTreeMap<ServiceKey, Instant>,
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What one pass found.
+struct Pass {
+    plan: Option<ImportPlan>,
+    failed: bool,
+    last_error: Option<String>,
+}
+
+impl Reconciler {
+    async fn run(
+        mut self,
+        mut snapshots: watch::Receiver<Arc<SourceSnapshot>>,
+        mut namespaces: watch::Receiver<Option<BTreeSet<String>>>,
+        retry: Retry,
+    ) {
+        let mut leader = self.leadership.subscribe();
+        let mut backoff = Backoff::new(retry);
+        loop {
+            let snapshot = snapshots.borrow_and_update().clone();
+            let known = namespaces.borrow_and_update().clone();
+            leader.borrow_and_update();
+            let pass = self.evaluate(&snapshot, known).await;
+            let is_leader = self.leadership.is_leader();
+            self.reports.send_modify(|report| {
+                report.leader = is_leader;
+                report.planned = snapshot.generation;
+                report.last_error = pass.last_error.clone();
+                if let Some(plan) = &pass.plan {
+                    report.imports = plan.imports.clone();
+                    report.skipped = plan
+                        .skipped
+                        .iter()
+                        .map(|(key, why)| (key.to_string(), *why))
+                        .collect();
+                    report.exhausted = plan
+                        .allocation
+                        .exhausted
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect();
+                }
+            });
+            let retry_at = if pass.failed {
+                Some(Instant::now() + backoff.next_delay())
+            } else {
+                backoff.reset();
+                // A refused service is tried again when its wait is over.
+                self.refused.values().min().copied()
+            };
+            tokio::select! {
+                changed = snapshots.changed() => if changed.is_err() { return },
+                changed = namespaces.changed() => if changed.is_err() { return },
+                changed = leader.changed() => if changed.is_err() { return },
+                () = sleep_until(retry_at) => {}
+            }
+        }
+    }
+
+    fn merged(&mut self, snapshot: &SourceSnapshot) -> Option<Arc<MergedSet>> {
+        let set = snapshot.usable_set.as_ref()?;
+        match &self.merged {
+            Some((revision, merged)) if *revision == snapshot.set_revision => Some(merged.clone()),
+            _ => {
+                let merged = Arc::new(merge(set));
+                self.merged = Some((snapshot.set_revision, merged.clone()));
+                Some(merged)
+            }
+        }
+    }
+
+    /// Notes the import ports that left the records, and forgets those
+    /// whose grace period is over.
+    fn track_released(&mut self, observed: &Observed, now: Instant) {
+        let recorded: BTreeSet<u16> = observed.recorded_ports().into_values().collect();
+        for gone in self.recorded.difference(&recorded) {
+            self.released.insert(*gone, now);
+        }
+        for back in &recorded {
+            self.released.remove(back);
+        }
+        let grace = self.options.release_grace;
+        self.released
+            .retain(|_, at| now.duration_since(*at) < grace);
+        self.recorded = recorded;
+    }
+
+    async fn evaluate(
+        &mut self,
+        snapshot: &SourceSnapshot,
+        namespaces: Option<BTreeSet<String>>,
+    ) -> Pass {
+        let mut pass = Pass {
+            plan: None,
+            failed: false,
+            last_error: None,
+        };
+        let local_synced = snapshot
+            .clusters
+            .iter()
+            .any(|c| c.source == ClusterSource::Local.to_string() && c.state == SyncState::Synced);
+        let Some(local) = snapshot.local_imports.clone() else {
+            return pass;
+        };
+        let Some(merged) = self.merged(snapshot) else {
+            return pass;
+        };
+        let now = Instant::now();
+        self.refused.retain(|_, until| *until > now);
+        let mut observed = local.observed.clone();
+        let namespaces_known = namespaces.is_some();
+        observed.namespaces = namespaces;
+        self.track_released(&observed, now);
+        // Nothing is written before every cluster has synced or failed
+        // once: a cluster still connecting must not delete its imports.
+        let may_write = snapshot.settled && local_synced && namespaces_known;
+        for round in 0..ROUNDS {
+            let blocked: BTreeSet<u16> = self.released.keys().copied().collect();
+            let refused: BTreeSet<ServiceKey> = self.refused.keys().cloned().collect();
+            let plan = plan(&PlanInputs {
+                merged: &merged,
+                observed: &observed,
+                range: &self.options.range,
+                blocked: &blocked,
+                refused_families: &refused,
+            });
+            let desired = desired_objects(
+                &plan,
+                &merged,
+                &observed,
+                &local.api_version,
+                Owners::Required,
+                Timestamp::now(),
+            );
+            let pending = changes(&desired, &observed);
+            pass.plan = Some(plan);
+            if pending.is_empty() || !may_write || !self.leadership.is_leader() {
+                break;
+            }
+            tracing::debug!(round, writes = pending.len(), "reconciling imports");
+            for change in &pending {
+                if !self.leadership.is_leader() {
+                    return pass;
+                }
+                match self.write(change, &local).await {
+                    Ok(result) => {
+                        self.count(true);
+                        tracing::info!(change = %change.describe(), "import object written");
+                        apply_result(&mut observed, change, result);
+                    }
+                    Err(error) => {
+                        self.count(false);
+                        pass.failed = true;
+                        if let (Change::Apply { object, .. }, true) =
+                            (change, is_family_refusal(&error))
+                            && let Some(service) =
+                                object["metadata"]["labels"]["multicluster.kubernetes.io/service-name"]
+                                    .as_str()
+                        {
+                            let namespace =
+                                object["metadata"]["namespace"].as_str().unwrap_or_default();
+                            self.refused.insert(
+                                ServiceKey::new(namespace, service),
+                                now + REFUSED_RETRY,
+                            );
+                        }
+                        tracing::warn!(change = %change.describe(), %error,
+                            "import object not written");
+                        pass.last_error = Some(format!("{}: {error}", change.describe()));
+                    }
+                }
+            }
+        }
+        pass
+    }
+
+    fn count(&self, ok: bool) {
+        self.reports.send_modify(|report| {
+            if ok {
+                report.writes += 1;
+            } else {
+                report.failed_writes += 1;
+            }
+        });
+    }
+
+    /// Makes one write; the object the server returned for an apply.
+    async fn write(
+        &self,
+        change: &Change,
+        local: &LocalImports,
+    ) -> Result<Option<Value>, kube::Error> {
+        match change {
+            Change::Apply { object, status } => {
+                let kind = object["kind"].as_str().unwrap_or_default();
+                let api = self.api(
+                    kind,
+                    object["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    &local.api_version,
+                );
+                let name = object["metadata"]["name"].as_str().unwrap_or_default();
+                let params = PatchParams::apply(FIELD_MANAGER).force();
+                let applied = if *status {
+                    api.patch_status(name, &params, &Patch::Apply(object))
+                        .await?
+                } else {
+                    api.patch(name, &params, &Patch::Apply(object)).await?
+                };
+                Ok(serde_json::to_value(applied).ok())
+            }
+            Change::Delete {
+                kind,
+                namespace,
+                name,
+                ..
+            } => {
+                let api = self.api(kind, namespace, &local.api_version);
+                match api.delete(name, &DeleteParams::background()).await {
+                    Ok(_) => Ok(None),
+                    // Gone already (the garbage collector was quicker).
+                    Err(kube::Error::Api(status)) if status.is_not_found() => Ok(None),
+                    Err(error) => Err(error),
+                }
+            }
+        }
+    }
+
+    fn api(&self, kind: &str, namespace: &str, import_api_version: &str) -> Api<DynamicObject> {
+        let resource = match kind {
+            "Service" => ApiResource::erase::<Service>(&()),
+            "EndpointSlice" => ApiResource::erase::<EndpointSlice>(&()),
+            _ => import_resource(import_api_version),
+        };
+        Api::namespaced_with(self.client.clone(), namespace, &resource)
+    }
+}
+
+/// The ServiceImport resource in the version the local server offers.
+fn import_resource(api_version: &str) -> ApiResource {
+    let (group, version) = api_version
+        .split_once('/')
+        .unwrap_or((Kind::ServiceImport.group(), "v1alpha1"));
+    ApiResource {
+        group: group.to_owned(),
+        version: version.to_owned(),
+        api_version: api_version.to_owned(),
+        kind: Kind::ServiceImport.name().to_owned(),
+        plural: Kind::ServiceImport.resource().to_owned(),
+    }
+}
+
+/// Whether the API server refused a derived Service for its IP families
+/// (a cluster that is not dual-stack, say).
+fn is_family_refusal(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status)
+        if status.code == 422 && status.message.to_ascii_lowercase().contains("ipfamil"))
+}
+
+/// Feeds a write's outcome into `observed`, so the next round sees it.
+fn apply_result(observed: &mut Observed, change: &Change, result: Option<Value>) {
+    match change {
+        Change::Apply { .. } => {
+            if let Some(mut object) = result {
+                if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                    metadata.remove("managedFields");
+                }
+                observed.insert(ObservedObject::new(object));
+            }
+        }
+        Change::Delete {
+            kind,
+            namespace,
+            name,
+            ..
+        } => match kind.as_str() {
+            "ServiceImport" => {
+                observed
+                    .imports
+                    .remove(&ServiceKey::new(namespace.as_str(), name.as_str()));
+            }
+            "Service" => observed
+                .derived
+                .retain(|_, d| !(d.namespace() == namespace && d.name() == name)),
+            _ => {
+                observed.slices.remove(&(namespace.clone(), name.clone()));
+            }
+        },
+    }
+}
