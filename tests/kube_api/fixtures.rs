@@ -1,12 +1,20 @@
-//! The objects the tests put into the stand-in API server: ClusterProperty,
-//! gateway and exported Services, ServiceExport, ServiceImport,
-//! EndpointSlice and remote-cluster Secrets, as JSON a real server would hold.
+//! The objects the tests put into the stand-in API server: Namespace,
+//! ClusterProperty, gateway and exported Services, ServiceExport,
+//! ServiceImport, EndpointSlice and remote-cluster Secrets, as JSON a real
+//! server would hold.
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::{Value, json};
 
 use super::ApiServer;
+
+/// A Namespace as a real server holds it once created.
+pub fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+}
 
 pub fn property(name: &str, value: &str, version: &str) -> Value {
     json!({"apiVersion": format!("about.k8s.io/{version}"), "kind": "ClusterProperty",
@@ -78,8 +86,11 @@ pub fn remote_secret(name: &str, kubeconfig: &str, labelled: bool) -> Value {
 }
 
 /// A cluster `id` on `network` with a gateway and `shop/cart` exported,
-/// with one ready endpoint `pod`.
+/// with one ready endpoint `pod`; the namespaces `strait-system` and `shop`
+/// exist.
 pub fn populate(server: &ApiServer, id: &str, network: &str, version: &str, gw: &str, pod: &str) {
+    server.apply(namespace("strait-system"));
+    server.apply(namespace("shop"));
     server.apply(property("cluster.clusterset.k8s.io", id, version));
     server.apply(property("network.clusterset.k8s.io", network, version));
     server.apply(gateway(gw));

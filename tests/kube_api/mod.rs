@@ -1,33 +1,120 @@
 //! An in-process stand-in for a Kubernetes API server. No real API server
 //! can run on these machines, so this one speaks the real wire protocol over
-//! plain HTTP/1.1, enough for kube-rs clients, discovery and watchers:
+//! plain HTTP/1.1, enough for kube-rs clients (typed `Api<Service>`,
+//! `Api<EndpointSlice>`, `Api<Namespace>`, `Api<DynamicObject>`),
+//! discovery and watchers:
 //!
-//! - discovery: `/api`, `/api/v1`, `/apis`, `/apis/{group}/{version}`, with
-//!   the MCS and About groups served in the versions a test chooses;
-//! - list: `{kind: XList, apiVersion, metadata: {resourceVersion}, items}`,
-//!   cluster-wide or in one namespace, with label selectors
+//! - discovery (`discovery`): `/api`, `/api/v1`, `/apis`,
+//!   `/apis/{group}/{version}`, with the MCS and About groups served in the
+//!   versions a test chooses; every resource with the verbs `create`,
+//!   `delete`, `deletecollection`, `get`, `list`, `patch`, `update`,
+//!   `watch`, and `{plural}/status` for those with a status subresource;
+//! - list (`read`): `{kind: XList, apiVersion, metadata: {resourceVersion},
+//!   items}`, cluster-wide or in one namespace, with label selectors
 //!   (`k=v`, `k==v`, `k!=v`, `k`);
 //! - watch (`?watch=true&resourceVersion=N`): newline-delimited JSON events
 //!   `ADDED`/`MODIFIED`/`DELETED` after N, `BOOKMARK` when
 //!   `allowWatchBookmarks=true`, closed after `timeoutSeconds`; an `ERROR`
-//!   event with a `410 Gone` Status when N is older than the last compaction.
+//!   event with a `410 Gone` Status when N is older than the last compaction;
+//! - writes (`write`): GET of one object, POST, PUT, JSON merge patch and
+//!   server-side apply of objects and of status subresources, DELETE of an
+//!   object or a collection, with resource-version preconditions, every
+//!   request recorded.
 //!
-//! - writes (`write`): GET of one object, the `status` subresource of
-//!   ServiceExports (JSON merge patch) and Leases (create, replace), with
-//!   resource-version preconditions, every request recorded.
+//! Resources: Namespaces (cluster-scoped), Services, Secrets,
+//! EndpointSlices, Leases, ClusterProperties (cluster-scoped),
+//! ServiceExports and ServiceImports. Services, ServiceExports,
+//! ServiceImports and Namespaces have a status subresource: a write to the
+//! object ignores its `status` (on create it is dropped), a write to
+//! `/status` changes nothing but `status`.
+//!
+//! Where a real server is strict, this one is too, for what an MCS
+//! controller relies on:
+//!
+//! - **Namespaces.** A request that creates a namespaced object (POST, or an
+//!   apply of a missing object) in a namespace without a Namespace object
+//!   gets `404 NotFound`, `namespaces "X" not found`, details kind
+//!   `namespaces`. `default`, `kube-system`, `kube-public` and
+//!   `kube-node-lease` exist from the start. Deleting a Namespace deletes
+//!   everything in it at once (a real one is `Terminating` a while).
+//! - **Server-side apply** (`apply`): `PATCH` with `Content-Type:
+//!   application/apply-patch+yaml` on an object or its `/status`, with
+//!   `fieldManager` (required: `400` without) and `force`. The body must be
+//!   JSON (valid YAML; kube-rs sends JSON), name the URL's apiVersion, kind,
+//!   name and namespace (`400` otherwise) and carry no managedFields. A
+//!   missing object is created (`201`); otherwise (`200`) the configuration
+//!   is deep-merged into the object: maps merged, lists and scalars
+//!   replaced. Ownership is tracked per manager as a set of leaf paths
+//!   (map keys from the root); **lists are atomic leaves** — a real server
+//!   merges `listType=map` lists (ports, conditions) by key, this one owns
+//!   and replaces a list as a whole. A leaf the apply changes that another
+//!   manager owns is a conflict: `409 Conflict` naming the fields and the
+//!   manager without `force`, nothing changed; with `force=true` the
+//!   ownership moves. The same value is no conflict: both own it. Leaves
+//!   the applier owned before and omits now are removed unless another
+//!   manager owns them too, and so are the maps that leaves empty. Nulls in
+//!   the configuration neither set nor own anything. `metadata.resourceVersion`
+//!   in the body is a precondition (`409` when stale); so is `metadata.uid`.
+//! - **Managed fields.** Stored and returned objects carry
+//!   `metadata.managedFields`: per manager, operation (`Apply`, `Update`)
+//!   and subresource an entry `{manager, operation, apiVersion, time,
+//!   fieldsType: FieldsV1, fieldsV1}` with the real `f:` format (no `k:`/`v:`
+//!   list keys, no `.` entries; one fixed `time`). POST, PUT and JSON merge
+//!   patches are `Update`s by the request's `fieldManager`, else by its
+//!   user agent up to the first `/`, else `unknown`: the writer takes the
+//!   leaves it changed (as written, before the server's defaults) from every
+//!   other manager. Objects seeded by a test (`ApiServer::apply`) have no
+//!   owner for what the seed wrote.
+//! - **No-op writes.** A write over HTTP that changes nothing (object and
+//!   managed fields alike) keeps the resource version and sends no event.
+//! - **Services** (`defaults`), written over HTTP: `spec.type` defaults to
+//!   `ClusterIP`, each port's `protocol` to `TCP` and `targetPort` to its
+//!   `port`, `sessionAffinity` to `None`, `internalTrafficPolicy` to
+//!   `Cluster`. Unless ExternalName or headless (`clusterIP: None`, then
+//!   `clusterIPs: [None]`), cluster IPs are allocated sequentially from
+//!   10.96.0.0/16 and fd00:10:96::/112, never an address a live Service
+//!   holds; `ipFamilyPolicy` defaults to SingleStack (RequireDualStack when
+//!   two families or addresses are given), `ipFamilies` to `[IPv4]`, the
+//!   other family added second for dual stack. A requested address must be
+//!   in range and free (`422`). These values are no applier's; a write that
+//!   omits them keeps them; changing an allocated address is `422 Invalid`
+//!   (may not change once set). Node ports, load balancer fields and type
+//!   changes that release addresses are not emulated.
+//! - **Deletes and garbage collection** (`delete`): `200` with the deleted
+//!   object, `404` when missing, `409` when DeleteOptions `preconditions`
+//!   fail; collections by label selector, answered with the List of
+//!   deleted objects. Then every object whose ownerReferences name only
+//!   gone owners is deleted too, recursively, each with a `DELETED` event —
+//!   at once, where a real garbage collector takes a moment in background
+//!   propagation (`Foreground` is the same here; `Orphan` drops the
+//!   references instead). Finalizers are not honoured.
+//! - **UIDs.** Every object gets a unique UUID-shaped uid when it is
+//!   created, never reused, even after a delete; a seed may bring its own.
 //!
 //! One global resource version orders every change, as etcd does. Tests
-//! drive it directly: apply and delete objects, drop every open watch,
-//! compact the history, change objects without events (as if the events were
-//! lost), and stop and restart the server on the same port. As on a real
-//! server, `metadata.generation` counts the changes of `spec`, and applying
-//! a CRD object again keeps its `status` (its status subresource).
+//! drive it directly: apply (seed) and delete objects, edit them as a person
+//! would (`ApiServer::edit`), drop every open watch, compact the history,
+//! change objects without events (as if the events were lost), and stop and
+//! restart the server on the same port. Seeding is lenient: no namespace
+//! check, no defaults, no ownership. As on a real server,
+//! `metadata.generation` counts the changes of `spec`, and seeding a CRD
+//! object again keeps its `status` (its status subresource).
+//!
+//! Not emulated: authentication, RBAC, admission webhooks, validation
+//! against schemas, strategic merge patches and JSON patches (`415`),
+//! `generateName`, field selectors, dry runs.
 
 #![allow(dead_code)]
 
 pub mod admin;
+mod apply;
+mod defaults;
+mod delete;
+mod discovery;
 pub mod fixtures;
 mod query;
+mod read;
+mod store;
 pub mod write;
 
 use std::collections::{BTreeMap, HashMap};
@@ -38,18 +125,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
-use hyper::body::Frame;
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
-use query::{LabelTerm, parse_query, parse_selector};
+use query::parse_query;
+use read::{Selection, collection};
 
 /// How often an open watch that asked for bookmarks gets one.
 const BOOKMARK_EVERY: Duration = Duration::from_millis(200);
@@ -65,9 +152,12 @@ struct Resource {
     namespaced: bool,
     /// Served in the versions the test chose for the MCS and About groups.
     crd: bool,
+    /// Has a `status` subresource: writes to the object ignore `status`,
+    /// writes to `/status` change nothing else.
+    has_status: bool,
 }
 
-const RESOURCES: [Resource; 7] = [
+const RESOURCES: [Resource; 8] = [
     Resource {
         plural: "services",
         singular: "service",
@@ -75,6 +165,7 @@ const RESOURCES: [Resource; 7] = [
         group: "",
         namespaced: true,
         crd: false,
+        has_status: true,
     },
     Resource {
         plural: "secrets",
@@ -83,6 +174,7 @@ const RESOURCES: [Resource; 7] = [
         group: "",
         namespaced: true,
         crd: false,
+        has_status: false,
     },
     Resource {
         plural: "endpointslices",
@@ -91,6 +183,7 @@ const RESOURCES: [Resource; 7] = [
         group: "discovery.k8s.io",
         namespaced: true,
         crd: false,
+        has_status: false,
     },
     Resource {
         plural: "clusterproperties",
@@ -99,6 +192,7 @@ const RESOURCES: [Resource; 7] = [
         group: "about.k8s.io",
         namespaced: false,
         crd: true,
+        has_status: false,
     },
     Resource {
         plural: "serviceexports",
@@ -107,6 +201,7 @@ const RESOURCES: [Resource; 7] = [
         group: "multicluster.x-k8s.io",
         namespaced: true,
         crd: true,
+        has_status: true,
     },
     Resource {
         plural: "serviceimports",
@@ -115,6 +210,7 @@ const RESOURCES: [Resource; 7] = [
         group: "multicluster.x-k8s.io",
         namespaced: true,
         crd: true,
+        has_status: true,
     },
     Resource {
         plural: "leases",
@@ -123,6 +219,16 @@ const RESOURCES: [Resource; 7] = [
         group: "coordination.k8s.io",
         namespaced: true,
         crd: false,
+        has_status: false,
+    },
+    Resource {
+        plural: "namespaces",
+        singular: "namespace",
+        kind: "Namespace",
+        group: "",
+        namespaced: false,
+        crd: false,
+        has_status: true,
     },
 ];
 
@@ -156,6 +262,10 @@ struct State {
     gone: HashMap<&'static str, usize>,
     /// Every write request, in order.
     writes: Vec<write::Recorded>,
+    /// Who owns which fields of each object (`metadata.managedFields`).
+    fields: BTreeMap<ObjectKey, Vec<apply::Owner>>,
+    /// Where the next ClusterIP search starts, per family.
+    next_ip: defaults::Cursors,
 }
 
 struct Shared {
@@ -213,6 +323,10 @@ impl ApiServer {
             shared,
             accept: Mutex::new(None),
         };
+        // The namespaces every cluster has.
+        for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            server.apply(fixtures::namespace(name));
+        }
         server.serve(listener);
         server
     }
@@ -318,20 +432,6 @@ current-context: {name}
         self.shared.store(object, notify);
     }
 
-    /// Deletes an object (`DELETED`).
-    pub fn delete(&self, kind: &str, namespace: &str, name: &str) {
-        let resource = resource_of_kind(kind);
-        let namespace = if resource.namespaced { namespace } else { "" };
-        let key = (resource.plural, namespace.to_owned(), name.to_owned());
-        let mut state = self.shared.state();
-        let Some(mut object) = state.objects.remove(&key) else {
-            panic!("{kind} {namespace}/{name} does not exist");
-        };
-        state.revision += 1;
-        object["metadata"]["resourceVersion"] = state.revision.to_string().into();
-        self.record(&mut state, resource.plural, "DELETED", object);
-    }
-
     fn record(&self, state: &mut State, plural: &'static str, event: &'static str, object: Value) {
         self.shared.record(state, plural, event, object);
     }
@@ -412,15 +512,13 @@ fn respond(shared: &Arc<Shared>, request: Request<hyper::body::Incoming>) -> Res
     let query = parse_query(request.uri().query().unwrap_or(""));
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match segments.as_slice() {
-        ["api"] => json_response(
-            StatusCode::OK,
-            &json!({"kind": "APIVersions", "versions": ["v1"],
-                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": shared.address.to_string()}]}),
-        ),
-        ["api", "v1"] => resource_list(shared, "", "v1").unwrap_or_else(|| not_found(&path)),
-        ["apis"] => json_response(StatusCode::OK, &group_list(shared)),
+        ["api"] => discovery::versions(shared),
+        ["api", "v1"] => {
+            discovery::resource_list(shared, "", "v1").unwrap_or_else(|| not_found(&path))
+        }
+        ["apis"] => json_response(StatusCode::OK, &discovery::group_list(shared)),
         ["apis", group, version] => {
-            resource_list(shared, group, version).unwrap_or_else(|| not_found(&path))
+            discovery::resource_list(shared, group, version).unwrap_or_else(|| not_found(&path))
         }
         ["api", "v1", plural] => collection(shared, "", "v1", None, plural, &query, &path),
         ["api", "v1", "namespaces", namespace, plural] => {
@@ -448,267 +546,4 @@ fn served_versions(shared: &Shared, resource: &Resource) -> Vec<&'static str> {
     } else {
         vec!["v1"]
     }
-}
-
-fn group_list(shared: &Shared) -> Value {
-    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
-    for resource in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
-        if !groups.iter().any(|(g, _)| *g == resource.group) {
-            groups.push((resource.group, served_versions(shared, resource)));
-        }
-    }
-    let groups: Vec<Value> = groups
-        .into_iter()
-        .filter(|(_, versions)| !versions.is_empty())
-        .map(|(group, versions)| {
-            let entries: Vec<Value> = versions
-                .iter()
-                .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
-                .collect();
-            json!({"name": group, "versions": entries, "preferredVersion": entries[0]})
-        })
-        .collect();
-    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
-}
-
-fn resource_list(shared: &Shared, group: &str, version: &str) -> Option<Response<Body>> {
-    let resources: Vec<Value> = RESOURCES
-        .iter()
-        .filter(|r| r.group == group && served_versions(shared, r).contains(&version))
-        .map(|r| {
-            json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
-                "kind": r.kind, "verbs": ["get", "list", "watch"]})
-        })
-        .collect();
-    if resources.is_empty() {
-        return None;
-    }
-    let group_version = if group.is_empty() {
-        version.to_owned()
-    } else {
-        format!("{group}/{version}")
-    };
-    Some(json_response(
-        StatusCode::OK,
-        &json!({"kind": "APIResourceList", "apiVersion": "v1",
-            "groupVersion": group_version, "resources": resources}),
-    ))
-}
-
-/// The parameters of one list or watch request.
-struct Selection {
-    resource: Resource,
-    api_version: String,
-    namespace: Option<String>,
-    labels: Vec<LabelTerm>,
-}
-
-impl Selection {
-    fn matches(&self, object: &Value) -> bool {
-        let namespace_ok = self
-            .namespace
-            .as_deref()
-            .is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns));
-        namespace_ok
-            && self
-                .labels
-                .iter()
-                .all(|term| term.matches(&object["metadata"]["labels"]))
-    }
-
-    /// The object as this request sees it: CRDs in the requested version;
-    /// list items and events of core kinds, as a real server sends them in
-    /// lists, without apiVersion and kind.
-    fn render(&self, object: &Value, in_list: bool) -> Value {
-        let mut object = object.clone();
-        if let Some(map) = object.as_object_mut() {
-            if in_list && !self.resource.crd {
-                map.remove("apiVersion");
-                map.remove("kind");
-            } else {
-                map.insert("apiVersion".into(), self.api_version.clone().into());
-                map.insert("kind".into(), self.resource.kind.into());
-            }
-        }
-        object
-    }
-}
-
-fn collection(
-    shared: &Arc<Shared>,
-    group: &str,
-    version: &str,
-    namespace: Option<&str>,
-    plural: &str,
-    query: &HashMap<String, String>,
-    path: &str,
-) -> Response<Body> {
-    let Some(resource) = RESOURCES
-        .iter()
-        .find(|r| r.group == group && r.plural == plural)
-        .filter(|r| served_versions(shared, r).contains(&version))
-        .copied()
-    else {
-        return not_found(path);
-    };
-    let selection = Selection {
-        resource,
-        api_version: if group.is_empty() {
-            version.to_owned()
-        } else {
-            format!("{group}/{version}")
-        },
-        namespace: namespace.map(str::to_owned),
-        labels: query
-            .get("labelSelector")
-            .map(|s| parse_selector(s))
-            .unwrap_or_default(),
-    };
-    if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
-        watch(shared, selection, query)
-    } else {
-        list(shared, &selection)
-    }
-}
-
-fn list(shared: &Shared, selection: &Selection) -> Response<Body> {
-    let mut state = shared.state();
-    *state.lists.entry(selection.resource.plural).or_default() += 1;
-    let items: Vec<Value> = state
-        .objects
-        .iter()
-        .filter(|((plural, _, _), object)| {
-            *plural == selection.resource.plural && selection.matches(object)
-        })
-        .map(|(_, object)| selection.render(object, true))
-        .collect();
-    json_response(
-        StatusCode::OK,
-        &json!({
-            "kind": format!("{}List", selection.resource.kind),
-            "apiVersion": selection.api_version,
-            "metadata": {"resourceVersion": state.revision.to_string()},
-            "items": items,
-        }),
-    )
-}
-
-fn event_line(event: &str, object: Value) -> Bytes {
-    let mut line = json!({"type": event, "object": object}).to_string();
-    line.push('\n');
-    Bytes::from(line)
-}
-
-fn watch(
-    shared: &Arc<Shared>,
-    selection: Selection,
-    query: &HashMap<String, String>,
-) -> Response<Body> {
-    let from: u64 = query
-        .get("resourceVersion")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let bookmarks = query
-        .get("allowWatchBookmarks")
-        .is_some_and(|v| v == "true");
-    let timeout = query
-        .get("timeoutSeconds")
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_secs)
-        .unwrap_or(Duration::from_secs(1800));
-    let (sender, receiver) = mpsc::channel::<Bytes>(256);
-    let mut initial = Vec::new();
-    let mut live;
-    let mut last_sent = from;
-    {
-        let mut state = shared.state();
-        *state.watches.entry(selection.resource.plural).or_default() += 1;
-        if from != 0 && from < state.compacted {
-            *state.gone.entry(selection.resource.plural).or_default() += 1;
-            let gone = status(
-                StatusCode::GONE,
-                "Expired",
-                &format!("too old resource version: {from} ({})", state.compacted),
-            );
-            initial.push(event_line("ERROR", gone));
-            live = None;
-        } else {
-            live = Some(shared.changes.subscribe());
-            if from == 0 {
-                for ((plural, _, _), object) in &state.objects {
-                    if *plural == selection.resource.plural && selection.matches(object) {
-                        initial.push(event_line("ADDED", selection.render(object, false)));
-                    }
-                }
-                last_sent = state.revision;
-            } else {
-                for change in state.history.iter().filter(|c| c.revision > from) {
-                    if change.plural == selection.resource.plural
-                        && selection.matches(&change.object)
-                    {
-                        initial.push(event_line(
-                            change.event,
-                            selection.render(&change.object, false),
-                        ));
-                        last_sent = change.revision;
-                    }
-                }
-            }
-        }
-    }
-    let mut epoch = shared.epoch.subscribe();
-    epoch.mark_unchanged();
-    tokio::spawn(async move {
-        for line in initial {
-            if sender.send(line).await.is_err() {
-                return;
-            }
-        }
-        let Some(live) = live.as_mut() else {
-            return;
-        };
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let mut ticks = tokio::time::interval(BOOKMARK_EVERY);
-        loop {
-            let line = tokio::select! {
-                change = live.recv() => match change {
-                    Ok(change) if change.revision > last_sent => {
-                        last_sent = change.revision;
-                        if change.plural != selection.resource.plural
-                            || !selection.matches(&change.object)
-                        {
-                            continue;
-                        }
-                        event_line(change.event, selection.render(&change.object, false))
-                    }
-                    Ok(_) => continue,
-                    // Too slow or the server is gone: end the watch.
-                    Err(_) => return,
-                },
-                _ = ticks.tick(), if bookmarks => event_line(
-                    "BOOKMARK",
-                    json!({"kind": selection.resource.kind, "apiVersion": selection.api_version,
-                        "metadata": {"resourceVersion": last_sent.to_string()}}),
-                ),
-                _ = epoch.changed() => return,
-                () = &mut deadline => return,
-            };
-            if sender.send(line).await.is_err() {
-                return;
-            }
-        }
-    });
-    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        receiver
-            .recv()
-            .await
-            .map(|line| (Ok::<_, Infallible>(Frame::data(line)), receiver))
-    });
-    let mut response = Response::new(BodyExt::boxed(StreamBody::new(stream)));
-    response.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    response
 }

@@ -277,7 +277,7 @@ impl KubeOptions {
                 .kube
                 .write_export_status
                 .then(ExportStatusOptions::default),
-            imports: settings.kube.manage_imports.then(|| ImportOptions {
+            imports: settings.kube.manage_imports.then_some(ImportOptions {
                 range: settings.imports.port_range,
                 release_grace: settings.imports.release_grace,
             }),
