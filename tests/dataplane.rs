@@ -21,6 +21,10 @@ use strait::tunnel::client::{TunnelError, TunnelPool};
 use strait::tunnel::quic::client::QuicPool;
 use strait::tunnel::{TransportMode, TunnelSettings};
 use support::*;
+
+#[path = "dataplane/import_ports.rs"]
+mod import_ports;
+use import_ports::an_import_port_selects_service_and_port;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const EXPORTED_EARLY: Option<&str> = Some("2026-01-01T00:00:00Z");
@@ -739,6 +743,7 @@ over_both_transports!(
     a_reload_keeps_open_connections_and_moves_new_ones,
     a_failing_gateway_of_a_network_is_skipped,
     a_cluster_set_ip_selects_service_and_port,
+    an_import_port_selects_service_and_port,
 );
 
 /// `auto` tries QUIC first; a peer that does not answer over UDP (here: a
