@@ -5,7 +5,9 @@
 //! alone or keep the namespaces for debugging.
 //!
 //! Clients are pods: every client socket is made inside a pod namespace and
-//! speaks HTTP CONNECT to its cluster's gateway (replica 1). Backends greet
+//! speaks HTTP CONNECT to its cluster's gateway (replica 1), except on the
+//! transparent path (`transparent_*`), where an unmodified client dials a
+//! ClusterSetIP and an iptables DNAT rule stands in for kube-proxy. Backends greet
 //! with their name and the address that dialled them, which tells which hop
 //! delivered the connection. Each test needs root (or CAP_SYS_ADMIN and
 //! CAP_NET_ADMIN) and `ip`; without them it prints `SKIPPED: …`, and fails
@@ -25,6 +27,7 @@ use netns::gateway::Scrape;
 use netns::resilience;
 use netns::scenario::*;
 use netns::sys;
+use netns::transparent;
 use netns::world::{Options, World};
 
 /// A pod in c1 cannot dial a pod of c3 (net-b): c3-pod2's 10.10.0.33 does
@@ -552,6 +555,75 @@ fn a_tunnel_request_with_a_certificate_of_another_ca_is_refused() {
             assert_eq!(greeting.name, "c3-pod1");
             assert!(gateways_of("c3").contains(&greeting.peer), "{greeting:?}");
         },
+    );
+}
+
+/// The transparent path, direct: an unmodified c1 pod dials the
+/// ClusterSetIP of a service of c2 (same network); an iptables DNAT rule in
+/// its namespace stands in for kube-proxy and sends it to c1g1's import
+/// port (from `strait imports --output json`). c2's pod answers, dialled by
+/// c1g1 itself. See [`netns::transparent::direct`].
+#[test]
+fn transparent_clustersetip_goes_direct_on_the_own_network() {
+    netns::run_needing(
+        "transparent_clustersetip_goes_direct_on_the_own_network",
+        &["iptables"],
+        transparent::direct,
+    );
+}
+
+/// The transparent path, tunnelled: the ClusterSetIP of a service of c3
+/// (net-b), DNATed by the kube-proxy stand-in (an iptables rule in the
+/// client's namespace) to c1g1's import port, reaches c3's pod through c3's
+/// gateways, not the pod of the same address on net-a. See
+/// [`netns::transparent::tunnelled`].
+#[test]
+fn transparent_clustersetip_goes_through_the_tunnel_to_another_network() {
+    netns::run_needing(
+        "transparent_clustersetip_goes_through_the_tunnel_to_another_network",
+        &["iptables"],
+        transparent::tunnelled,
+    );
+}
+
+/// The transparent path and the per-port rule, both directions: through
+/// ClusterSetIP ports DNATed by an iptables rule standing in for kube-proxy,
+/// a port only c3 declares reaches only c3's pod and a port only c1
+/// declares only c1's, from c1 and from c3, although each client's local
+/// pod listens on both target ports. See [`netns::transparent::per_port`].
+#[test]
+fn transparent_clustersetip_port_reaches_only_the_clusters_that_declare_it() {
+    netns::run_needing(
+        "transparent_clustersetip_port_reaches_only_the_clusters_that_declare_it",
+        &["iptables"],
+        transparent::per_port,
+    );
+}
+
+/// The transparent path across a replica failure: the ClusterSetIPs are
+/// DNATed (an iptables rule standing in for kube-proxy) to c1g1; c1g1 is
+/// killed and the rules are replaced by ones to c1g2, as kube-proxy would
+/// when c1g1's endpoint goes unready; new connections succeed through c1g2.
+/// See [`netns::transparent::failover`].
+#[test]
+fn transparent_clustersetip_moves_to_the_other_replica_with_the_rule() {
+    netns::run_needing(
+        "transparent_clustersetip_moves_to_the_other_replica_with_the_rule",
+        &["iptables"],
+        transparent::failover,
+    );
+}
+
+/// The transparent path with a real client: `curl http://VIP/` in c1's pod,
+/// no proxy settings, the VIP DNATed to c1g1's import port by an iptables
+/// rule standing in for kube-proxy, gets `200` from an HTTP responder on
+/// net-b. See [`netns::transparent::curl`].
+#[test]
+fn transparent_plain_curl_gets_an_http_answer_from_another_network() {
+    netns::run_needing(
+        "transparent_plain_curl_gets_an_http_answer_from_another_network",
+        &["iptables", "curl"],
+        transparent::curl,
     );
 }
 

@@ -1,4 +1,5 @@
-//! Clients in pod namespaces: HTTP CONNECT to the cluster's gateway, the
+//! Clients in pod namespaces: HTTP CONNECT to the cluster's gateway, or
+//! plain dials as an unmodified pod makes them (the transparent path), the
 //! backend's greeting, echoes, long-lived connections and a steady stream of
 //! new connections whose every outcome is recorded.
 
@@ -127,6 +128,59 @@ pub async fn direct(ns: &str, pod: SocketAddr) -> Result<Greeting, String> {
     Greeting::parse(&line)
 }
 
+/// Dials `address` from `ns` as an unmodified pod does: no proxy, no
+/// CONNECT, just TCP to the address (a ClusterSetIP, say). Returns the
+/// backend's greeting and the open stream.
+pub async fn dial(
+    ns: &str,
+    address: SocketAddr,
+) -> Result<(Greeting, BufReader<TcpStream>), String> {
+    let stream = sys::connect_in(ns, address, Duration::from_secs(3))
+        .await
+        .map_err(|e| format!("dial {address} from {ns}: {e}"))?;
+    let mut stream = BufReader::new(stream);
+    let mut line = String::new();
+    let read = tokio::time::timeout(STEP, stream.read_line(&mut line))
+        .await
+        .map_err(|_| format!("no greeting via {address}"))?
+        .map_err(|e| format!("greeting via {address}: {e}"))?;
+    if read == 0 {
+        return Err(format!("{address} closed without a greeting"));
+    }
+    Ok((Greeting::parse(&line)?, stream))
+}
+
+/// One short plain connection: dial, greeting, a small echo, close.
+pub async fn plain(ns: &str, address: SocketAddr) -> Result<Greeting, String> {
+    let (greeting, stream) = dial(ns, address).await?;
+    let payload = format!("hello from {ns}").into_bytes();
+    let back = tokio::time::timeout(STEP, echo(stream, payload.clone()))
+        .await
+        .map_err(|_| "echo timed out".to_owned())??;
+    if back == payload {
+        Ok(greeting)
+    } else {
+        Err(format!("echo differs: {back:?}"))
+    }
+}
+
+/// `count` sequential plain connections; every one must succeed.
+pub async fn plain_many(
+    ns: &str,
+    address: SocketAddr,
+    count: usize,
+) -> Result<Vec<Greeting>, String> {
+    let mut greetings = Vec::with_capacity(count);
+    for index in 0..count {
+        greetings.push(
+            plain(ns, address)
+                .await
+                .map_err(|e| format!("connection {index}: {e}"))?,
+        );
+    }
+    Ok(greetings)
+}
+
 /// A CONNECT that must succeed: the greeting and the open stream.
 pub async fn open(
     ns: &str,
@@ -206,6 +260,16 @@ pub struct Held {
 impl Held {
     pub async fn open(ns: &str, gateway: SocketAddr, authority: &str) -> Result<Held, String> {
         let (greeting, stream) = open(ns, gateway, authority).await?;
+        Ok(Held {
+            greeting,
+            stream,
+            sequence: 0,
+        })
+    }
+
+    /// A plain connection (see [`dial`]) kept open.
+    pub async fn dial(ns: &str, address: SocketAddr) -> Result<Held, String> {
+        let (greeting, stream) = dial(ns, address).await?;
         Ok(Held {
             greeting,
             stream,

@@ -18,6 +18,7 @@ pub mod resilience;
 pub mod scenario;
 pub mod sys;
 pub mod topology;
+pub mod transparent;
 pub mod world;
 
 use std::future::Future;
@@ -54,16 +55,19 @@ fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
-/// Why this process cannot run the tests, if it cannot.
-fn cannot_run(needs_iptables: bool) -> Option<String> {
+/// Why this process cannot run a test that needs the commands `tools`
+/// (each also the name of its Debian package), if it cannot.
+fn cannot_run(tools: &[&str]) -> Option<String> {
     if let Err(reason) = sys::privileged() {
         return Some(reason);
     }
     if let Err(error) = sys::ip(&["-V"]) {
         return Some(format!("no usable `ip` (install iproute2): {error}"));
     }
-    if needs_iptables && let Err(error) = sys::run("iptables", &["-V"]) {
-        return Some(format!("no usable `iptables` (install iptables): {error}"));
+    for tool in tools {
+        if let Err(error) = sys::run(tool, &["--version"]) {
+            return Some(format!("no usable `{tool}` (install {tool}): {error}"));
+        }
     }
     None
 }
@@ -119,7 +123,18 @@ where
     F: FnOnce(Env) -> Fut,
     Fut: Future<Output = ()>,
 {
-    if let Some(reason) = cannot_run(needs_iptables) {
+    let tools: &[&str] = if needs_iptables { &["iptables"] } else { &[] };
+    run_needing(test, tools, body);
+}
+
+/// [`run`] for a test that needs the commands `tools` besides `ip`
+/// (`iptables`, `curl`): without one it skips, or fails under `CI=true`.
+pub fn run_needing<F, Fut>(test: &'static str, tools: &[&str], body: F)
+where
+    F: FnOnce(Env) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    if let Some(reason) = cannot_run(tools) {
         if ci() {
             panic!("multinetwork::{test} cannot run and CI=true: {reason}");
         }

@@ -32,6 +32,8 @@ pub struct Options {
     pub rogue: bool,
     /// `tunnel.transport` in gateway.yaml (`h2`, `quic`; default `auto`).
     pub transport: Option<&'static str>,
+    /// More of gateway.yaml (whole top-level sections), appended as it is.
+    pub settings: &'static str,
     /// Keeps everything when `STRAIT_KEEP_NETNS` is set (false: never keep).
     pub may_keep: bool,
 }
@@ -43,6 +45,7 @@ impl Options {
             stopped: &[],
             rogue: false,
             transport: None,
+            settings: "",
             may_keep: true,
         }
     }
@@ -94,6 +97,7 @@ impl World {
         if let Some(transport) = options.transport {
             settings.push_str(&format!("tunnel:\n  transport: {transport}\n"));
         }
+        settings.push_str(options.settings);
         std::fs::write(config.join("gateway.yaml"), settings)
             .map_err(|e| format!("gateway.yaml: {e}"))?;
         let mut world = World {
@@ -184,6 +188,16 @@ impl World {
         let name = format!("{cluster}-pod{n}");
         let address = SocketAddr::new(Self::pod_ip(cluster, n), POD_PORT);
         let backend = Backend::start(&name, &self.ns(&pod_role(cluster, n)), address)
+            .unwrap_or_else(|e| panic!("{e}"));
+        self.backends.entry(name).or_insert(backend)
+    }
+
+    /// Starts pod `n` of `cluster` as an HTTP responder instead (see
+    /// [`Backend::start_http`]), on the same port, named `c3-pod1`.
+    pub fn start_http_pod(&mut self, cluster: &str, n: u8) -> &Backend {
+        let name = format!("{cluster}-pod{n}");
+        let address = SocketAddr::new(Self::pod_ip(cluster, n), POD_PORT);
+        let backend = Backend::start_http(&name, &self.ns(&pod_role(cluster, n)), address)
             .unwrap_or_else(|e| panic!("{e}"));
         self.backends.entry(name).or_insert(backend)
     }
