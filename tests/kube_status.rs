@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube_api::ApiServer;
-use kube_api::admin::get_until;
+use kube_api::admin::{admin_address, get_until};
 use kube_api::fixtures::{export, populate, service, slice};
 use serde_json::{Value, json};
 use strait::discovery::kube::{
@@ -553,29 +553,6 @@ async fn without_export_status_nothing_is_written() {
 }
 
 // ---- the command line ------------------------------------------------------
-
-/// The admin address in the "gateway ready" line of a `strait run` log.
-fn admin_address(log: &Path) -> Option<std::net::SocketAddr> {
-    let text = std::fs::read_to_string(log).ok()?;
-    let line = text.lines().find(|l| l.contains("gateway ready"))?;
-    // Without the terminal colours the log may carry.
-    let mut plain = String::new();
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            chars.by_ref().find(|c| *c == 'm');
-        } else {
-            plain.push(c);
-        }
-    }
-    plain
-        .split("admin=")
-        .nth(1)?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strait_run_writes_export_status_with_the_flag_and_releases_the_lease_on_sigterm() {

@@ -243,9 +243,10 @@ pub fn import_status(
         }],
         remove: Vec::new(),
     };
-    let generation = current.and_then(|c| c["metadata"]["generation"].as_i64());
-    let conditions =
-        updated_conditions(&held_ready, &wanted, generation, now).unwrap_or(held_ready);
+    // No `observedGeneration`: the import's generation moves with every
+    // write of its spec (its ips, say), and Ready would be rewritten after
+    // each one for nothing.
+    let conditions = updated_conditions(&held_ready, &wanted, None, now).unwrap_or(held_ready);
     json!({
         "apiVersion": api_version,
         "kind": "ServiceImport",

@@ -47,3 +47,26 @@ pub async fn get_until(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The admin address in the "gateway ready" line of a `strait run` log.
+pub fn admin_address(log: &std::path::Path) -> Option<std::net::SocketAddr> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let line = text.lines().find(|l| l.contains("gateway ready"))?;
+    // Without the terminal colours the log may carry.
+    let mut plain = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|c| *c == 'm');
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+        .split("admin=")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}

@@ -17,7 +17,7 @@
 //! references. A released import port is not handed out again for
 //! `releaseGrace` (remembered by the leader; a new leader starts afresh).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -102,6 +102,7 @@ pub(super) fn start(
         released: BTreeMap::new(),
         recorded: BTreeSet::new(),
         refused: BTreeMap::new(),
+        applied: HashMap::new(),
     };
     let task = tokio::spawn(async move {
         let _namespaces = Task(namespace_task);
@@ -162,6 +163,11 @@ struct Reconciler {
     recorded: BTreeSet<u16>,
     /// Services whose derived Service was refused for its IP families, until when.
     refused: BTreeMap<ServiceKey, Instant>,
+    /// What was last applied to each object, and the resource version the
+    /// snapshot showed then: while a snapshot still shows that version, the
+    /// write is not in it yet, and applying the same object again would be
+    /// a write for nothing.
+    applied: HashMap<String, (Value, Option<String>)>,
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -303,7 +309,10 @@ impl Reconciler {
                 Owners::Required,
                 Timestamp::now(),
             );
-            let pending = changes(&desired, &observed);
+            let mut pending = changes(&desired, &observed);
+            if round == 0 {
+                pending.retain(|change| !self.in_flight(change, &observed));
+            }
             pass.plan = Some(plan);
             if pending.is_empty() || !may_write || !self.leadership.is_leader() {
                 break;
@@ -316,6 +325,7 @@ impl Reconciler {
                 match self.write(change, &local).await {
                     Ok(result) => {
                         self.count(true);
+                        self.remember(change, &observed);
                         tracing::info!(change = %change.describe(), "import object written");
                         apply_result(&mut observed, change, result);
                     }
@@ -343,6 +353,25 @@ impl Reconciler {
             }
         }
         pass
+    }
+
+    /// Whether `change` repeats an apply the snapshot does not show yet.
+    fn in_flight(&self, change: &Change, observed: &Observed) -> bool {
+        let Change::Apply { object, .. } = change else {
+            return false;
+        };
+        let key = change.describe();
+        self.applied.get(&key).is_some_and(|(applied, base)| {
+            applied == object && *base == held_version(observed, object)
+        })
+    }
+
+    fn remember(&mut self, change: &Change, observed: &Observed) {
+        if let Change::Apply { object, .. } = change {
+            let base = held_version(observed, object);
+            self.applied
+                .insert(change.describe(), (object.clone(), base));
+        }
     }
 
     fn count(&self, ok: bool) {
@@ -425,6 +454,28 @@ fn import_resource(api_version: &str) -> ApiResource {
 fn is_family_refusal(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status)
         if status.code == 422 && status.message.to_ascii_lowercase().contains("ipfamil"))
+}
+
+/// The resource version `observed` holds for the object `object` names.
+fn held_version(observed: &Observed, object: &Value) -> Option<String> {
+    let (kind, namespace, name) = (
+        object["kind"].as_str().unwrap_or_default(),
+        object["metadata"]["namespace"].as_str().unwrap_or_default(),
+        object["metadata"]["name"].as_str().unwrap_or_default(),
+    );
+    let held = match kind {
+        "ServiceImport" => observed.imports.get(&ServiceKey::new(namespace, name)),
+        "Service" => observed
+            .derived
+            .values()
+            .find(|d| d.namespace() == namespace && d.name() == name),
+        _ => observed
+            .slices
+            .get(&(namespace.to_owned(), name.to_owned())),
+    }?;
+    held.raw["metadata"]["resourceVersion"]
+        .as_str()
+        .map(str::to_owned)
 }
 
 /// Feeds a write's outcome into `observed`, so the next round sees it.
