@@ -37,7 +37,7 @@ use serde::Serialize;
 use crate::merge::{MergedService, MergedSet};
 use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType};
 pub use observed::{GatewayEndpoint, Observed, ObservedObject};
-pub use ports::{Allocation, PortKey, PortRange, PortRangeError};
+pub use ports::{Allocation, PortKey, PortRange, PortRangeError, ReleasedPorts};
 
 /// The `Ready` condition of a ServiceImport.
 pub const READY_CONDITION: &str = "Ready";

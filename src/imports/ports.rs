@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -151,6 +152,38 @@ impl Allocation {
     /// The service port behind each import port.
     pub fn by_import_port(&self) -> impl Iterator<Item = (u16, &PortKey)> {
         self.ports.iter().map(|(key, port)| (*port, key))
+    }
+}
+
+/// Import ports that left the records recently: not handed out again for
+/// a grace period, so a kube-proxy or gateway still acting on the old
+/// mapping cannot send a connection to the service that would get the port
+/// next. Pure: the caller says what is recorded now and when "now" is.
+#[derive(Debug, Clone, Default)]
+pub struct ReleasedPorts {
+    recorded: BTreeSet<u16>,
+    released: BTreeMap<u16, Instant>,
+}
+
+impl ReleasedPorts {
+    /// Notes the ports recorded now and returns those still in their grace
+    /// period: released less than `grace` before `now`.
+    pub fn observe(
+        &mut self,
+        recorded: BTreeSet<u16>,
+        now: Instant,
+        grace: Duration,
+    ) -> BTreeSet<u16> {
+        for gone in self.recorded.difference(&recorded) {
+            self.released.insert(*gone, now);
+        }
+        for back in &recorded {
+            self.released.remove(back);
+        }
+        self.released
+            .retain(|_, at| now.saturating_duration_since(*at) < grace);
+        self.recorded = recorded;
+        self.released.keys().copied().collect()
     }
 }
 
@@ -324,6 +357,39 @@ mod tests {
         // Never a wrong mapping: the exhausted port has no import port at all.
         let left = &allocation.exhausted[0];
         assert!(!allocation.ports.contains_key(left));
+    }
+
+    #[test]
+    fn a_released_port_waits_out_its_grace_period() {
+        let start = Instant::now();
+        let grace = Duration::from_secs(300);
+        let mut released = ReleasedPorts::default();
+        assert!(
+            released
+                .observe(BTreeSet::from([20001, 20002]), start, grace)
+                .is_empty()
+        );
+        // 20002 leaves the records: blocked for the grace period.
+        let blocked = released.observe(BTreeSet::from([20001]), start, grace);
+        assert_eq!(blocked, BTreeSet::from([20002]));
+        let later = start + Duration::from_secs(299);
+        assert_eq!(
+            released.observe(BTreeSet::from([20001]), later, grace),
+            BTreeSet::from([20002])
+        );
+        let after = start + Duration::from_secs(300);
+        assert!(
+            released
+                .observe(BTreeSet::from([20001]), after, grace)
+                .is_empty()
+        );
+        // A port recorded again is not blocked.
+        released.observe(BTreeSet::new(), after, grace);
+        assert!(
+            released
+                .observe(BTreeSet::from([20001]), after, grace)
+                .is_empty()
+        );
     }
 
     #[test]

@@ -42,7 +42,9 @@ use super::{ImportOptions, LocalImports, Retry, SourceSnapshot, SyncState};
 use crate::imports::diff::{Change, changes};
 use crate::imports::naming::FIELD_MANAGER;
 use crate::imports::render::{Owners, desired_objects};
-use crate::imports::{ImportPlan, Observed, ObservedObject, PlanInputs, Skipped, plan};
+use crate::imports::{
+    ImportPlan, Observed, ObservedObject, PlanInputs, ReleasedPorts, Skipped, plan,
+};
 use crate::merge::{MergedSet, merge};
 use crate::model::ServiceKey;
 
@@ -99,8 +101,7 @@ pub(super) fn start(
         leadership,
         reports,
         merged: None,
-        released: BTreeMap::new(),
-        recorded: BTreeSet::new(),
+        released: ReleasedPorts::default(),
         refused: BTreeMap::new(),
         applied: HashMap::new(),
     };
@@ -157,10 +158,8 @@ struct Reconciler {
     reports: watch::Sender<ImportsReport>,
     /// The last merge, by the set revision it was made from.
     merged: Option<(u64, Arc<MergedSet>)>,
-    /// Import ports released, and when: not handed out for the grace period.
-    released: BTreeMap<u16, Instant>,
-    /// The import ports recorded at the last pass.
-    recorded: BTreeSet<u16>,
+    /// Import ports released recently: not handed out for the grace period.
+    released: ReleasedPorts,
     /// Services whose derived Service was refused for its IP families, until when.
     refused: BTreeMap<ServiceKey, Instant>,
     /// What was last applied to each object, and the resource version the
@@ -246,22 +245,6 @@ impl Reconciler {
         }
     }
 
-    /// Notes the import ports that left the records, and forgets those
-    /// whose grace period is over.
-    fn track_released(&mut self, observed: &Observed, now: Instant) {
-        let recorded: BTreeSet<u16> = observed.recorded_ports().into_values().collect();
-        for gone in self.recorded.difference(&recorded) {
-            self.released.insert(*gone, now);
-        }
-        for back in &recorded {
-            self.released.remove(back);
-        }
-        let grace = self.options.release_grace;
-        self.released
-            .retain(|_, at| now.duration_since(*at) < grace);
-        self.recorded = recorded;
-    }
-
     async fn evaluate(
         &mut self,
         snapshot: &SourceSnapshot,
@@ -287,12 +270,14 @@ impl Reconciler {
         let mut observed = local.observed.clone();
         let namespaces_known = namespaces.is_some();
         observed.namespaces = namespaces;
-        self.track_released(&observed, now);
+        let recorded: BTreeSet<u16> = observed.recorded_ports().into_values().collect();
+        let blocked = self
+            .released
+            .observe(recorded, now.into_std(), self.options.release_grace);
         // Nothing is written before every cluster has synced or failed
         // once: a cluster still connecting must not delete its imports.
         let may_write = snapshot.settled && local_synced && namespaces_known;
         for round in 0..ROUNDS {
-            let blocked: BTreeSet<u16> = self.released.keys().copied().collect();
             let refused: BTreeSet<ServiceKey> = self.refused.keys().cloned().collect();
             let plan = plan(&PlanInputs {
                 merged: &merged,
