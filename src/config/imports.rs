@@ -16,7 +16,7 @@ pub struct ImportSettings {
     /// Listen on the import ports of this cluster's imports.
     #[serde(default = "default_enabled")]
     pub listen: bool,
-    /// Where the import listeners bind; default: the tunnel listener's address.
+    /// Where the import listeners bind; default: the CONNECT listener's address.
     #[serde(default)]
     pub address: Option<IpAddr>,
     /// The gateway ports import ports are taken from.

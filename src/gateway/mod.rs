@@ -224,6 +224,16 @@ impl Gateway {
             None
         };
         let mut own_listeners = vec![addresses.connect, addresses.tunnel, addresses.admin];
+        // Import listeners bind where local clients reach the gateway (the
+        // CONNECT listener), never by default where peers of other networks
+        // do: an import port is as open as a CONNECT. The tunnel refuses
+        // any import port on that address (`routing::inbound`).
+        let import_address = options
+            .settings
+            .imports
+            .address
+            .unwrap_or(addresses.connect.ip());
+        own_listeners.push(SocketAddr::new(import_address, 0));
         own_listeners.extend(&addresses.cluster_set_ip);
         let state = Arc::new(GatewayState {
             chooser: Chooser::new(
@@ -279,13 +289,8 @@ impl Gateway {
             )));
         }
         if options.settings.imports.listen {
-            let address = options
-                .settings
-                .imports
-                .address
-                .unwrap_or(addresses.tunnel.ip());
             let mut imports = crate::proxy::imports::ImportListeners::new(
-                address,
+                import_address,
                 state.clone(),
                 stop_accepting.clone(),
             );

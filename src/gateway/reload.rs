@@ -130,7 +130,11 @@ pub(super) fn kube_routes(
     if options.settings.kube.manage_imports
         && let Some(local) = &snapshot.local_imports
     {
-        let allocation = super::import_allocation(&merged, &local.observed, &options.settings);
+        // Only what the leader recorded: a port a replica computed on its
+        // own could mean another service than kube-proxy's rules say.
+        let recorded = local.observed.recorded_ports();
+        let allocation =
+            crate::imports::recorded_allocation(&recorded, &options.settings.imports.port_range);
         table.set_import_ports(allocation.by_import_port());
     }
     Ok(table)

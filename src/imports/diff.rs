@@ -10,8 +10,11 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::Observed;
+use super::naming::DERIVED_SERVICE_ANNOTATION;
 use super::observed::ObservedObject;
 use super::render::DesiredObject;
+use crate::discovery::translate::MCS_SERVICE_NAME_LABEL;
+use crate::model::ServiceKey;
 
 /// One write the reconciler should make.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +31,19 @@ pub enum Change {
 }
 
 impl Change {
+    /// The kind, namespace and name of the object written.
+    pub fn identity(&self) -> (String, String, String) {
+        match self {
+            Change::Apply { object, .. } => identity(object),
+            Change::Delete {
+                kind,
+                namespace,
+                name,
+                ..
+            } => (kind.clone(), namespace.clone(), name.clone()),
+        }
+    }
+
     /// `Kind namespace/name`, for logs.
     pub fn describe(&self) -> String {
         match self {
@@ -73,20 +89,6 @@ fn identity(object: &Value) -> (String, String, String) {
     )
 }
 
-fn find<'a>(observed: &'a Observed, object: &Value) -> Option<&'a ObservedObject> {
-    let (kind, namespace, name) = identity(object);
-    let key = crate::model::ServiceKey::new(namespace.as_str(), name.as_str());
-    match kind.as_str() {
-        "ServiceImport" => observed.imports.get(&key),
-        "Service" => observed
-            .derived
-            .values()
-            .find(|d| d.namespace() == namespace && d.name() == name),
-        "EndpointSlice" => observed.slices.get(&(namespace, name)),
-        _ => None,
-    }
-}
-
 fn needs_apply(desired: &DesiredObject, held: Option<&ObservedObject>) -> bool {
     let Some(held) = held else {
         return true;
@@ -107,23 +109,60 @@ pub fn changes(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
     let mut wanted: HashSet<(String, String, String)> = HashSet::new();
     for object in desired {
         wanted.insert(identity(&object.object));
-        if needs_apply(object, find(observed, &object.object)) {
+        if needs_apply(object, observed.get(&object.object)) {
             changes.push(Change::Apply {
                 object: object.object.clone(),
                 status: object.status,
             });
         }
     }
+    // Which services have a derived Service planned, and which were
+    // rendered in full: an owner whose uid is not known yet (a watch that
+    // lags) leaves its children out of `desired`, and they must not be
+    // deleted for that.
+    let service_of = |object: &Value| {
+        ServiceKey::new(
+            object["metadata"]["namespace"].as_str().unwrap_or_default(),
+            object["metadata"]["labels"][MCS_SERVICE_NAME_LABEL]
+                .as_str()
+                .or_else(|| object["metadata"]["name"].as_str())
+                .unwrap_or_default(),
+        )
+    };
+    let planned_derived: HashSet<ServiceKey> = desired
+        .iter()
+        .filter(|d| {
+            !d.status
+                && d.object["kind"] == "ServiceImport"
+                && d.object["metadata"]["annotations"][DERIVED_SERVICE_ANNOTATION].is_string()
+        })
+        .map(|d| service_of(&d.object))
+        .collect();
+    let rendered_derived: HashSet<ServiceKey> = desired
+        .iter()
+        .filter(|d| d.object["kind"] == "Service")
+        .map(|d| service_of(&d.object))
+        .collect();
+    let stale = |held: &ObservedObject| {
+        if wanted.contains(&identity(&held.raw)) {
+            return false;
+        }
+        let service = service_of(&held.raw);
+        match held.kind() {
+            "Service" => !planned_derived.contains(&service),
+            "EndpointSlice" => {
+                !planned_derived.contains(&service) || rendered_derived.contains(&service)
+            }
+            _ => true,
+        }
+    };
     let ours = observed
         .imports
         .values()
         .filter(|import| import.ours())
         .chain(observed.derived.values())
         .chain(observed.slices.values());
-    for held in ours {
-        if wanted.contains(&identity(&held.raw)) {
-            continue;
-        }
+    for held in ours.filter(|held| stale(held)) {
         changes.push(Change::Delete {
             api_version: held.raw["apiVersion"]
                 .as_str()

@@ -37,7 +37,9 @@ use serde::Serialize;
 use crate::merge::{MergedService, MergedSet};
 use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType};
 pub use observed::{GatewayEndpoint, Observed, ObservedObject};
-pub use ports::{Allocation, PortKey, PortRange, PortRangeError, ReleasedPorts};
+pub use ports::{
+    Allocation, PortKey, PortRange, PortRangeError, ReleasedPorts, recorded_allocation,
+};
 
 /// The `Ready` condition of a ServiceImport.
 pub const READY_CONDITION: &str = "Ready";
@@ -117,13 +119,6 @@ pub struct ImportPlan {
     pub skipped: BTreeMap<ServiceKey, Skipped>,
 }
 
-impl ImportPlan {
-    /// The service port behind each allocated import port.
-    pub fn import_ports(&self) -> impl Iterator<Item = (u16, &PortKey)> {
-        self.allocation.by_import_port()
-    }
-}
-
 /// What the plan is computed from besides the merged set.
 #[derive(Debug, Clone, Copy)]
 pub struct PlanInputs<'a> {
@@ -178,9 +173,8 @@ fn importable<'a>(
     (services, skipped)
 }
 
-/// Allocates the import ports of every importable ClusterSetIP service.
-pub fn allocate_ports(inputs: &PlanInputs<'_>) -> Allocation {
-    let (services, _) = importable(inputs.merged, inputs.observed);
+/// Allocates the import ports of `services` (importable ones).
+fn allocate_for(services: &[&MergedService], inputs: &PlanInputs<'_>) -> Allocation {
     let wanted: Vec<PortKey> = services.iter().flat_map(|s| wanted_ports(s)).collect();
     ports::allocate(
         &wanted,
@@ -190,16 +184,16 @@ pub fn allocate_ports(inputs: &PlanInputs<'_>) -> Allocation {
     )
 }
 
+/// Allocates the import ports of every importable ClusterSetIP service.
+pub fn allocate_ports(inputs: &PlanInputs<'_>) -> Allocation {
+    let (services, _) = importable(inputs.merged, inputs.observed);
+    allocate_for(&services, inputs)
+}
+
 /// The imports this cluster should hold.
 pub fn plan(inputs: &PlanInputs<'_>) -> ImportPlan {
     let (services, skipped) = importable(inputs.merged, inputs.observed);
-    let wanted: Vec<PortKey> = services.iter().flat_map(|s| wanted_ports(s)).collect();
-    let allocation = ports::allocate(
-        &wanted,
-        &inputs.observed.recorded_ports(),
-        inputs.blocked,
-        inputs.range,
-    );
+    let allocation = allocate_for(&services, inputs);
     let imports = services
         .into_iter()
         .map(|service| plan_import(service, &allocation, inputs))
@@ -237,7 +231,13 @@ fn plan_import(
         .collect();
     let mut clusters = service.constituents.clone();
     clusters.sort();
-    let derived_service = cluster_set_ip.then(|| naming::derived_service_name(&service.key));
+    // No derived Service while the API refuses its IP families, nor one
+    // without a single port to forward (the API refuses a Service with no
+    // ports).
+    let refused = inputs.refused_families.contains(&service.key);
+    let forwards = ports.iter().any(|p| p.import_port.is_some());
+    let derived_service = (cluster_set_ip && !refused && forwards)
+        .then(|| naming::derived_service_name(&service.key));
     // The ClusterSetIPs are the derived Service's, in the families the
     // merged service asked for (all of them when it did not say).
     let ips: Vec<IpAddr> = if cluster_set_ip {
@@ -259,7 +259,7 @@ fn plan_import(
             ReadyReason::Ready,
             "Headless service: clients reach its endpoints' addresses.".to_owned(),
         )
-    } else if inputs.refused_families.contains(&service.key) {
+    } else if refused {
         (
             false,
             ReadyReason::IpFamilyNotSupported,

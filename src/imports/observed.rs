@@ -119,6 +119,48 @@ impl Observed {
         }
     }
 
+    /// The held object of the kind, namespace and name `object` names
+    /// (a derived Service found by the service its label names).
+    pub fn get(&self, object: &Value) -> Option<&ObservedObject> {
+        fn text(value: &Value) -> &str {
+            value.as_str().unwrap_or_default()
+        }
+        let metadata = &object["metadata"];
+        let (namespace, name) = (text(&metadata["namespace"]), text(&metadata["name"]));
+        match text(&object["kind"]) {
+            "ServiceImport" => self.imports.get(&ServiceKey::new(namespace, name)),
+            "Service" => match metadata["labels"][MCS_SERVICE_NAME_LABEL].as_str() {
+                Some(service) => self
+                    .derived
+                    .get(&ServiceKey::new(namespace, service))
+                    .filter(|held| held.name() == name),
+                // Without the label, by name (a derived Service is named
+                // after its service, not the other way round).
+                None => self
+                    .derived
+                    .values()
+                    .find(|held| held.namespace() == namespace && held.name() == name),
+            },
+            "EndpointSlice" => self.slices.get(&(namespace.to_owned(), name.to_owned())),
+            _ => None,
+        }
+    }
+
+    /// Forgets the object of that kind, namespace and name.
+    pub fn remove(&mut self, kind: &str, namespace: &str, name: &str) {
+        match kind {
+            "ServiceImport" => {
+                self.imports.remove(&ServiceKey::new(namespace, name));
+            }
+            "Service" => self
+                .derived
+                .retain(|_, held| !(held.namespace() == namespace && held.name() == name)),
+            _ => {
+                self.slices.remove(&(namespace.to_owned(), name.to_owned()));
+            }
+        }
+    }
+
     pub fn namespace_exists(&self, namespace: &str) -> bool {
         self.namespaces
             .as_ref()

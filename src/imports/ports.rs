@@ -210,6 +210,29 @@ fn preferred_offset(key: &PortKey, range: &PortRange) -> usize {
     usize::try_from(hash % range.len() as u64).unwrap_or(0)
 }
 
+/// The recorded ports alone, as a replica's data plane uses them: a port
+/// outside the range is left out, and a port claimed twice (an edited
+/// derived Service) stays with the first claimant in key order.
+pub fn recorded_allocation<'a>(
+    recorded: impl IntoIterator<Item = (&'a PortKey, &'a u16)>,
+    range: &PortRange,
+) -> Allocation {
+    let mut claimed = vec![false; range.len()];
+    let mut allocation = Allocation::default();
+    for (key, port) in recorded {
+        if !range.contains(*port) {
+            continue;
+        }
+        let slot = &mut claimed[range.offset(*port)];
+        if *slot {
+            continue;
+        }
+        *slot = true;
+        allocation.ports.insert(key.clone(), *port);
+    }
+    allocation
+}
+
 /// Allocates import ports for `wanted` (every service port that needs one).
 /// `recorded` are the ports already handed out (from the derived Services);
 /// a recorded port outside the range, or claimed twice, is allocated anew.
@@ -221,23 +244,17 @@ pub fn allocate<'a>(
     range: &PortRange,
 ) -> Allocation {
     let wanted: BTreeSet<&PortKey> = wanted.into_iter().collect();
+    let mut allocation = recorded_allocation(
+        recorded.iter().filter(|(key, _)| wanted.contains(key)),
+        range,
+    );
     let mut taken = vec![false; range.len()];
-    for port in blocked.iter().filter(|p| range.contains(**p)) {
+    for port in blocked
+        .iter()
+        .chain(allocation.ports.values())
+        .filter(|p| range.contains(**p))
+    {
         taken[range.offset(*port)] = true;
-    }
-    let mut allocation = Allocation::default();
-    // First what is recorded, in key order, so that a port claimed twice
-    // (an edited derived Service) stays with the first claimant.
-    for (key, port) in recorded {
-        if !wanted.contains(key) || !range.contains(*port) {
-            continue;
-        }
-        let slot = &mut taken[range.offset(*port)];
-        if *slot && !blocked.contains(port) {
-            continue;
-        }
-        *slot = true;
-        allocation.ports.insert(key.clone(), *port);
     }
     for key in wanted {
         if allocation.ports.contains_key(key) {
@@ -341,6 +358,18 @@ mod tests {
         assert_eq!(allocation.ports[&key("a", 1)], 20005);
         assert_ne!(allocation.ports[&key("b", 1)], 20005);
         assert!(range.contains(allocation.ports[&key("c", 1)]));
+    }
+
+    #[test]
+    fn a_blocked_port_claimed_twice_still_has_one_claimant() {
+        let range = PortRange::new(20000, 20009).expect("range");
+        let mut recorded = BTreeMap::new();
+        recorded.insert(key("a", 1), 20005);
+        recorded.insert(key("b", 1), 20005);
+        let blocked = BTreeSet::from([20005]);
+        let allocation = allocate(&[key("a", 1), key("b", 1)], &recorded, &blocked, &range);
+        assert_eq!(allocation.ports[&key("a", 1)], 20005);
+        assert_ne!(allocation.ports[&key("b", 1)], 20005);
     }
 
     #[test]

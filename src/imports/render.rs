@@ -297,6 +297,14 @@ pub fn derived_service(
         })
         .collect();
     let mut spec = json!({"type": "ClusterIP", "ports": ports});
+    // kube-proxy keeps a client on one gateway replica, whose chooser keeps
+    // it on one backend.
+    spec["sessionAffinity"] = service.session_affinity.to_string().into();
+    if service.session_affinity == SessionAffinity::ClientIp
+        && let Some(seconds) = service.session_affinity_timeout
+    {
+        spec["sessionAffinityConfig"] = json!({"clientIP": {"timeoutSeconds": seconds}});
+    }
     match service.ip_families.len() {
         0 => spec["ipFamilyPolicy"] = "SingleStack".into(),
         1 => {

@@ -415,3 +415,63 @@ fn ip_families_shape_the_derived_service() {
     let import = of_kind(&objects, "ServiceImport", false)[0];
     assert_eq!(import["spec"]["ipFamilies"], json!(["IPv6", "IPv4"]));
 }
+
+#[test]
+fn a_lagging_import_watch_deletes_no_derived_service() {
+    let set = two_clusters(
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(10),
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(20),
+    );
+    // The Service and slice watches have delivered; the import's has not.
+    let mut observed = Observed::default();
+    for (kind, name) in [
+        ("Service", "derived-bsqa4s8pq5"),
+        ("EndpointSlice", "derived-bsqa4s8pq5-ipv4"),
+    ] {
+        observed.insert(ObservedObject::new(json!({
+            "apiVersion": "v1", "kind": kind,
+            "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{kind}"),
+                "labels": {"app.kubernetes.io/managed-by": "strait",
+                    "multicluster.kubernetes.io/service-name": "cart"}},
+            "spec": {"clusterIPs": ["10.96.0.9"], "ports": [
+                {"name": "http", "protocol": "TCP", "port": 80, "targetPort": 23950}]},
+        })));
+    }
+    let (plan, merged) = plan_for(&set, &observed);
+    let desired = desired_objects(&plan, &merged, &observed, API, Owners::Required, now());
+    let planned: Vec<String> = changes(&desired, &observed)
+        .iter()
+        .map(Change::describe)
+        .collect();
+    assert!(
+        planned.iter().all(|c| c.starts_with("apply ServiceImport")),
+        "{planned:?}"
+    );
+    assert_eq!(
+        plan.allocation.ports.values().copied().collect::<Vec<_>>(),
+        [23950],
+        "the recorded port is kept"
+    );
+}
+
+#[test]
+fn a_refused_family_or_no_forwardable_port_means_no_derived_service() {
+    let set = two_clusters(
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(10),
+        ServiceBuilder::new().exported_at(20),
+    );
+    let merged = merge(&set);
+    let observed = Observed::default();
+    let refused = BTreeSet::from([ServiceKey::new("shop", "cart")]);
+    let plan = plan(&PlanInputs {
+        merged: &merged,
+        observed: &observed,
+        range: &PortRange::default(),
+        blocked: &BTreeSet::new(),
+        refused_families: &refused,
+    });
+    assert_eq!(plan.imports[0].reason, ReadyReason::IpFamilyNotSupported);
+    assert!(plan.imports[0].derived_service.is_none());
+    let objects = desired_objects(&plan, &merged, &observed, API, Owners::Optional, now());
+    assert!(of_kind(&objects, "Service", false).is_empty());
+}

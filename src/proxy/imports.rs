@@ -59,11 +59,6 @@ impl ImportListeners {
         }
     }
 
-    /// The ports listened on now.
-    pub fn ports(&self) -> impl Iterator<Item = u16> + '_ {
-        self.open.keys().copied()
-    }
-
     /// Opens a listener for every import port of the current table that has
     /// none and closes those the table no longer names. Open connections
     /// of a closed port continue.

@@ -103,7 +103,7 @@ pub(super) fn start(
         merged: None,
         released: ReleasedPorts::default(),
         refused: BTreeMap::new(),
-        applied: HashMap::new(),
+        written: HashMap::new(),
     };
     let task = tokio::spawn(async move {
         let _namespaces = Task(namespace_task);
@@ -162,18 +162,18 @@ struct Reconciler {
     released: ReleasedPorts,
     /// Services whose derived Service was refused for its IP families, until when.
     refused: BTreeMap<ServiceKey, Instant>,
-    /// What was last applied to each object, and the resource version the
-    /// snapshot showed then: while a snapshot still shows that version, the
-    /// write is not in it yet, and applying the same object again would be
-    /// a write for nothing.
-    applied: HashMap<String, (Value, Option<String>)>,
+    /// Writes the snapshots may not show yet, by object: see [`Written`].
+    written: HashMap<(String, String, String), Written>,
 }
 
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
+/// One write and the resource version the snapshot held before it: while
+/// a snapshot still holds that version, the write is not in it yet, and the
+/// plan is made as if it were (so an object just created is not deleted,
+/// nor its import port handed out again, nor the same object applied twice).
+struct Written {
+    base: Option<String>,
+    /// What the server returned; `None` for a deletion.
+    result: Option<Value>,
 }
 
 /// What one pass found.
@@ -228,7 +228,7 @@ impl Reconciler {
                 changed = snapshots.changed() => if changed.is_err() { return },
                 changed = namespaces.changed() => if changed.is_err() { return },
                 changed = leader.changed() => if changed.is_err() { return },
-                () = sleep_until(retry_at) => {}
+                () = super::hub::sleep_until(retry_at) => {}
             }
         }
     }
@@ -270,13 +270,19 @@ impl Reconciler {
         let mut observed = local.observed.clone();
         let namespaces_known = namespaces.is_some();
         observed.namespaces = namespaces;
+        self.overlay_writes(&mut observed);
         let recorded: BTreeSet<u16> = observed.recorded_ports().into_values().collect();
         let blocked = self
             .released
             .observe(recorded, now.into_std(), self.options.release_grace);
         // Nothing is written before every cluster has synced or failed
-        // once: a cluster still connecting must not delete its imports.
+        // once, and nothing deleted while a cluster has never synced: its
+        // exports are not known, and its imports must not go for that.
         let may_write = snapshot.settled && local_synced && namespaces_known;
+        let may_delete = snapshot
+            .clusters
+            .iter()
+            .all(|c| c.state != SyncState::Connecting);
         for round in 0..ROUNDS {
             let refused: BTreeSet<ServiceKey> = self.refused.keys().cloned().collect();
             let plan = plan(&PlanInputs {
@@ -295,8 +301,8 @@ impl Reconciler {
                 Timestamp::now(),
             );
             let mut pending = changes(&desired, &observed);
-            if round == 0 {
-                pending.retain(|change| !self.in_flight(change, &observed));
+            if !may_delete {
+                pending.retain(|change| matches!(change, Change::Apply { .. }));
             }
             pass.plan = Some(plan);
             if pending.is_empty() || !may_write || !self.leadership.is_leader() {
@@ -307,11 +313,11 @@ impl Reconciler {
                 if !self.leadership.is_leader() {
                     return pass;
                 }
-                match self.write(change, &local).await {
+                match self.write(change, &local, &observed).await {
                     Ok(result) => {
                         self.count(true);
-                        self.remember(change, &observed);
                         tracing::info!(change = %change.describe(), "import object written");
+                        self.remember(change, &observed, result.clone());
                         apply_result(&mut observed, change, result);
                     }
                     Err(error) => {
@@ -336,27 +342,44 @@ impl Reconciler {
                     }
                 }
             }
+            // A refused write is tried again after a backoff, not in the
+            // next round of the same pass.
+            if pass.failed {
+                break;
+            }
         }
         pass
     }
 
-    /// Whether `change` repeats an apply the snapshot does not show yet.
-    fn in_flight(&self, change: &Change, observed: &Observed) -> bool {
-        let Change::Apply { object, .. } = change else {
-            return false;
-        };
-        let key = change.describe();
-        self.applied.get(&key).is_some_and(|(applied, base)| {
-            applied == object && *base == held_version(observed, object)
-        })
+    /// Lays the writes the snapshot does not show yet over `observed`, and
+    /// forgets those it shows (or that someone else changed since).
+    fn overlay_writes(&mut self, observed: &mut Observed) {
+        self.written.retain(|(kind, namespace, name), written| {
+            let held = observed.get(&identity_object(kind, namespace, name));
+            let held_version = held.and_then(resource_version);
+            if held_version != written.base {
+                return false;
+            }
+            match &written.result {
+                Some(result) => observed.insert(ObservedObject::new(result.clone())),
+                None => observed.remove(kind, namespace, name),
+            }
+            true
+        });
     }
 
-    fn remember(&mut self, change: &Change, observed: &Observed) {
-        if let Change::Apply { object, .. } = change {
-            let base = held_version(observed, object);
-            self.applied
-                .insert(change.describe(), (object.clone(), base));
-        }
+    fn remember(&mut self, change: &Change, observed: &Observed, result: Option<Value>) {
+        let identity = change.identity();
+        let base = observed
+            .get(&identity_object(&identity.0, &identity.1, &identity.2))
+            .and_then(resource_version);
+        // A write based on an overlaid write keeps the snapshot's version
+        // as its base: that is what the snapshot shows until it catches up.
+        let base = match self.written.get(&identity) {
+            Some(earlier) => earlier.base.clone(),
+            None => base,
+        };
+        self.written.insert(identity, Written { base, result });
     }
 
     fn count(&self, ok: bool) {
@@ -374,6 +397,7 @@ impl Reconciler {
         &self,
         change: &Change,
         local: &LocalImports,
+        observed: &Observed,
     ) -> Result<Option<Value>, kube::Error> {
         match change {
             Change::Apply { object, status } => {
@@ -384,14 +408,28 @@ impl Reconciler {
                     &local.api_version,
                 );
                 let name = object["metadata"]["name"].as_str().unwrap_or_default();
-                let params = PatchParams::apply(FIELD_MANAGER).force();
+                // Forced only over Strait's own objects: an object of the
+                // same name that another controller made (the reference
+                // controller names derived Services alike) is not taken over;
+                // a conflict then fails the write.
+                let ours = observed.get(object).is_none_or(ObservedObject::ours);
+                let mut params = PatchParams::apply(FIELD_MANAGER);
+                params.force = ours;
                 let applied = if *status {
                     api.patch_status(name, &params, &Patch::Apply(object))
                         .await?
                 } else {
                     api.patch(name, &params, &Patch::Apply(object)).await?
                 };
-                Ok(serde_json::to_value(applied).ok())
+                let mut result = serde_json::to_value(applied).ok();
+                if let Some(metadata) = result
+                    .as_mut()
+                    .and_then(|r| r.get_mut("metadata"))
+                    .and_then(Value::as_object_mut)
+                {
+                    metadata.remove("managedFields");
+                }
+                Ok(result)
             }
             Change::Delete {
                 kind,
@@ -441,36 +479,24 @@ fn is_family_refusal(error: &kube::Error) -> bool {
         if status.code == 422 && status.message.to_ascii_lowercase().contains("ipfamil"))
 }
 
-/// The resource version `observed` holds for the object `object` names.
-fn held_version(observed: &Observed, object: &Value) -> Option<String> {
-    let (kind, namespace, name) = (
-        object["kind"].as_str().unwrap_or_default(),
-        object["metadata"]["namespace"].as_str().unwrap_or_default(),
-        object["metadata"]["name"].as_str().unwrap_or_default(),
-    );
-    let held = match kind {
-        "ServiceImport" => observed.imports.get(&ServiceKey::new(namespace, name)),
-        "Service" => observed
-            .derived
-            .values()
-            .find(|d| d.namespace() == namespace && d.name() == name),
-        _ => observed
-            .slices
-            .get(&(namespace.to_owned(), name.to_owned())),
-    }?;
+fn resource_version(held: &ObservedObject) -> Option<String> {
     held.raw["metadata"]["resourceVersion"]
         .as_str()
         .map(str::to_owned)
+}
+
+/// A stand-in object naming `kind namespace/name`, for [`Observed::get`]
+/// (a derived Service is named by its service label, which a written
+/// result carries).
+fn identity_object(kind: &str, namespace: &str, name: &str) -> Value {
+    serde_json::json!({"kind": kind, "metadata": {"namespace": namespace, "name": name}})
 }
 
 /// Feeds a write's outcome into `observed`, so the next round sees it.
 fn apply_result(observed: &mut Observed, change: &Change, result: Option<Value>) {
     match change {
         Change::Apply { .. } => {
-            if let Some(mut object) = result {
-                if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-                    metadata.remove("managedFields");
-                }
+            if let Some(object) = result {
                 observed.insert(ObservedObject::new(object));
             }
         }
@@ -479,18 +505,6 @@ fn apply_result(observed: &mut Observed, change: &Change, result: Option<Value>)
             namespace,
             name,
             ..
-        } => match kind.as_str() {
-            "ServiceImport" => {
-                observed
-                    .imports
-                    .remove(&ServiceKey::new(namespace.as_str(), name.as_str()));
-            }
-            "Service" => observed
-                .derived
-                .retain(|_, d| !(d.namespace() == namespace && d.name() == name)),
-            _ => {
-                observed.slices.remove(&(namespace.clone(), name.clone()));
-            }
-        },
+        } => observed.remove(kind, namespace, name),
     }
 }

@@ -237,13 +237,6 @@ struct Writer {
     merged: Option<(u64, Arc<MergedSet>)>,
 }
 
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
-}
-
 impl Writer {
     async fn run(mut self, mut snapshots: watch::Receiver<Arc<SourceSnapshot>>, retry: Retry) {
         let mut leader = self.leadership.subscribe();
@@ -271,7 +264,7 @@ impl Writer {
             tokio::select! {
                 changed = snapshots.changed() => if changed.is_err() { return },
                 changed = leader.changed() => if changed.is_err() { return },
-                () = sleep_until(retry_at) => {}
+                () = super::hub::sleep_until(retry_at) => {}
             }
         }
     }
