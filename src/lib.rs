@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod diagnostics;
 pub mod discovery;
+pub mod dns;
 pub mod gateway;
 pub mod imports;
 pub mod merge;

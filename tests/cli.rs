@@ -326,4 +326,12 @@ fn demo_once_shows_direct_and_tunnelled_answers() {
         "{metrics}"
     );
     assert!(!stdout.contains("refused"), "{stdout}");
+    // Every gateway answers clusterset.local too, and the demo says how to ask.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("dig @127.0.0.10 -p ")
+                && l.ends_with(" cart.shop.svc.clusterset.local")),
+        "{stdout}"
+    );
 }

@@ -652,6 +652,7 @@ async fn a_gateway_routes_from_the_api_and_reports_cluster_sync() {
         tunnel: bind().await,
         admin: bind().await,
         cluster_set_ip: Vec::new(),
+        dns: None,
     };
     let options = GatewayOptions {
         config_dir: dir.path().to_owned(),

@@ -120,6 +120,53 @@ label_enum! {
     }
 }
 
+label_enum! {
+    /// The type a DNS query asked for (`none` when it had no valid question).
+    DnsQueryType {
+        A => "a",
+        Aaaa => "aaaa",
+        Srv => "srv",
+        Soa => "soa",
+        Ns => "ns",
+        Ptr => "ptr",
+        Any => "any",
+        Other => "other",
+        None => "none",
+    }
+}
+
+label_enum! {
+    /// The response code of a DNS answer.
+    DnsRcode {
+        NoError => "noerror",
+        NxDomain => "nxdomain",
+        Refused => "refused",
+        FormErr => "formerr",
+        NotImp => "notimp",
+        ServFail => "servfail",
+        BadVers => "badvers",
+    }
+}
+
+label_enum! {
+    /// The transport a DNS query came over.
+    DnsTransport {
+        Udp => "udp",
+        Tcp => "tcp",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DnsQueryLabels {
+    r#type: DnsQueryType,
+    rcode: DnsRcode,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DnsTransportLabels {
+    transport: DnsTransport,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct WriteLabels {
     result: WriteResult,
@@ -213,6 +260,9 @@ pub struct Metrics {
     imports_foreign: Gauge,
     import_ports_exhausted: Gauge,
     import_writes: Family<WriteLabels, Counter>,
+    dns_queries: Family<DnsQueryLabels, Counter>,
+    dns_truncated: Family<DnsTransportLabels, Counter>,
+    dns_tcp_refused: Counter,
 }
 
 impl Default for Metrics {
@@ -254,6 +304,9 @@ impl Metrics {
             imports_foreign: Gauge::default(),
             import_ports_exhausted: Gauge::default(),
             import_writes: Family::default(),
+            dns_queries: Family::default(),
+            dns_truncated: Family::default(),
+            dns_tcp_refused: Counter::default(),
         };
         metrics.registry.register(
             "connections_opened",
@@ -366,7 +419,42 @@ impl Metrics {
             "Writes of the import reconciler (applies and deletes), by result",
             metrics.import_writes.clone(),
         );
+        metrics.registry.register(
+            "dns_queries",
+            "DNS queries answered by the clusterset.local responder, by query type and response code",
+            metrics.dns_queries.clone(),
+        );
+        metrics.registry.register(
+            "dns_truncated",
+            "DNS answers cut to fit the query's size limit (TC set), by transport",
+            metrics.dns_truncated.clone(),
+        );
+        metrics.registry.register(
+            "dns_tcp_refused",
+            "DNS TCP connections closed at once because the connection limit was reached",
+            metrics.dns_tcp_refused.clone(),
+        );
         metrics
+    }
+
+    /// Counts one DNS answer sent, and whether it was cut to fit `truncated`'s transport.
+    pub fn dns_query(&self, qtype: DnsQueryType, rcode: DnsRcode, truncated: Option<DnsTransport>) {
+        self.dns_queries
+            .get_or_create(&DnsQueryLabels {
+                r#type: qtype,
+                rcode,
+            })
+            .inc();
+        if let Some(transport) = truncated {
+            self.dns_truncated
+                .get_or_create(&DnsTransportLabels { transport })
+                .inc();
+        }
+    }
+
+    /// Counts one DNS TCP connection refused for the connection limit.
+    pub fn dns_tcp_refused(&self) {
+        self.dns_tcp_refused.inc();
     }
 
     /// Records the import listeners open now and counts failed binds.

@@ -9,6 +9,7 @@
 //! | `/debug/routes` | 200, pretty JSON from [`AdminState::routes_json`] |
 //! | `/debug/clusters` | 200, pretty JSON from [`AdminState::clusters_json`]; 404 when absent |
 //! | `/debug/imports` | 200, pretty JSON from [`AdminState::imports_json`] |
+//! | `/debug/dns?name=NAME&type=TYPE` | 200, pretty JSON from [`AdminState::dns_json`]; 400 with its error for a bad request |
 //!
 //! Any other path is 404; any method but GET and HEAD is 405 with
 //! `allow: GET, HEAD`. Every connection is bounded: headers must arrive within
@@ -51,6 +52,12 @@ const JSON_CONTENT_TYPE: &str = "application/json";
 /// A function that renders a debug view as JSON when it is requested.
 pub type JsonView = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
+/// Why a [`QueryView`] cannot answer a request: shown as a 400.
+pub type QueryError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A debug view that answers a request's query string.
+pub type QueryView = Arc<dyn Fn(&str) -> Result<serde_json::Value, QueryError> + Send + Sync>;
+
 /// What the admin endpoints read.
 #[derive(Clone)]
 pub struct AdminState {
@@ -64,6 +71,8 @@ pub struct AdminState {
     /// The import ports listened on and, with the Kubernetes source, the
     /// import reconciler's plan, for `/debug/imports`.
     pub imports_json: JsonView,
+    /// The DNS answer for a name and type, and why, for `/debug/dns`.
+    pub dns_json: QueryView,
 }
 
 impl std::fmt::Debug for AdminState {
@@ -219,7 +228,8 @@ async fn serve_connection(
     limits: Limits,
 ) {
     let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
-        let response = respond(&state, request.method(), request.uri().path());
+        let uri = request.uri();
+        let response = respond(&state, request.method(), uri.path(), uri.query());
         async move { Ok::<_, Infallible>(response) }
     });
     let conn = builder.serve_connection(TokioIo::new(stream), service);
@@ -256,7 +266,12 @@ where
 }
 
 /// Answers one request. Pure apart from reading the state.
-fn respond(state: &AdminState, method: &Method, path: &str) -> Response<Full<Bytes>> {
+fn respond(
+    state: &AdminState,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+) -> Response<Full<Bytes>> {
     if method != Method::GET && method != Method::HEAD {
         let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
         response
@@ -282,6 +297,14 @@ fn respond(state: &AdminState, method: &Method, path: &str) -> Response<Full<Byt
         },
         "/debug/routes" => json(&(state.routes_json)()),
         "/debug/imports" => json(&(state.imports_json)()),
+        "/debug/dns" => match (state.dns_json)(query.unwrap_or_default()) {
+            Ok(value) => json(&value),
+            Err(error) => with_body(
+                StatusCode::BAD_REQUEST,
+                TEXT_CONTENT_TYPE,
+                format!("{error}\n"),
+            ),
+        },
         "/debug/clusters" => match &state.clusters_json {
             Some(view) => json(&view()),
             None => text(StatusCode::NOT_FOUND, "not found"),

@@ -95,6 +95,10 @@ async fn request(addr: SocketAddr, method: &str, path: &str) -> Reply {
 fn state(ready: bool, clusters: bool) -> AdminState {
     AdminState {
         imports_json: Arc::new(|| serde_json::json!({"listening": []})),
+        dns_json: Arc::new(|query| match query {
+            "name=cart" => Ok(serde_json::json!({"rcode": "NOERROR"})),
+            _ => Err("missing name".into()),
+        }),
         metrics: Arc::new(Metrics::new()),
         ready: Arc::new(AtomicBool::new(ready)),
         routes_json: Arc::new(|| serde_json::json!({"services": [{"name": "web.shop"}]})),
@@ -190,6 +194,12 @@ async fn endpoints_over_loopback() {
 
     let clusters = request(addr, "GET", "/debug/clusters").await;
     assert_eq!(clusters.status, 404);
+
+    let dns = request(addr, "GET", "/debug/dns?name=cart").await;
+    assert_eq!(dns.status, 200);
+    assert!(dns.body.contains("NOERROR"), "{}", dns.body);
+    let bad = request(addr, "GET", "/debug/dns").await;
+    assert_eq!((bad.status, bad.body.as_str()), (400, "missing name\n"));
 
     let missing = request(addr, "GET", "/nope").await;
     assert_eq!(missing.status, 404);

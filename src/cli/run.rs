@@ -33,6 +33,10 @@ pub struct RunArgs {
     /// ClusterSetIP listener (repeatable; replaces gateway.yaml's list).
     #[arg(long, value_name = "ADDR")]
     pub cluster_set_ip_listen: Vec<SocketAddr>,
+    /// Answer the clusterset.local zone over DNS (UDP and TCP) on this
+    /// address (default: gateway.yaml's listeners.dns; none: no DNS).
+    #[arg(long, value_name = "ADDR")]
+    pub dns_listen: Option<SocketAddr>,
     /// Holds tls.crt, tls.key and ca.crt (default: gateway.yaml's tls.dir).
     #[arg(long, value_name = "DIR")]
     pub tls_dir: Option<PathBuf>,
@@ -66,6 +70,9 @@ pub(super) fn options(args: &RunArgs) -> Result<GatewayOptions, Refused> {
     }
     if !args.cluster_set_ip_listen.is_empty() {
         listeners.cluster_set_ip = args.cluster_set_ip_listen.clone();
+    }
+    if let Some(address) = args.dns_listen {
+        listeners.dns = Some(address);
     }
     if let Some(dir) = &args.tls_dir {
         settings.tls.dir = dir.clone();

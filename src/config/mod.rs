@@ -3,9 +3,11 @@
 //! Every field is optional; command-line flags override what the file says.
 //! Errors name the file and the field, with the line where YAML can tell.
 
+mod dns;
 mod imports;
 mod tunnel;
 
+pub use dns::DnsSettings;
 pub use imports::ImportSettings;
 pub use tunnel::TunnelConfig;
 
@@ -47,6 +49,9 @@ pub struct GatewaySettings {
     /// The transparent path: import ports and the objects behind them.
     #[serde(default)]
     pub imports: ImportSettings,
+    /// The `clusterset.local` DNS responder: zone and TTLs.
+    #[serde(default)]
+    pub dns: DnsSettings,
     /// Accept loopback endpoint addresses: only for single-host setups and
     /// tests, never in a real cluster set.
     #[serde(default)]
@@ -68,6 +73,7 @@ impl Default for GatewaySettings {
             tunnel: TunnelConfig::default(),
             kube: KubeSettings::default(),
             imports: ImportSettings::default(),
+            dns: DnsSettings::default(),
             allow_loopback_endpoints: false,
         }
     }
@@ -89,6 +95,9 @@ pub struct Listeners {
     /// Addresses on which ClusterSetIP VIP traffic arrives.
     #[serde(default)]
     pub cluster_set_ip: Vec<SocketAddr>,
+    /// The DNS responder (UDP and TCP on one port); none when unset.
+    #[serde(default)]
+    pub dns: Option<SocketAddr>,
 }
 
 fn default_connect() -> SocketAddr {
@@ -108,6 +117,7 @@ impl Default for Listeners {
             tunnel: default_tunnel(),
             admin: default_admin(),
             cluster_set_ip: Vec::new(),
+            dns: None,
         }
     }
 }
@@ -313,6 +323,10 @@ impl GatewaySettings {
                 )
             })?;
         }
+        settings
+            .dns
+            .check()
+            .map_err(|(field, message)| error(Some(field.to_owned()), message))?;
         if settings.tuning.dial_attempts == 0 {
             return Err(error(
                 Some("tuning.dialAttempts".to_owned()),

@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 use crate::admin::metrics::Metrics;
 use crate::admin::{AdminState, serve as serve_admin};
 use crate::config::GatewaySettings;
+use crate::dns::DnsSockets;
 use crate::imports::Observed;
 use crate::proxy::dial::DialOptions;
 use crate::routing::RouteTable;
@@ -49,6 +50,8 @@ pub enum GatewayError {
     Routes(String),
     #[error("cannot watch {}: {source}", dir.display())]
     Watch { dir: PathBuf, source: notify::Error },
+    #[error("cannot serve dns: {0}")]
+    Dns(#[from] crate::dns::ZoneError),
 }
 
 /// Everything a gateway needs besides its listeners.
@@ -73,6 +76,8 @@ pub struct Listeners {
     pub tunnel: TcpListener,
     pub admin: TcpListener,
     pub cluster_set_ip: Vec<TcpListener>,
+    /// The DNS responder's UDP and TCP sockets, when it is on.
+    pub dns: Option<DnsSockets>,
 }
 
 impl Listeners {
@@ -92,11 +97,26 @@ impl Listeners {
         for address in &listeners.cluster_set_ip {
             cluster_set_ip.push(bind("cluster-set-ip", *address).await?);
         }
+        let dns = match listeners.dns {
+            Some(address) => {
+                Some(
+                    DnsSockets::bind(address)
+                        .await
+                        .map_err(|source| GatewayError::Bind {
+                            what: "dns",
+                            address,
+                            source,
+                        })?,
+                )
+            }
+            None => None,
+        };
         Ok(Self {
             connect: bind("connect", listeners.connect).await?,
             tunnel: bind("tunnel", listeners.tunnel).await?,
             admin: bind("admin", listeners.admin).await?,
             cluster_set_ip,
+            dns,
         })
     }
 }
@@ -108,6 +128,8 @@ pub struct BoundAddresses {
     pub tunnel: SocketAddr,
     pub admin: SocketAddr,
     pub cluster_set_ip: Vec<SocketAddr>,
+    /// The DNS responder (UDP and TCP), when it is on.
+    pub dns: Option<SocketAddr>,
 }
 
 /// A started gateway.
@@ -167,6 +189,7 @@ impl Gateway {
         listeners: Listeners,
     ) -> Result<Self, GatewayError> {
         let table = load_routes(&options)?;
+        let zone = Arc::new(crate::dns::Zone::from_settings(&options.settings.dns)?);
         let tls = Arc::new(ReloadingTls::load(&options.tls_dir)?);
         let metrics = Arc::new(Metrics::new());
         metrics.set_route_sizes(table.services().count(), table.backend_count());
@@ -180,6 +203,10 @@ impl Gateway {
             tunnel: local(&listeners.tunnel),
             admin: local(&listeners.admin),
             cluster_set_ip: listeners.cluster_set_ip.iter().map(local).collect(),
+            dns: listeners
+                .dns
+                .as_ref()
+                .map(|dns| dns.local_addr().unwrap_or_else(|_| local(&dns.tcp))),
         };
         let quic_enabled = options.tunnel.transport != TransportMode::H2
             || options
@@ -235,6 +262,7 @@ impl Gateway {
             .unwrap_or(addresses.connect.ip());
         own_listeners.push(SocketAddr::new(import_address, 0));
         own_listeners.extend(&addresses.cluster_set_ip);
+        own_listeners.extend(addresses.dns);
         let state = Arc::new(GatewayState {
             chooser: Chooser::new(
                 tuning.balancer,
@@ -305,7 +333,19 @@ impl Gateway {
                 stop_accepting.clone(),
             )));
         }
+        // DNS answers through the drain: the name of a service still
+        // resolves for clients whose connections are finishing.
+        if let Some(sockets) = listeners.dns {
+            tasks.push(tokio::spawn(crate::dns::serve(
+                sockets,
+                state.clone(),
+                zone.clone(),
+                stop_admin.clone(),
+            )));
+        }
         let routes_state = state.clone();
+        let dns_state = state.clone();
+        let dns_listening = addresses.dns;
         let admin = AdminState {
             metrics,
             ready: ready.clone(),
@@ -315,6 +355,11 @@ impl Gateway {
             }),
             clusters_json: reload::clusters_view(&options),
             imports_json: reload::imports_view(&options, state.clone()),
+            dns_json: Arc::new(move |query| {
+                let table = dns_state.routes.load();
+                crate::dns::lookup(&table, &zone, dns_listening, query)
+                    .map_err(crate::admin::QueryError::from)
+            }),
         };
         let admin_stop = stop_admin.clone();
         let admin_listener = listeners.admin;
@@ -334,6 +379,7 @@ impl Gateway {
             connect = %addresses.connect,
             tunnel = %addresses.tunnel,
             admin = %addresses.admin,
+            dns = ?addresses.dns,
             "gateway ready"
         );
         Ok(Self {

@@ -93,6 +93,9 @@ pub struct RouteTable {
     services: HashMap<String, HashMap<String, ServiceRoutes>>,
     /// ClusterSetIP VIP, protocol and port → the service key, from the viewer's ServiceImports.
     vips: HashMap<(IpAddr, Protocol, u16), ServiceKey>,
+    /// namespace → name → the viewer's ClusterSetIPs of that service (sorted,
+    /// no duplicates): what DNS answers for `<svc>.<ns>.svc.clusterset.local`.
+    service_vips: HashMap<String, HashMap<String, Vec<IpAddr>>>,
     /// Gateway import port → the service port it stands for (TCP only:
     /// the import listeners are TCP listeners).
     import_ports: HashMap<u16, PortKey>,
@@ -144,10 +147,18 @@ impl RouteTable {
         }
 
         let mut vips = HashMap::new();
+        let mut service_vips: HashMap<String, HashMap<String, Vec<IpAddr>>> = HashMap::new();
         for (key, addresses) in &viewing.imports {
             let Some(service) = merged.services.get(key) else {
                 continue;
             };
+            let mut sorted = addresses.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            service_vips
+                .entry(key.namespace.clone())
+                .or_default()
+                .insert(key.name.clone(), sorted);
             for address in addresses {
                 for port in &service.ports {
                     vips.insert((*address, port.protocol, port.port), key.clone());
@@ -182,6 +193,7 @@ impl RouteTable {
             network: viewing.network.clone(),
             services,
             vips,
+            service_vips,
             import_ports: HashMap::new(),
             local_backends,
             network_clusters,
@@ -221,6 +233,21 @@ impl RouteTable {
         let key = self.vips.get(&(address, protocol, port))?;
         let service = self.service(&key.namespace, &key.name)?;
         Some((service, service.port(protocol, port)?))
+    }
+
+    /// The viewer's ClusterSetIPs of a service (its local ServiceImport's
+    /// `spec.ips`); empty when the service has none here.
+    pub fn vips_of(&self, namespace: &str, name: &str) -> &[IpAddr] {
+        self.service_vips
+            .get(namespace)
+            .and_then(|names| names.get(name))
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
+    /// Whether any multi-cluster service lives in `namespace`.
+    pub fn has_namespace(&self, namespace: &str) -> bool {
+        self.services.contains_key(namespace)
     }
 
     /// Sets the import ports this gateway listens on: each stands for one

@@ -1,5 +1,6 @@
 //! `gateway.yaml` agrees with the flags and the Kubernetes source; the
-//! examples agree with the manifests.
+//! examples agree with the manifests (the CoreDNS examples forward the
+//! zone gateway.yaml answers to the `cluster-edge-dns` Service).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -56,6 +57,12 @@ fn gateway_yaml_is_valid_and_agrees_with_the_flags() {
             gateway.origin()
         );
     }
+    assert_eq!(
+        settings.listeners.dns,
+        Some(gateway.listen("--dns-listen")),
+        "{origin}: gateway.yaml listeners.dns disagrees with --dns-listen of {}",
+        gateway.origin()
+    );
     let tls_dir = gateway.required_flag("--tls-dir");
     assert_eq!(
         settings.tls.dir,
@@ -158,6 +165,7 @@ fn examples_agree_with_the_manifests() {
     let mut trust_domain = None;
     let mut identity_cluster = None;
     let mut properties = BTreeMap::new();
+    let mut corefiles = 0;
     for path in &paths {
         let shown = format!("deploy/{}", relative(path));
         let text = std::fs::read_to_string(path).expect("readable");
@@ -225,6 +233,33 @@ fn examples_agree_with_the_manifests() {
                         .unwrap_or_else(|| panic!("{origin}: no spec.value"));
                     properties.insert(name.to_owned(), (origin.clone(), value.to_owned()));
                 }
+                ("v1", "ConfigMap") => {
+                    assert_eq!(
+                        (name, string_at(&value, &["metadata", "namespace"])),
+                        ("coredns", Some("kube-system")),
+                        "{origin}: the only ConfigMap example is CoreDNS's"
+                    );
+                    let corefile = string_at(&value, &["data", "Corefile"])
+                        .unwrap_or_else(|| panic!("{origin}: no data.Corefile"));
+                    check_corefile(&origin, corefile, &settings.dns.zone);
+                    corefiles += 1;
+                }
+                ("kustomize.config.k8s.io/v1alpha1", "Component") => {
+                    let dir = path.parent().expect("a file has a folder");
+                    for patch in value
+                        .get("patches")
+                        .and_then(Value::as_sequence)
+                        .into_iter()
+                        .flatten()
+                    {
+                        let file = string_at(patch, &["path"])
+                            .unwrap_or_else(|| panic!("{origin}: a patch without a path"));
+                        assert!(
+                            dir.join(file).is_file(),
+                            "{origin}: patch {file} is not beside it"
+                        );
+                    }
+                }
                 _ => panic!("{origin}: unknown kind {api_version}/{kind} in the examples"),
             }
         }
@@ -256,4 +291,56 @@ fn examples_agree_with_the_manifests() {
         "{origin}: differs from the trust domain of the Certificate's identity"
     );
     property(&settings.network_property);
+
+    let snippet = deploy_dir().join("examples/coredns/clusterset.server");
+    let text = std::fs::read_to_string(&snippet)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", snippet.display()));
+    check_corefile(
+        "deploy/examples/coredns/clusterset.server",
+        &text,
+        &settings.dns.zone,
+    );
+    assert!(corefiles > 0, "deploy/examples: no CoreDNS ConfigMap patch");
+}
+
+/// What CoreDNS's `forward` names: the ClusterIP of cluster-edge-dns,
+/// filled in by the operator (forward takes addresses only).
+const DNS_SERVICE_PLACEHOLDER: &str = "CLUSTER_EDGE_DNS_IP";
+
+/// A Corefile holds a server block for `zone` on port 53 whose `forward`
+/// goes to the cluster-edge-dns Service on the port that Service offers.
+fn check_corefile(origin: &str, corefile: &str, zone: &str) {
+    let header = format!("{}:53 {{", zone.trim_end_matches('.'));
+    let mut lines = corefile.lines().skip_while(|l| l.trim() != header);
+    assert!(
+        lines.next().is_some(),
+        "{origin}: no server block `{header}` for the zone gateway.yaml answers"
+    );
+    let block: Vec<&str> = lines.take_while(|l| l.trim() != "}").collect();
+    let target = block
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("forward . "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{origin}: the {zone} block has no `forward .`"));
+    let (host, port) = target.rsplit_once(':').unwrap_or((target, "53"));
+    assert_eq!(
+        host, DNS_SERVICE_PLACEHOLDER,
+        "{origin}: forward to the cluster-edge-dns ClusterIP"
+    );
+    let service = crate::manifests::manifests()
+        .services
+        .iter()
+        .find(|s| s.object.metadata.name.as_deref() == Some("cluster-edge-dns"))
+        .and_then(|s| s.object.spec.as_ref())
+        .expect("deploy/ has cluster-edge-dns");
+    let offered: Vec<String> = service
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| p.port.to_string())
+        .collect();
+    assert!(
+        offered.iter().any(|p| p == port),
+        "{origin}: forwards to port {port}; cluster-edge-dns offers {offered:?}"
+    );
 }

@@ -64,6 +64,8 @@ fn container_ports_match_the_listener_flags() {
         ("connect", "TCP", "--connect-listen"),
         ("tunnel", "TCP", "--tunnel-listen"),
         ("tunnel-quic", "UDP", "--tunnel-listen"),
+        ("dns", "UDP", "--dns-listen"),
+        ("dns-tcp", "TCP", "--dns-listen"),
     ] {
         let address = gateway.listen(flag);
         assert!(

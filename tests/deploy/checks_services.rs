@@ -1,5 +1,6 @@
 //! The Services: they select the gateway pods and reach its listeners; the
-//! gateway Service is the load balancer peers tunnel to.
+//! gateway Service is the load balancer peers tunnel to; `cluster-edge-dns`
+//! gives CoreDNS the DNS responder on port 53.
 
 use std::collections::BTreeSet;
 
@@ -17,6 +18,7 @@ fn services_target_the_gateway_pods_and_listeners() {
     let labels = gateway.pod_labels();
     let connect = gateway.listen("--connect-listen").port();
     let tunnel = gateway.listen("--tunnel-listen").port();
+    let dns = gateway.listen("--dns-listen").port();
     let mut connect_service = false;
     for found in &manifests().services {
         let origin = &found.origin;
@@ -49,6 +51,7 @@ fn services_target_the_gateway_pods_and_listeners() {
             });
             let expected = match port.name.as_deref() {
                 Some("tunnel" | "tunnel-quic") => tunnel,
+                Some("dns" | "dns-tcp") => dns,
                 Some("connect") => {
                     connect_service = true;
                     assert_eq!(
@@ -70,6 +73,46 @@ fn services_target_the_gateway_pods_and_listeners() {
     assert!(
         connect_service,
         "deploy/ has no ClusterIP Service for the connect listener"
+    );
+}
+
+#[test]
+fn the_dns_service_offers_port_53_over_udp_and_tcp_inside_the_cluster() {
+    let found = manifests()
+        .services
+        .iter()
+        .find(|s| s.object.metadata.name.as_deref() == Some("cluster-edge-dns"))
+        .expect(
+            "deploy/ has the Service cluster-edge-dns (CoreDNS forwards clusterset.local to it)",
+        );
+    let origin = &found.origin;
+    let spec = found.object.spec.as_ref().expect("checked elsewhere");
+    assert_eq!(
+        spec.type_.as_deref().unwrap_or("ClusterIP"),
+        "ClusterIP",
+        "{origin}: the DNS responder is for this cluster's CoreDNS only"
+    );
+    let ports: BTreeSet<(String, String, i32)> = spec
+        .ports
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            (
+                p.name.clone().unwrap_or_default(),
+                p.protocol.clone().unwrap_or_else(|| "TCP".to_owned()),
+                p.port,
+            )
+        })
+        .collect();
+    let expected: BTreeSet<(String, String, i32)> = [
+        ("dns".to_owned(), "UDP".to_owned(), 53),
+        ("dns-tcp".to_owned(), "TCP".to_owned(), 53),
+    ]
+    .into();
+    assert_eq!(
+        ports, expected,
+        "{origin}: ports should be dns 53/UDP and dns-tcp 53/TCP (answers that do not fit UDP are retried over TCP)"
     );
 }
 

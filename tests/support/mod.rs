@@ -296,6 +296,7 @@ pub async fn bind_gateway(n: u8) -> Listeners {
         tunnel: bind(0).await,
         admin: bind(0).await,
         cluster_set_ip: Vec::new(),
+        dns: None,
     }
 }
 

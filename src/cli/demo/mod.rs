@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use super::Refused;
 use crate::config::GatewaySettings;
 use crate::discovery::files::load_clusters;
+use crate::dns::DnsSockets;
 use crate::gateway::state::DialOverrides;
 use crate::gateway::{Gateway, GatewayOptions, Listeners};
 use crate::merge::merge;
@@ -29,6 +30,8 @@ const DEFAULT_CLUSTERSET: &str = "demo.strait.dev";
 const CONNECT_PORT: u16 = 15001;
 const TUNNEL_PORT: u16 = 15008;
 const ADMIN_PORT: u16 = 15021;
+/// Where each demo gateway answers `clusterset.local` (UDP and TCP).
+const DNS_PORT: u16 = 15053;
 
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
@@ -177,11 +180,16 @@ async fn bind_gateway(ip: IpAddr) -> std::io::Result<Listeners> {
             Err(_) => TcpListener::bind(SocketAddr::new(ip, 0)).await,
         }
     }
+    let dns = match DnsSockets::bind(SocketAddr::new(ip, DNS_PORT)).await {
+        Ok(sockets) => sockets,
+        Err(_) => DnsSockets::bind(SocketAddr::new(ip, 0)).await?,
+    };
     Ok(Listeners {
         connect: bind(ip, CONNECT_PORT).await?,
         tunnel: bind(ip, TUNNEL_PORT).await?,
         admin: bind(ip, ADMIN_PORT).await?,
         cluster_set_ip: Vec::new(),
+        dns: Some(dns),
     })
 }
 
@@ -340,9 +348,12 @@ fn try_it(set: &ClusterSet, gateways: &[Gateway]) -> String {
     let mut text = String::from("Gateways:\n");
     for (id, gateway) in set.clusters.keys().zip(gateways) {
         let addresses = gateway.addresses();
+        let dns = addresses
+            .dns
+            .map_or_else(String::new, |dns| format!("  dns {dns}"));
         let _ = writeln!(
             text,
-            "  {:<10} connect {}  tunnel {}  admin http://{}/metrics",
+            "  {:<10} connect {}  tunnel {}  admin http://{}/metrics{dns}",
             id.as_str(),
             addresses.connect,
             addresses.tunnel,
@@ -353,9 +364,21 @@ fn try_it(set: &ClusterSet, gateways: &[Gateway]) -> String {
         let addresses = first.addresses();
         let _ = write!(
             text,
-            "\nTry:\n  curl -p -x http://{} http://cart.shop.svc.clusterset.local/\n  curl http://{}/debug/routes\n",
-            addresses.connect, addresses.admin
+            "\nTry:\n  curl -p -x http://{} http://cart.shop.svc.clusterset.local/\n",
+            addresses.connect
         );
+        if let Some(dns) = addresses.dns {
+            let _ = write!(
+                text,
+                "  dig @{} -p {} cart.shop.svc.clusterset.local\n  dig @{} -p {} SRV _http._tcp.cart.shop.svc.clusterset.local\n  curl 'http://{}/debug/dns?name=cart.shop.svc.clusterset.local&type=A'\n",
+                dns.ip(),
+                dns.port(),
+                dns.ip(),
+                dns.port(),
+                addresses.admin
+            );
+        }
+        let _ = writeln!(text, "  curl http://{}/debug/routes", addresses.admin);
     }
     text
 }

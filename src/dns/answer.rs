@@ -1,0 +1,540 @@
+//! What the zone answers, as a pure function of the route snapshot: no I/O,
+//! no clock. One question (name and type) in, rcode and records out, and on
+//! request an [`Explanation`] of which service, port and backends the
+//! answer came from (`/debug/dns`).
+//!
+//! The records (KEP-1645 and the mcs-api DNS specification):
+//! - ClusterSetIP service: `<svc>.<ns>.svc.<zone>` A/AAAA → this cluster's
+//!   ServiceImport IPs; `_<port>._<proto>.<svc>.<ns>.svc.<zone>` SRV →
+//!   `0 100 <port> <svc>.<ns>.svc.<zone>.` for every named port with at
+//!   least one backend this gateway can route to.
+//! - Headless service: `<svc>.<ns>.svc.<zone>` A/AAAA → one address per
+//!   ready backend **on this cluster's network**;
+//!   `<hostname>.<cluster-id>.<svc>.<ns>.svc.<zone>` → that pod, when it is
+//!   on this network; SRV per such endpoint with the per-pod name as its
+//!   target (an endpoint without a hostname is named by its address with
+//!   dashes, as Kubernetes DNS does).
+//!
+//! Pods on **another network** are not answered: their addresses are not
+//! reachable from here, and the addresses that would reach them (a derived
+//! Service per remote pod, through its network's gateway) are a later step.
+//! A name whose pods are all remote exists, so it is NODATA (NOERROR with
+//! the SOA), never a wrong address.
+//!
+//! Negative answers: NXDOMAIN for a name the zone does not hold (a service
+//! no cluster exports, an unknown namespace, a port no backend serves),
+//! NODATA for a name that exists without records of the type asked; both
+//! carry the zone's SOA. A name outside the zone is REFUSED: this is no
+//! recursive resolver.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::rdata::{A, AAAA, SRV};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use serde::Serialize;
+
+use super::zone::{Owner, Zone};
+use crate::merge::BackendState;
+use crate::model::{Protocol, ServiceType};
+use crate::routing::{Path, PortRoute, RouteTable, RoutedBackend, ServiceRoutes};
+
+/// The weight of a ClusterSetIP service's one SRV target.
+const SRV_WEIGHT: u16 = 100;
+
+/// What one question gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// `NoError` (with or without records), `NXDomain` or `Refused`.
+    pub rcode: ResponseCode,
+    /// Set for every answer from the zone, negative ones included.
+    pub authoritative: bool,
+    pub answers: Vec<Record>,
+    /// The zone's SOA on NXDOMAIN and NODATA.
+    pub authorities: Vec<Record>,
+}
+
+impl Answer {
+    fn refused() -> Self {
+        Self {
+            rcode: ResponseCode::Refused,
+            authoritative: false,
+            answers: Vec::new(),
+            authorities: Vec::new(),
+        }
+    }
+
+    /// NOERROR without an answer for the type asked.
+    pub fn is_nodata(&self) -> bool {
+        self.rcode == ResponseCode::NoError && self.answers.is_empty()
+    }
+}
+
+/// Why an answer is what it is, for `/debug/dns`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Explanation {
+    /// What the name is: `outside-zone`, `apex`, `svc`, `namespace`,
+    /// `service`, `protocol`, `port`, `cluster`, `pod` or `unknown`.
+    pub name_kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_type: Option<ServiceType>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<String>,
+    /// Backends considered, answered or not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backends: Vec<ExplainedBackend>,
+    pub notes: Vec<String>,
+}
+
+/// One backend considered for an answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExplainedBackend {
+    pub cluster: String,
+    pub address: IpAddr,
+    pub port: u16,
+    pub network: String,
+    pub path: &'static str,
+    /// The per-pod label (`<label>.<cluster-id>.<svc>...`).
+    pub pod: String,
+    pub answered: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+}
+
+/// Collects an [`Explanation`] only when one was asked for, so the query
+/// path builds no strings.
+struct Trace<'a>(Option<&'a mut Explanation>);
+
+impl Trace<'_> {
+    fn with(&mut self, f: impl FnOnce(&mut Explanation)) {
+        if let Some(explanation) = self.0.as_deref_mut() {
+            f(explanation);
+        }
+    }
+
+    fn note(&mut self, note: impl FnOnce() -> String) {
+        self.with(|e| e.notes.push(note()));
+    }
+}
+
+/// The records of one name: `None` when the zone does not hold it.
+#[derive(Debug, Default)]
+struct Node {
+    addresses: Vec<IpAddr>,
+    srv: Vec<SRV>,
+    soa: bool,
+}
+
+/// Answers one question from the current routes.
+pub fn answer(table: &RouteTable, zone: &Zone, name: &Name, qtype: RecordType) -> Answer {
+    resolve(table, zone, name, qtype, &mut Trace(None))
+}
+
+/// Answers one question and says why.
+pub fn explain(
+    table: &RouteTable,
+    zone: &Zone,
+    name: &Name,
+    qtype: RecordType,
+) -> (Answer, Explanation) {
+    let mut explanation = Explanation::default();
+    let answer = resolve(table, zone, name, qtype, &mut Trace(Some(&mut explanation)));
+    (answer, explanation)
+}
+
+fn resolve(
+    table: &RouteTable,
+    zone: &Zone,
+    name: &Name,
+    qtype: RecordType,
+    trace: &mut Trace<'_>,
+) -> Answer {
+    let Some(owner) = zone.locate(name) else {
+        trace.with(|e| e.name_kind = "outside-zone");
+        trace.note(|| format!("not in the zone {}: refused, never resolved", zone.origin()));
+        return Answer::refused();
+    };
+    if matches!(qtype, RecordType::AXFR | RecordType::IXFR) {
+        trace.note(|| "zone transfers are refused".to_owned());
+        return Answer::refused();
+    }
+    let Some(node) = node(table, zone, &owner, trace) else {
+        return Answer {
+            rcode: ResponseCode::NXDomain,
+            authoritative: true,
+            answers: Vec::new(),
+            authorities: vec![zone.soa_authority()],
+        };
+    };
+    let ttl = zone.ttl();
+    let mut answers = Vec::new();
+    let any = qtype == RecordType::ANY;
+    for address in &node.addresses {
+        match address {
+            IpAddr::V4(v4) if any || qtype == RecordType::A => {
+                answers.push(Record::from_rdata(name.clone(), ttl, RData::A(A(*v4))));
+            }
+            IpAddr::V6(v6) if any || qtype == RecordType::AAAA => {
+                answers.push(Record::from_rdata(
+                    name.clone(),
+                    ttl,
+                    RData::AAAA(AAAA(*v6)),
+                ));
+            }
+            _ => {}
+        }
+    }
+    if any || qtype == RecordType::SRV {
+        answers.extend(
+            node.srv
+                .iter()
+                .map(|srv| Record::from_rdata(name.clone(), ttl, RData::SRV(srv.clone()))),
+        );
+    }
+    if node.soa && (any || qtype == RecordType::SOA) {
+        let mut soa = zone.soa_answer();
+        soa.name = name.clone();
+        answers.push(soa);
+    }
+    if answers.is_empty() {
+        trace.note(|| format!("the name exists but has no {qtype} record: NODATA"));
+    }
+    Answer {
+        rcode: ResponseCode::NoError,
+        authoritative: true,
+        authorities: if answers.is_empty() {
+            vec![zone.soa_authority()]
+        } else {
+            Vec::new()
+        },
+        answers,
+    }
+}
+
+fn node(table: &RouteTable, zone: &Zone, owner: &Owner, trace: &mut Trace<'_>) -> Option<Node> {
+    match owner {
+        Owner::Apex => {
+            trace.with(|e| e.name_kind = "apex");
+            Some(Node {
+                soa: true,
+                ..Node::default()
+            })
+        }
+        Owner::Svc => {
+            trace.with(|e| e.name_kind = "svc");
+            table.services().next().map(|_| Node::default())
+        }
+        Owner::Namespace { namespace } => {
+            trace.with(|e| e.name_kind = "namespace");
+            let exists = table.has_namespace(namespace);
+            if !exists {
+                trace.note(|| format!("no multi-cluster service in namespace {namespace}"));
+            }
+            exists.then(Node::default)
+        }
+        Owner::Service { namespace, name } => {
+            trace.with(|e| e.name_kind = "service");
+            let service = found(table, namespace, name, trace)?;
+            Some(service_node(table, service, trace))
+        }
+        Owner::Protocol {
+            namespace,
+            name,
+            protocol,
+        } => {
+            trace.with(|e| e.name_kind = "protocol");
+            let service = found(table, namespace, name, trace)?;
+            let exists = service
+                .ports
+                .iter()
+                .any(|port| port.protocol == *protocol && has_srv(service, port));
+            if !exists {
+                trace.note(|| format!("no named {} port with a backend", protocol.as_str()));
+            }
+            exists.then(Node::default)
+        }
+        Owner::Port {
+            namespace,
+            name,
+            port,
+            protocol,
+        } => {
+            trace.with(|e| e.name_kind = "port");
+            let service = found(table, namespace, name, trace)?;
+            port_node(zone, service, port, *protocol, trace)
+        }
+        Owner::Below {
+            namespace,
+            name,
+            labels,
+        } => {
+            let service = found(table, namespace, name, trace)?;
+            below_node(service, labels, trace)
+        }
+        Owner::Unknown => {
+            trace.with(|e| e.name_kind = "unknown");
+            trace.note(|| "no name of this shape exists in the zone".to_owned());
+            None
+        }
+    }
+}
+
+/// The service a name is under, traced; `None` (NXDOMAIN) when no cluster
+/// exports it.
+fn found<'t>(
+    table: &'t RouteTable,
+    namespace: &str,
+    name: &str,
+    trace: &mut Trace<'_>,
+) -> Option<&'t ServiceRoutes> {
+    trace.with(|e| e.service = Some(format!("{namespace}/{name}")));
+    let Some(service) = table.service(namespace, name) else {
+        trace
+            .note(|| format!("no cluster exports {namespace}/{name}: not a multi-cluster service"));
+        return None;
+    };
+    trace.with(|e| e.service_type = Some(service.service_type));
+    Some(service)
+}
+
+fn service_node(table: &RouteTable, service: &ServiceRoutes, trace: &mut Trace<'_>) -> Node {
+    match service.service_type {
+        ServiceType::Headless => {
+            let mut addresses = BTreeSet::new();
+            for routed in pods(service) {
+                let answered = is_local(routed);
+                if answered {
+                    addresses.insert(routed.backend.address);
+                }
+                trace_backend(trace, routed, answered);
+            }
+            Node {
+                addresses: addresses.into_iter().collect(),
+                ..Node::default()
+            }
+        }
+        ServiceType::ClusterSetIp | ServiceType::ExternalName => {
+            let key = &service.key;
+            let vips = table.vips_of(&key.namespace, &key.name);
+            if vips.is_empty() {
+                trace.note(|| {
+                    format!("this cluster's ServiceImport {key} has no ClusterSetIP (spec.ips) yet")
+                });
+            } else {
+                trace.note(|| {
+                    let vips: Vec<String> = vips.iter().map(IpAddr::to_string).collect();
+                    format!(
+                        "ClusterSetIPs of this cluster's ServiceImport {key}: {}",
+                        vips.join(", ")
+                    )
+                });
+            }
+            Node {
+                addresses: vips.to_vec(),
+                ..Node::default()
+            }
+        }
+    }
+}
+
+fn port_node(
+    zone: &Zone,
+    service: &ServiceRoutes,
+    port_name: &str,
+    protocol: Protocol,
+    trace: &mut Trace<'_>,
+) -> Option<Node> {
+    let Some(port) = service
+        .ports
+        .iter()
+        .find(|p| p.protocol == protocol && !p.name.is_empty() && p.name == port_name)
+    else {
+        trace.note(|| {
+            format!(
+                "{} has no port named {port_name:?} over {}",
+                service.key,
+                protocol.as_str()
+            )
+        });
+        return None;
+    };
+    trace.with(|e| {
+        e.port = Some(format!(
+            "{} {}/{}",
+            port.name,
+            port.port,
+            port.protocol.as_str()
+        ))
+    });
+    if !has_srv(service, port) {
+        trace.note(|| "no backend this gateway can route to: no SRV record".to_owned());
+        return None;
+    }
+    let mut srv = Vec::new();
+    match service.service_type {
+        ServiceType::Headless => {
+            // A dual-stack pod is two backends with one name: one target.
+            let mut targets = BTreeSet::new();
+            for routed in ready(port) {
+                let answered = is_local(routed);
+                trace_backend(trace, routed, answered);
+                if answered && let Some(target) = pod_name(zone, service, routed) {
+                    targets.insert((target, routed.backend.port));
+                }
+            }
+            let weight = weight(targets.len());
+            srv.extend(
+                targets
+                    .into_iter()
+                    .map(|(target, port)| SRV::new(0, weight, port, target)),
+            );
+        }
+        ServiceType::ClusterSetIp | ServiceType::ExternalName => {
+            trace.note(|| {
+                format!(
+                    "{} backend(s) can carry this port; the target is the service name",
+                    port.backends.len()
+                )
+            });
+            let key = &service.key;
+            if let Ok(target) = zone.name(&[&key.name, &key.namespace, "svc"]) {
+                srv.push(SRV::new(0, SRV_WEIGHT, port.port, target));
+            }
+        }
+    }
+    Some(Node {
+        srv,
+        ..Node::default()
+    })
+}
+
+/// `<hostname>.<cluster-id>` (one pod) or `<cluster-id>` (an empty
+/// non-terminal) under a headless service.
+fn below_node(service: &ServiceRoutes, labels: &[String], trace: &mut Trace<'_>) -> Option<Node> {
+    if service.service_type != ServiceType::Headless {
+        trace.with(|e| e.name_kind = "unknown");
+        trace.note(|| {
+            format!(
+                "{} is a ClusterSetIP service: it has no per-pod names",
+                service.key
+            )
+        });
+        return None;
+    }
+    if let [hostname, cluster @ ..] = labels
+        && !cluster.is_empty()
+    {
+        let cluster = cluster.join(".");
+        let mut exists = false;
+        let mut addresses = BTreeSet::new();
+        for routed in pods(service).filter(|r| {
+            r.backend.cluster.as_str() == cluster && pod_label(r).eq_ignore_ascii_case(hostname)
+        }) {
+            exists = true;
+            let answered = is_local(routed);
+            if answered {
+                addresses.insert(routed.backend.address);
+            }
+            trace_backend(trace, routed, answered);
+        }
+        if exists {
+            trace.with(|e| e.name_kind = "pod");
+            return Some(Node {
+                addresses: addresses.into_iter().collect(),
+                ..Node::default()
+            });
+        }
+    }
+    let cluster = labels.join(".");
+    trace.with(|e| e.name_kind = "cluster");
+    let exists = pods(service).any(|r| r.backend.cluster.as_str() == cluster);
+    if !exists {
+        trace.note(|| format!("no ready pod of {} named {}", service.key, labels.join(".")));
+    }
+    exists.then(Node::default)
+}
+
+/// Whether a port of the service gets an SRV owner name: it is named, and
+/// some backend can carry it (for a headless service, some ready pod).
+fn has_srv(service: &ServiceRoutes, port: &PortRoute) -> bool {
+    !port.name.is_empty()
+        && match service.service_type {
+            ServiceType::Headless => ready(port).next().is_some(),
+            ServiceType::ClusterSetIp | ServiceType::ExternalName => !port.backends.is_empty(),
+        }
+}
+
+/// Ready backends of one port. DNS names only ready pods; the
+/// serving-and-terminating fallback is for connections, not for names.
+fn ready(port: &PortRoute) -> impl Iterator<Item = &RoutedBackend> {
+    port.backends
+        .iter()
+        .filter(|r| r.backend.state == BackendState::Ready)
+}
+
+/// Ready backends of every port of a service: each pod once per port.
+fn pods(service: &ServiceRoutes) -> impl Iterator<Item = &RoutedBackend> {
+    service.ports.iter().flat_map(ready)
+}
+
+fn is_local(routed: &RoutedBackend) -> bool {
+    routed.path == Path::Direct
+}
+
+/// The per-pod label: the endpoint's hostname, else its address with
+/// dashes (`10-1-0-7`, `fd00--7`).
+fn pod_label(routed: &RoutedBackend) -> Cow<'_, str> {
+    match &routed.backend.hostname {
+        Some(hostname) => Cow::Borrowed(hostname),
+        None => Cow::Owned(routed.backend.address.to_string().replace(['.', ':'], "-")),
+    }
+}
+
+/// `<label>.<cluster-id>.<svc>.<ns>.svc.<zone>.` of one pod; a cluster id
+/// with dots is several labels.
+fn pod_name(zone: &Zone, service: &ServiceRoutes, routed: &RoutedBackend) -> Option<Name> {
+    let label = pod_label(routed);
+    let mut labels: Vec<&str> = vec![&label];
+    labels.extend(routed.backend.cluster.as_str().split('.'));
+    labels.extend([service.key.name.as_str(), &service.key.namespace, "svc"]);
+    zone.name(&labels).ok()
+}
+
+/// Equal shares of 100 for `count` SRV targets of one priority.
+fn weight(count: usize) -> u16 {
+    u16::try_from(100 / count.max(1)).unwrap_or(1).max(1)
+}
+
+fn trace_backend(trace: &mut Trace<'_>, routed: &RoutedBackend, answered: bool) {
+    trace.with(|e| {
+        let address = routed.backend.address;
+        // A pod of two ports is considered twice; list it once.
+        if e.backends.iter().any(|b| {
+            b.address == address
+                && b.cluster == routed.backend.cluster.as_str()
+                && b.answered == answered
+        }) {
+            return;
+        }
+        e.backends.push(ExplainedBackend {
+            cluster: routed.backend.cluster.to_string(),
+            address,
+            port: routed.backend.port,
+            network: routed.network.to_string(),
+            path: routed.path.as_str(),
+            pod: pod_label(routed).into_owned(),
+            answered,
+            reason: (!answered).then_some(
+                "on another network: its address is not reachable from here (per-pod derived Services are not built yet)",
+            ),
+        });
+    });
+}
+
+#[cfg(test)]
+#[path = "answer_tests.rs"]
+mod tests;

@@ -1,0 +1,490 @@
+//! The DNS responder against the real `dig` (BIND's dnsutils): a gateway on
+//! loopback answers A, AAAA, SRV, headless and per-pod names, NXDOMAIN,
+//! NODATA and REFUSED, truncates over UDP so that dig retries over TCP, and
+//! follows a route swap. Without `dig` each test prints a loud skip line,
+//! and fails under `CI=true` (`.ci/run` installs dnsutils).
+//!
+//! Topology: c41 (net-a, the gateway under test on 127.0.41.1) and c42
+//! (net-b, only in the configuration: its pods are on another network).
+
+mod support;
+
+use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use strait::dns::DnsSockets;
+use strait::gateway::Gateway;
+use strait::tunnel::TransportMode;
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Pods of `big/many`: 80 A records do not fit in 512 bytes, nor in dig's
+/// default 1232-byte EDNS payload.
+const MANY: u8 = 80;
+
+/// `dig`, or `None` after a loud skip line (a failure under CI=true).
+fn dig_binary() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("dig"))
+            .find(|candidate| candidate.is_file())
+    });
+    if found.is_none() {
+        // Straight to the process's stderr: the test harness captures
+        // eprintln!, and a skip must be seen.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"\n**********\nSKIPPED tests/dns.rs: `dig` not found on PATH (apt-get install dnsutils)\n**********\n",
+        );
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "dig is required under CI=true: .ci/run installs dnsutils"
+        );
+    }
+    found
+}
+
+/// A running gateway with DNS, and what the tests need to reach it.
+struct Running {
+    _dir: tempfile::TempDir,
+    config: PathBuf,
+    dig: PathBuf,
+    gateway: Gateway,
+    dns: SocketAddr,
+    tunnel: SocketAddr,
+}
+
+impl Running {
+    /// Starts c41's gateway (number `n`, one per test) with DNS on its address.
+    async fn start(n: u8) -> Option<Running> {
+        let dig = dig_binary()?;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("config");
+        let certs = certificates(dir.path(), &["c41", "c42"]);
+        let mut listeners = bind_gateway(n).await;
+        listeners.dns = Some(
+            DnsSockets::bind(SocketAddr::new(gateway_ip(n), 0))
+                .await
+                .expect("bind dns"),
+        );
+        let tunnel = listeners.tunnel.local_addr().expect("tunnel address");
+        write_cluster(&config, "c41", &local_yaml(n, tunnel, true));
+        write_cluster(&config, "c42", &remote_yaml());
+        let gateway = start_gateway(&config, &certs, "c41", n, listeners, TransportMode::H2).await;
+        let dns = gateway.addresses().dns.expect("dns is on");
+        Some(Running {
+            _dir: dir,
+            config,
+            dig,
+            gateway,
+            dns,
+            tunnel,
+        })
+    }
+
+    /// Runs `dig @gateway -p port ARGS` and returns what it printed.
+    async fn dig(&self, args: &[&str]) -> String {
+        let output = tokio::process::Command::new(&self.dig)
+            .arg(format!("@{}", self.dns.ip()))
+            .args(["-p", &self.dns.port().to_string(), "+time=2", "+tries=1"])
+            .args(args)
+            .output()
+            .await
+            .expect("dig runs");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "dig {args:?} failed: {stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
+
+    /// `dig +short`: the answer's data, one record per line, sorted.
+    async fn short(&self, args: &[&str]) -> Vec<String> {
+        let mut all = vec!["+short"];
+        all.extend_from_slice(args);
+        let mut lines: Vec<String> = self.dig(&all).await.lines().map(str::to_owned).collect();
+        lines.sort();
+        lines
+    }
+}
+
+/// c41: `app/echo` (ClusterSetIP, imported here as 240.0.0.10 and
+/// fd00::10; exported when `exported`), `db/postgres` (headless, two pods)
+/// and `big/many` (headless, [`MANY`] pods).
+fn local_yaml(n: u8, tunnel: SocketAddr, exported: bool) -> String {
+    let echo = ServiceSpec {
+        namespace: "app",
+        name: "echo",
+        ports: &[("http", 80, 8080)],
+        exported_at: exported.then_some("2026-01-01T00:00:00Z"),
+        pods: vec![Pod::ready(pod_ip(n, 0))],
+    };
+    let mut yaml = cluster_yaml("c41", "net-a", tunnel, &[echo]);
+    yaml.push_str(
+        "---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceImport
+metadata: {name: echo, namespace: app}
+spec: {type: ClusterSetIP, ips: [\"240.0.0.10\", \"fd00::10\"]}
+",
+    );
+    let postgres = [("postgres-0", pod_ip(n, 50)), ("postgres-1", pod_ip(n, 51))];
+    yaml.push_str(&headless("db", "postgres", &postgres));
+    let many: Vec<(String, IpAddr)> = (0..MANY)
+        .map(|i| (format!("many-{i}"), pod_ip(n, 100 + i)))
+        .collect();
+    let many: Vec<(&str, IpAddr)> = many.iter().map(|(h, ip)| (h.as_str(), *ip)).collect();
+    yaml.push_str(&headless("big", "many", &many));
+    yaml
+}
+
+/// c42 on net-b: a third postgres pod, on another network.
+fn remote_yaml() -> String {
+    let gateway = SocketAddr::new(gateway_ip(42), 15008);
+    let mut yaml = cluster_yaml("c42", "net-b", gateway, &[]);
+    yaml.push_str(&headless(
+        "db",
+        "postgres",
+        &[("postgres-2", pod_ip(42, 50))],
+    ));
+    yaml
+}
+
+/// An exported headless Service on port `postgres` 5432 with these pods.
+fn headless(namespace: &str, name: &str, pods: &[(&str, IpAddr)]) -> String {
+    let mut endpoints = String::new();
+    for (hostname, address) in pods {
+        let _ = writeln!(
+            endpoints,
+            "- {{addresses: [\"{address}\"], hostname: {hostname}, conditions: {{ready: true}}}}"
+        );
+    }
+    format!(
+        "---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  clusterIP: None
+  ports: [{{name: postgres, port: 5432, targetPort: 5432}}]
+---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceExport
+metadata: {{name: {name}, namespace: {namespace}, creationTimestamp: \"2026-01-01T00:00:00Z\"}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {name}-slice
+  namespace: {namespace}
+  labels: {{kubernetes.io/service-name: {name}}}
+addressType: IPv4
+ports: [{{name: postgres, port: 5432}}]
+endpoints:
+{endpoints}"
+    )
+}
+
+/// The `status:` of dig's header line.
+fn status(output: &str) -> &str {
+    output
+        .split("status: ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("no status in dig output:\n{output}"))
+}
+
+/// dig's `;; flags: ...;` list.
+fn flags(output: &str) -> Vec<&str> {
+    output
+        .split(";; flags: ")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .unwrap_or_else(|| panic!("no flags in dig output:\n{output}"))
+        .split_whitespace()
+        .collect()
+}
+
+/// The number after `NAME: ` in dig's counts line (ANSWER, AUTHORITY).
+fn count(output: &str, section: &str) -> usize {
+    output
+        .split(&format!("{section}: "))
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {section} count in dig output:\n{output}"))
+}
+
+#[tokio::test]
+async fn dig_resolves_cluster_set_ip_services_and_their_srv_records() {
+    let Some(run) = Running::start(41).await else {
+        return;
+    };
+    let full = run.dig(&["echo.app.svc.clusterset.local"]).await;
+    assert_eq!(status(&full), "NOERROR", "{full}");
+    let flags = flags(&full);
+    assert!(flags.contains(&"aa") && !flags.contains(&"ra"), "{full}");
+    assert_eq!(
+        run.short(&["Echo.App.SVC.clusterset.local."]).await,
+        ["240.0.0.10"]
+    );
+    assert_eq!(
+        run.short(&["AAAA", "echo.app.svc.clusterset.local"]).await,
+        ["fd00::10"]
+    );
+    assert_eq!(
+        run.short(&["SRV", "_http._tcp.echo.app.svc.clusterset.local"])
+            .await,
+        ["0 100 80 echo.app.svc.clusterset.local."]
+    );
+    // Over TCP as well.
+    assert_eq!(
+        run.short(&["+tcp", "echo.app.svc.clusterset.local"]).await,
+        ["240.0.0.10"]
+    );
+    run.gateway.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn dig_resolves_headless_services_and_per_pod_names_on_this_network() {
+    let Some(run) = Running::start(43).await else {
+        return;
+    };
+    assert_eq!(
+        run.short(&["postgres.db.svc.clusterset.local"]).await,
+        ["127.0.43.60", "127.0.43.61"]
+    );
+    assert_eq!(
+        run.short(&["postgres-1.c41.postgres.db.svc.clusterset.local"])
+            .await,
+        ["127.0.43.61"]
+    );
+    assert_eq!(
+        run.short(&["SRV", "_postgres._tcp.postgres.db.svc.clusterset.local"])
+            .await,
+        [
+            "0 50 5432 postgres-0.c41.postgres.db.svc.clusterset.local.",
+            "0 50 5432 postgres-1.c41.postgres.db.svc.clusterset.local."
+        ]
+    );
+    // postgres-2 is on net-b: its address would not work here, so no address.
+    let remote = run
+        .dig(&["postgres-2.c42.postgres.db.svc.clusterset.local"])
+        .await;
+    assert_eq!(status(&remote), "NOERROR", "{remote}");
+    assert_eq!(count(&remote, "ANSWER"), 0, "{remote}");
+    assert_eq!(count(&remote, "AUTHORITY"), 1, "{remote}");
+    run.gateway.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn dig_gets_nxdomain_nodata_and_refused() {
+    let Some(run) = Running::start(44).await else {
+        return;
+    };
+    let nx = run.dig(&["nope.app.svc.clusterset.local"]).await;
+    assert_eq!(status(&nx), "NXDOMAIN", "{nx}");
+    assert!(flags(&nx).contains(&"aa"), "{nx}");
+    assert!(
+        nx.contains(
+            "IN\tSOA\tns.dns.clusterset.local. hostmaster.clusterset.local. 1 7200 1800 86400 5"
+        ),
+        "{nx}"
+    );
+    let nodata = run.dig(&["TXT", "echo.app.svc.clusterset.local"]).await;
+    assert_eq!(status(&nodata), "NOERROR", "{nodata}");
+    assert_eq!(count(&nodata, "ANSWER"), 0, "{nodata}");
+    assert_eq!(count(&nodata, "AUTHORITY"), 1, "{nodata}");
+    let refused = run.dig(&["example.com"]).await;
+    assert_eq!(status(&refused), "REFUSED", "{refused}");
+    assert!(!flags(&refused).contains(&"ra"), "{refused}");
+    assert_eq!(count(&refused, "ANSWER"), 0, "{refused}");
+    run.gateway.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn a_large_answer_is_truncated_over_udp_and_dig_retries_over_tcp() {
+    let Some(run) = Running::start(45).await else {
+        return;
+    };
+    for edns in ["+noedns", "+edns=0"] {
+        // +ignore: take the truncated UDP answer as it is.
+        let cut = run
+            .dig(&["+ignore", edns, "many.big.svc.clusterset.local"])
+            .await;
+        assert!(flags(&cut).contains(&"tc"), "{edns}: {cut}");
+        assert_eq!(count(&cut, "ANSWER"), 0, "{edns}: {cut}");
+        // dig's default: on TC, ask again over TCP, which carries it all.
+        let retried = run.dig(&[edns, "many.big.svc.clusterset.local"]).await;
+        assert!(
+            retried.contains("Truncated, retrying in TCP mode"),
+            "{edns}: {retried}"
+        );
+        assert!(!flags(&retried).contains(&"tc"), "{edns}: {retried}");
+        assert_eq!(
+            count(&retried, "ANSWER"),
+            usize::from(MANY),
+            "{edns}: {retried}"
+        );
+    }
+    // A payload big enough for the whole answer gets it over UDP.
+    let fits = run
+        .dig(&[
+            "+ignore",
+            "+bufsize=1232",
+            "postgres.db.svc.clusterset.local",
+        ])
+        .await;
+    assert!(!flags(&fits).contains(&"tc"), "{fits}");
+    run.gateway.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn answers_follow_a_route_swap_and_are_counted() {
+    let Some(run) = Running::start(46).await else {
+        return;
+    };
+    assert_eq!(
+        run.short(&["echo.app.svc.clusterset.local"]).await,
+        ["240.0.0.10"]
+    );
+    // c41 stops exporting echo: the next answers are NXDOMAIN.
+    write_cluster(&run.config, "c41", &local_yaml(46, run.tunnel, false));
+    let mut last = String::new();
+    for _ in 0..100 {
+        last = run.dig(&["echo.app.svc.clusterset.local"]).await;
+        if status(&last) == "NXDOMAIN" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status(&last), "NXDOMAIN", "{last}");
+
+    let admin = run.gateway.addresses().admin;
+    let metrics = http_get(admin, "/metrics").await;
+    assert!(
+        metrics.contains(r#"strait_dns_queries_total{type="a",rcode="noerror"}"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"strait_dns_queries_total{type="a",rcode="nxdomain"}"#),
+        "{metrics}"
+    );
+    let debug = http_get(
+        admin,
+        "/debug/dns?name=postgres.db.svc.clusterset.local&type=A",
+    )
+    .await;
+    assert!(debug.contains("\"rcode\": \"NOERROR\""), "{debug}");
+    assert!(debug.contains("\"service\": \"db/postgres\""), "{debug}");
+    run.gateway.shutdown(Duration::from_secs(1)).await;
+}
+
+/// One HTTP/1.1 GET on the admin listener; the whole response as text.
+async fn http_get(admin: SocketAddr, path: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(admin)
+        .await
+        .expect("reach admin");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("send request");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("read response");
+    response
+}
+
+/// One query over an open TCP connection; the answer, or `None` when the
+/// server closed the connection instead.
+async fn tcp_query(stream: &mut tokio::net::TcpStream, qname: &str) -> Option<Vec<u8>> {
+    use hickory_proto::op::{Message, MessageType, OpCode, Query};
+    use hickory_proto::rr::{Name, RecordType};
+    let mut message = Message::new(7, MessageType::Query, OpCode::Query);
+    message.add_query(Query::query(
+        Name::from_ascii(qname).expect("name"),
+        RecordType::A,
+    ));
+    let query = message.to_vec().expect("query encodes");
+    let mut framed = u16::try_from(query.len())
+        .expect("small")
+        .to_be_bytes()
+        .to_vec();
+    framed.extend_from_slice(&query);
+    stream.write_all(&framed).await.ok()?;
+    let length = stream.read_u16().await.ok()?;
+    let mut answer = vec![0; usize::from(length)];
+    stream.read_exact(&mut answer).await.ok()?;
+    Some(answer)
+}
+
+#[tokio::test]
+async fn tcp_clients_beyond_the_limit_are_closed_and_slots_come_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config");
+    let certs = certificates(dir.path(), &["c41", "c42"]);
+    let n = 47;
+    let mut listeners = bind_gateway(n).await;
+    listeners.dns = Some(
+        DnsSockets::bind(SocketAddr::new(gateway_ip(n), 0))
+            .await
+            .expect("bind dns"),
+    );
+    let tunnel = listeners.tunnel.local_addr().expect("tunnel address");
+    write_cluster(&config, "c41", &local_yaml(n, tunnel, true));
+    write_cluster(&config, "c42", &remote_yaml());
+    let gateway = start_gateway(&config, &certs, "c41", n, listeners, TransportMode::H2).await;
+    let dns = gateway.addresses().dns.expect("dns is on");
+
+    let mut held = Vec::new();
+    for _ in 0..strait::dns::MAX_TCP_CONNECTIONS {
+        let mut stream = tokio::net::TcpStream::connect(dns).await.expect("connect");
+        // An answer proves the connection holds a slot.
+        assert!(
+            tcp_query(&mut stream, "echo.app.svc.clusterset.local.")
+                .await
+                .is_some()
+        );
+        held.push(stream);
+    }
+    let mut over = tokio::net::TcpStream::connect(dns).await.expect("connect");
+    let refused = tokio::time::timeout(
+        Duration::from_secs(5),
+        tcp_query(&mut over, "echo.app.svc.clusterset.local."),
+    )
+    .await
+    .expect("closed, not left hanging");
+    assert!(refused.is_none(), "a connection over the limit is closed");
+
+    // A client that leaves frees its slot for the next.
+    drop(held.pop());
+    let mut answered = false;
+    for _ in 0..50 {
+        let mut stream = tokio::net::TcpStream::connect(dns).await.expect("connect");
+        if tcp_query(&mut stream, "echo.app.svc.clusterset.local.")
+            .await
+            .is_some()
+        {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(answered, "the freed slot serves a new client");
+    let metrics = http_get(gateway.addresses().admin, "/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("strait_dns_tcp_refused_total ") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+    drop(held);
+    gateway.shutdown(Duration::from_secs(1)).await;
+}
