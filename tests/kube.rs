@@ -22,10 +22,9 @@ use kube_api::fixtures::{
 };
 use serde_json::{Value, json};
 use strait::discovery::kube::{
-    AccessScope, KubeHandle, KubeOptions, Retry, SourceSnapshot, SyncState, WATCH_VERBS,
+    AccessScope, KubeHandle, KubeOptions, SourceSnapshot, SyncState, WATCH_VERBS,
     WATCHED_RESOURCES, load_once,
 };
-use strait::discovery::translate::TranslateOptions;
 use strait::merge::merge;
 use strait::model::ServiceKey;
 use strait::routing::RouteTable;
@@ -34,23 +33,7 @@ use strait::routing::RouteTable;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn options(local: &Path, remotes: &[&Path]) -> KubeOptions {
-    KubeOptions {
-        local_kubeconfig: Some(local.to_owned()),
-        remote_kubeconfigs: remotes.iter().map(|p| p.to_path_buf()).collect(),
-        remote_secrets: true,
-        remote_secret_namespace: Some("strait-system".to_owned()),
-        translate: TranslateOptions::default(),
-        stale_after: Duration::from_secs(300),
-        debounce: Duration::from_millis(30),
-        retry: Retry {
-            initial: Duration::from_millis(100),
-            max: Duration::from_millis(400),
-        },
-        watch_timeout: Duration::from_secs(30),
-        rediscover_every: Duration::from_secs(30),
-        export_status: None,
-        imports: None,
-    }
+    kube_api::fixtures::kube_options(local, remotes)
 }
 
 // ---- reading snapshots ---------------------------------------------------

@@ -25,9 +25,8 @@ use kube_api::ApiServer;
 use kube_api::fixtures::{export, namespace, populate, service, slice};
 use serde_json::{Value, json};
 use strait::discovery::kube::{
-    ExportStatusOptions, ImportOptions, ImportsReport, KubeHandle, KubeOptions, Retry,
+    ExportStatusOptions, ImportOptions, ImportsReport, KubeHandle, KubeOptions,
 };
-use strait::discovery::translate::TranslateOptions;
 use strait::imports::PortRange;
 use strait::imports::naming::derived_service_name;
 use strait::model::ServiceKey;
@@ -38,19 +37,7 @@ const NAMESPACE: &str = "strait-system";
 
 fn options(local: &Path, remotes: &[&Path], identity: &str, range: PortRange) -> KubeOptions {
     KubeOptions {
-        local_kubeconfig: Some(local.to_owned()),
-        remote_kubeconfigs: remotes.iter().map(|p| p.to_path_buf()).collect(),
         remote_secrets: false,
-        remote_secret_namespace: Some(NAMESPACE.to_owned()),
-        translate: TranslateOptions::default(),
-        stale_after: Duration::from_secs(300),
-        debounce: Duration::from_millis(30),
-        retry: Retry {
-            initial: Duration::from_millis(100),
-            max: Duration::from_millis(400),
-        },
-        watch_timeout: Duration::from_secs(30),
-        rediscover_every: Duration::from_secs(30),
         // The one Lease elects the writer of export status and of imports.
         export_status: Some(ExportStatusOptions {
             lease_name: "strait-export-status".to_owned(),
@@ -64,6 +51,7 @@ fn options(local: &Path, remotes: &[&Path], identity: &str, range: PortRange) ->
             range,
             release_grace: Duration::from_secs(60),
         }),
+        ..kube_api::fixtures::kube_options(local, remotes)
     }
 }
 

@@ -23,10 +23,8 @@ use kube_api::admin::{admin_address, get_until};
 use kube_api::fixtures::{export, populate, service, slice};
 use serde_json::{Value, json};
 use strait::discovery::kube::{
-    ExportStatusOptions, ExportStatusReport, KubeHandle, KubeOptions, Retry, SourceSnapshot,
-    load_once,
+    ExportStatusOptions, ExportStatusReport, KubeHandle, KubeOptions, SourceSnapshot, load_once,
 };
-use strait::discovery::translate::TranslateOptions;
 use strait::model::ServiceKey;
 
 /// Longest wait for one expected change.
@@ -49,21 +47,8 @@ fn status_options(identity: &str, lease_duration: Duration) -> ExportStatusOptio
 
 fn options(local: &Path, remotes: &[&Path], identity: Option<&str>) -> KubeOptions {
     KubeOptions {
-        local_kubeconfig: Some(local.to_owned()),
-        remote_kubeconfigs: remotes.iter().map(|p| p.to_path_buf()).collect(),
-        remote_secrets: true,
-        remote_secret_namespace: Some(NAMESPACE.to_owned()),
-        translate: TranslateOptions::default(),
-        stale_after: Duration::from_secs(300),
-        debounce: Duration::from_millis(30),
-        retry: Retry {
-            initial: Duration::from_millis(100),
-            max: Duration::from_millis(400),
-        },
-        watch_timeout: Duration::from_secs(30),
-        rediscover_every: Duration::from_secs(30),
         export_status: identity.map(|id| status_options(id, Duration::from_secs(1))),
-        imports: None,
+        ..kube_api::fixtures::kube_options(local, remotes)
     }
 }
 

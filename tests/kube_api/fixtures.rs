@@ -7,6 +7,11 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::{Value, json};
 
+use std::time::Duration;
+
+use strait::discovery::kube::{KubeOptions, Retry};
+use strait::discovery::translate::TranslateOptions;
+
 use super::ApiServer;
 
 /// A Namespace as a real server holds it once created.
@@ -97,4 +102,27 @@ pub fn populate(server: &ApiServer, id: &str, network: &str, version: &str, gw: 
     server.apply(service("cart", &[("http", 80)]));
     server.apply(export("cart", version));
     server.apply(slice("cart", "cart-1", &[(pod, true)]));
+}
+
+/// The Kubernetes source's options for tests: the local cluster and the
+/// remote ones from kubeconfig files, remote-cluster Secrets watched in
+/// `strait-system`, short debounce and retries; nothing written.
+pub fn kube_options(local: &std::path::Path, remotes: &[&std::path::Path]) -> KubeOptions {
+    KubeOptions {
+        local_kubeconfig: Some(local.to_owned()),
+        remote_kubeconfigs: remotes.iter().map(|p| p.to_path_buf()).collect(),
+        remote_secrets: true,
+        remote_secret_namespace: Some("strait-system".to_owned()),
+        translate: TranslateOptions::default(),
+        stale_after: Duration::from_secs(300),
+        debounce: Duration::from_millis(30),
+        retry: Retry {
+            initial: Duration::from_millis(100),
+            max: Duration::from_millis(400),
+        },
+        watch_timeout: Duration::from_secs(30),
+        rediscover_every: Duration::from_secs(30),
+        export_status: None,
+        imports: None,
+    }
 }
