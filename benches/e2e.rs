@@ -12,6 +12,10 @@
 //! - `strait-tunnel-h2`: `CONNECT` to c1, which tunnels over HTTP/2 + mTLS
 //!   to c3 (another process), which dials the backend
 //!   (`tunnel: {transport: h2}`);
+//! - `strait-vip`: the client connects straight to c1-h2's import port for
+//!   `app/echo:42` (what kube-proxy's DNAT of the ClusterSetIP hands a pod;
+//!   the port is the one `strait imports` prints), no `CONNECT`, and goes
+//!   through the same HTTP/2 tunnel as `strait-tunnel-h2`;
 //! - `strait-tunnel-quic`: the same over QUIC (`transport: quic`);
 //! - `haproxy-tcp`: HAProxy `mode tcp`, one hop (the peer of `strait-direct`);
 //! - `haproxy-tls-tunnel`: two HAProxy processes, mutual TLS between them
@@ -145,6 +149,8 @@ enum Entry {
     Backend,
     /// `CONNECT` to this Strait gateway.
     Strait(&'static str),
+    /// Plain TCP to this Strait gateway's import port for `app/echo:42`.
+    Import(&'static str),
     /// Plain TCP to this HAProxy process's frontend.
     HAProxy(&'static str),
 }
@@ -157,6 +163,10 @@ struct Scenario {
     processes: &'static [(&'static str, &'static str)],
     /// The HAProxy scenario this one is compared with.
     peer: Option<&'static str>,
+    /// An earlier scenario through the same processes: when it runs too,
+    /// idle memory is measured there only (measured again, the processes
+    /// would reuse the memory the first measurement freed).
+    idle_with: Option<&'static str>,
 }
 
 impl Scenario {
@@ -165,13 +175,14 @@ impl Scenario {
     }
 }
 
-const SCENARIOS: [Scenario; 6] = [
+const SCENARIOS: [Scenario; 7] = [
     Scenario {
         name: "direct",
         path: "client → backend (plain TCP)",
         entry: Entry::Backend,
         processes: &[],
         peer: None,
+        idle_with: None,
     },
     Scenario {
         name: "strait-direct",
@@ -179,6 +190,7 @@ const SCENARIOS: [Scenario; 6] = [
         entry: Entry::Strait("c3-direct"),
         processes: &[("c3-direct", "gateway")],
         peer: Some("haproxy-tcp"),
+        idle_with: None,
     },
     Scenario {
         name: "strait-tunnel-h2",
@@ -186,6 +198,15 @@ const SCENARIOS: [Scenario; 6] = [
         entry: Entry::Strait("c1-h2"),
         processes: &[("c1-h2", "tunnel client"), ("c3-h2", "tunnel server")],
         peer: Some("haproxy-tls-tunnel"),
+        idle_with: None,
+    },
+    Scenario {
+        name: "strait-vip",
+        path: "client → c1 import port → HTTP/2+mTLS → c3 → backend",
+        entry: Entry::Import("c1-h2"),
+        processes: &[("c1-h2", "tunnel client"), ("c3-h2", "tunnel server")],
+        peer: Some("haproxy-tls-tunnel"),
+        idle_with: Some("strait-tunnel-h2"),
     },
     Scenario {
         name: "strait-tunnel-quic",
@@ -193,6 +214,7 @@ const SCENARIOS: [Scenario; 6] = [
         entry: Entry::Strait("c1-quic"),
         processes: &[("c1-quic", "tunnel client"), ("c3-quic", "tunnel server")],
         peer: Some("haproxy-tls-tunnel"),
+        idle_with: None,
     },
     Scenario {
         name: "haproxy-tcp",
@@ -200,6 +222,7 @@ const SCENARIOS: [Scenario; 6] = [
         entry: Entry::HAProxy("haproxy-tcp"),
         processes: &[("haproxy-tcp", "proxy")],
         peer: None,
+        idle_with: None,
     },
     Scenario {
         name: "haproxy-tls-tunnel",
@@ -210,6 +233,7 @@ const SCENARIOS: [Scenario; 6] = [
             ("haproxy-hop2", "TLS server hop"),
         ],
         peer: None,
+        idle_with: None,
     },
 ];
 

@@ -219,7 +219,7 @@ backend echo
 }
 
 /// `haproxy -c`: a mistake shows as a clear error before anything starts.
-fn check(binary: &Path, config: &Path) -> Result<()> {
+pub(crate) fn check(binary: &Path, config: &Path) -> Result<()> {
     let args = [
         "-c".as_ref(),
         "-q".as_ref(),

@@ -167,6 +167,15 @@ fn find<'o, 'a>(outcomes: &'o [Outcome<'a>], name: &str) -> Option<&'o Outcome<'
     outcomes.iter().find(|o| o.scenario.name == name)
 }
 
+/// The scenario of this run whose idle memory stands for this one's (same
+/// processes), if any.
+fn idle_measured_by(outcomes: &[Outcome<'_>], outcome: &Outcome<'_>) -> Option<&'static str> {
+    outcome
+        .scenario
+        .idle_with
+        .filter(|other| find(outcomes, other).is_some())
+}
+
 /// The figure `get` of this scenario, of `direct` and of its HAProxy peer.
 fn with_references(
     outcomes: &[Outcome<'_>],
@@ -337,7 +346,14 @@ pub(crate) fn print_report(shape: &Shape, outcomes: &[Outcome<'_>]) {
         let peer = outcome.scenario.peer.and_then(|p| find(outcomes, p));
         let peer_kib = peer.map(Outcome::idle_kib).unwrap_or_default();
         match &outcome.idle {
-            None => {}
+            None => {
+                if let Some(other) = idle_measured_by(outcomes, outcome) {
+                    println!(
+                        "| {} | as {other} | same processes, measured once | | | | | | |",
+                        outcome.scenario.name
+                    );
+                }
+            }
             Some(Err(error)) => println!(
                 "| {} | failed: {error} | | | | | | | |",
                 outcome.scenario.name
@@ -382,7 +398,9 @@ pub(crate) fn print_summary(outcomes: &[Outcome<'_>]) {
             figure(outcome.latency.micros(0.99)),
             figure(outcome.latency.micros(0.999)),
             figure(outcome.rate.value()),
-            if outcome.idle.is_none() {
+            if let Some(other) = idle_measured_by(outcomes, outcome) {
+                format!("as {other}")
+            } else if outcome.idle.is_none() {
                 "-".to_owned()
             } else if idle.is_empty() {
                 "failed".to_owned()
@@ -488,6 +506,7 @@ pub(crate) fn missing(outcomes: &[Outcome<'_>]) -> Vec<String> {
         );
         match &outcome.idle {
             None if outcome.scenario.processes.is_empty() => {}
+            None if idle_measured_by(outcomes, outcome).is_some() => {}
             None => need("idle memory", false, None),
             Some(Err(error)) => need("idle memory", false, Some(error)),
             Some(Ok(idle)) => need("idle memory", idle.error.is_none(), idle.error.as_ref()),

@@ -15,7 +15,8 @@ use crate::report::{
 };
 use crate::svg::write_chart;
 use crate::topology::{
-    GatewayPorts, check_config, raise_open_files, strait_binary, write_certificates, write_config,
+    GatewayPorts, check_config, import_ports, raise_open_files, strait_binary, write_certificates,
+    write_config,
 };
 use crate::{Entry, GATEWAYS, HAPROXY_IPS, MIB, Options, Result, SCENARIOS, Scenario, backend_ip};
 use std::net::{IpAddr, SocketAddr};
@@ -110,7 +111,7 @@ pub(crate) async fn run(options: &Options) -> Result<()> {
         let config = dir.path().join(format!("config-{transport}"));
         let c1 = ports_of(&format!("c1-{transport}")).tunnel;
         let c3 = ports_of(&format!("c3-{transport}")).tunnel;
-        write_config(&config, transport, c1, c3, backend.port())?;
+        write_config(&config, transport, c1, c3, backend)?;
         check_config(&binary, &config)?;
     }
     let mut proxies = Proxies::default();
@@ -153,11 +154,12 @@ pub(crate) async fn run(options: &Options) -> Result<()> {
     let targets: Vec<Target> = scenarios
         .iter()
         .map(|s| match s.entry {
-            Entry::Backend => Target::Tcp(backend),
-            Entry::Strait(name) => Target::Connect(proxies.get(name).entry),
-            Entry::HAProxy(name) => Target::Tcp(proxies.get(name).entry),
+            Entry::Backend => Ok(Target::Tcp(backend)),
+            Entry::Strait(name) => Ok(Target::Connect(proxies.get(name).entry)),
+            Entry::Import(name) => import_address(&binary, dir.path(), name).map(Target::Tcp),
+            Entry::HAProxy(name) => Ok(Target::Tcp(proxies.get(name).entry)),
         })
-        .collect();
+        .collect::<Result<_>>()?;
     for (scenario, target) in scenarios.iter().zip(&targets) {
         warm_up(&proxies, scenario.name, *target).await?;
     }
@@ -173,8 +175,13 @@ pub(crate) async fn run(options: &Options) -> Result<()> {
     };
 
     // Idle memory first, while the proxies' heaps hold nothing from bulk flows.
+    let measured_elsewhere = |scenario: &Scenario| {
+        scenario
+            .idle_with
+            .is_some_and(|other| scenarios.iter().any(|s| s.name == other))
+    };
     for (outcome, target) in outcomes.iter_mut().zip(&targets) {
-        if outcome.scenario.processes.is_empty() {
+        if outcome.scenario.processes.is_empty() || measured_elsewhere(outcome.scenario) {
             continue;
         }
         let members: Vec<u32> = outcome
@@ -340,6 +347,34 @@ pub(crate) async fn run(options: &Options) -> Result<()> {
         failures.len(),
         failures.join("; ")
     ))
+}
+
+/// Where gateway `name` listens for `app/echo:42` behind a ClusterSetIP:
+/// its import port, as `strait imports` prints it for the gateway's
+/// configuration and cluster, on the gateway's address (the CONNECT
+/// listener's, the default of `imports.address`; all of a gateway's
+/// listeners share it here).
+fn import_address(
+    binary: &std::path::Path,
+    dir: &std::path::Path,
+    name: &str,
+) -> Result<SocketAddr> {
+    let spec = GATEWAYS
+        .iter()
+        .find(|g| g.name == name)
+        .expect("a gateway of GATEWAYS");
+    let config = dir.join(format!("config-{}", spec.config));
+    let ports = import_ports(binary, &config, spec.cluster)?;
+    let echo = ports
+        .iter()
+        .find(|p| p.namespace == "app" && p.service == "echo" && p.port == 42)
+        .ok_or_else(|| {
+            format!(
+                "`strait imports` for {} gives app/echo:42 no import port",
+                spec.cluster
+            )
+        })?;
+    Ok(SocketAddr::new(IpAddr::V4(spec.ip), echo.import_port))
 }
 
 /// A free TCP port on `ip` (bound to port 0, then released for a proxy).

@@ -5,7 +5,6 @@
 
 use crate::CLUSTERSET;
 use crate::Result;
-use crate::backend_ip;
 use crate::support;
 use crate::support::{Pod, ServiceSpec};
 use std::io::Read as _;
@@ -114,22 +113,41 @@ pub(crate) fn run_to_completion(
     args: &[&std::ffi::OsStr],
     what: &str,
 ) -> Result<()> {
+    output_of(binary, args, what).map(drop)
+}
+
+/// Runs `binary ARGS` to completion (`what` names it in errors): its
+/// stdout, or its stderr on failure.
+pub(crate) fn output_of(binary: &Path, args: &[&std::ffi::OsStr], what: &str) -> Result<String> {
     let mut child = Command::new(binary)
         .args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
-    // The messages are short: read them before waiting, so a full pipe cannot block.
+    // Both pipes are read before waiting, stdout on its own thread, so
+    // that neither can fill up and block the child.
+    let stdout = child.stdout.take().map(|mut pipe| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            pipe.read_to_string(&mut text).map(|_| text)
+        })
+    });
     let mut stderr = String::new();
     if let Some(mut pipe) = child.stderr.take() {
         let _ = pipe.read_to_string(&mut stderr);
     }
     let status =
         wait_child(&mut child, Duration::from_secs(30)).map_err(|e| format!("`{what}`: {e}"))?;
+    let stdout = match stdout.map(std::thread::JoinHandle::join) {
+        Some(Ok(Ok(text))) => text,
+        Some(Ok(Err(error))) => return Err(format!("`{what}`: reading its output: {error}")),
+        Some(Err(_)) => return Err(format!("`{what}`: the thread reading its output failed")),
+        None => String::new(),
+    };
     if status.success() {
-        Ok(())
+        Ok(stdout)
     } else {
         Err(format!("`{what}` failed ({status}):\n{}", stderr.trim()))
     }
@@ -187,21 +205,22 @@ impl GatewayPorts {
 }
 
 /// A configuration directory: c1 and c3 with their gateways' tunnel
-/// addresses, and a `gateway.yaml` that admits the loopback endpoint and
-/// picks the tunnel transport.
+/// addresses, c3 exporting `app/echo` with `backend` as its one endpoint,
+/// and a `gateway.yaml` that admits the loopback endpoint and picks the
+/// tunnel transport.
 pub(crate) fn write_config(
     config: &Path,
     transport: &str,
     c1_tunnel: SocketAddr,
     c3_tunnel: SocketAddr,
-    target: u16,
+    backend: SocketAddr,
 ) -> Result<()> {
     let echo = ServiceSpec {
         namespace: "app",
         name: "echo",
-        ports: &[("tcp", 42, target)],
+        ports: &[("tcp", 42, backend.port())],
         exported_at: Some("2026-01-01T00:00:00Z"),
-        pods: vec![Pod::ready(backend_ip())],
+        pods: vec![Pod::ready(backend.ip())],
     };
     support::write_cluster(
         config,
@@ -219,6 +238,62 @@ pub(crate) fn write_config(
         format!("allowLoopbackEndpoints: true\ntunnel:\n  transport: {transport}\n"),
     )
     .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// One import port of a file-mode gateway: the service port it stands for.
+pub(crate) struct ImportPort {
+    pub(crate) namespace: String,
+    pub(crate) service: String,
+    pub(crate) port: u16,
+    pub(crate) import_port: u16,
+}
+
+/// The import ports a file-mode gateway of `cluster` listens on, as
+/// `strait imports --config DIR --cluster ID --output json` prints them:
+/// the derived Services' `targetPort`s.
+pub(crate) fn import_ports(binary: &Path, config: &Path, cluster: &str) -> Result<Vec<ImportPort>> {
+    let args = [
+        "imports".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--cluster".as_ref(),
+        cluster.as_ref(),
+        "--output".as_ref(),
+        "json".as_ref(),
+    ];
+    let what = format!(
+        "strait imports --config {} --cluster {cluster} --output json",
+        config.display()
+    );
+    let text = output_of(binary, &args, &what)?;
+    let list: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("`{what}` printed no JSON: {e}"))?;
+    let mut ports = Vec::new();
+    let items = list["items"].as_array().into_iter().flatten();
+    for item in items.filter(|item| item["kind"] == "Service") {
+        let metadata = &item["metadata"];
+        let service = metadata["labels"]["multicluster.kubernetes.io/service-name"].as_str();
+        let (Some(namespace), Some(service)) = (metadata["namespace"].as_str(), service) else {
+            return Err(format!(
+                "`{what}`: a derived Service without namespace or service label"
+            ));
+        };
+        for port in item["spec"]["ports"].as_array().into_iter().flatten() {
+            let number = |field: &str| {
+                port[field]
+                    .as_u64()
+                    .and_then(|n| u16::try_from(n).ok())
+                    .ok_or_else(|| format!("`{what}`: {namespace}/{service}: no numeric {field}"))
+            };
+            ports.push(ImportPort {
+                namespace: namespace.to_owned(),
+                service: service.to_owned(),
+                port: number("port")?,
+                import_port: number("targetPort")?,
+            });
+        }
+    }
+    Ok(ports)
 }
 
 /// `strait check` of a configuration, so a mistake shows as a clear error
