@@ -7,11 +7,13 @@
 //! Clients are pods: every client socket is made inside a pod namespace and
 //! speaks HTTP CONNECT to its cluster's gateway (replica 1), except on the
 //! transparent path (`transparent_*`), where an unmodified client dials a
-//! ClusterSetIP and an iptables DNAT rule stands in for kube-proxy. Backends greet
-//! with their name and the address that dialled them, which tells which hop
-//! delivered the connection. Each test needs root (or CAP_SYS_ADMIN and
-//! CAP_NET_ADMIN) and `ip`; without them it prints `SKIPPED: …`, and fails
-//! under `CI=true`.
+//! ClusterSetIP and an iptables DNAT rule stands in for kube-proxy, and by
+//! name (`by_name_*`), where it knows only the service's name and its
+//! resolver asks the gateway's DNS. Backends greet with their name and the
+//! address that dialled them, which tells which hop delivered the
+//! connection. Each test needs root (or CAP_SYS_ADMIN and CAP_NET_ADMIN)
+//! and `ip`; without them it prints `SKIPPED: …`, and fails under
+//! `CI=true`.
 
 mod netns;
 mod support;
@@ -22,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use netns::backend::POD_PORT;
+use netns::by_name;
 use netns::client::{self, Greeting, Pinger, Traffic};
 use netns::gateway::Scrape;
 use netns::resilience;
@@ -624,6 +627,24 @@ fn transparent_plain_curl_gets_an_http_answer_from_another_network() {
         "transparent_plain_curl_gets_an_http_answer_from_another_network",
         &["iptables", "curl"],
         transparent::curl,
+    );
+}
+
+/// By name: an unmodified client in c1's pod that knows only
+/// `cart.shop.svc.clusterset.local` reaches cart on net-b. Its namespace's
+/// resolv.conf names only c1g1, whose DNS responder answers on port 53 (the
+/// stand-in for CoreDNS forwarding `clusterset.local` to
+/// `cluster-edge-dns`): `getent hosts` gets the VIP of c1's ServiceImport
+/// and fails for a name nobody exports; `curl http://cart…/`, the VIP
+/// DNATed to c1g1's import port by an iptables rule standing in for
+/// kube-proxy, gets `200` from c3's pod; `dig SRV` names port 80. See
+/// [`netns::by_name::by_name`].
+#[test]
+fn by_name_an_unmodified_client_resolves_and_reaches_another_network() {
+    netns::run_needing(
+        "by_name_an_unmodified_client_resolves_and_reaches_another_network",
+        &["iptables", "curl", "getent", "dig"],
+        by_name::by_name,
     );
 }
 

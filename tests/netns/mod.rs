@@ -12,6 +12,7 @@
 //! gateways and logs of every test for debugging.
 
 pub mod backend;
+pub mod by_name;
 pub mod client;
 pub mod gateway;
 pub mod resilience;
@@ -55,8 +56,17 @@ fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
-/// Why this process cannot run a test that needs the commands `tools`
-/// (each also the name of its Debian package), if it cannot.
+/// How to ask the command `tool` whether it runs, and its Debian package.
+fn probe(tool: &str) -> (&'static str, &str) {
+    match tool {
+        "dig" => ("-v", "dnsutils"),
+        "getent" => ("--version", "libc-bin"),
+        _ => ("--version", tool),
+    }
+}
+
+/// Why this process cannot run a test that needs the commands `tools`, if
+/// it cannot.
 fn cannot_run(tools: &[&str]) -> Option<String> {
     if let Err(reason) = sys::privileged() {
         return Some(reason);
@@ -65,8 +75,9 @@ fn cannot_run(tools: &[&str]) -> Option<String> {
         return Some(format!("no usable `ip` (install iproute2): {error}"));
     }
     for tool in tools {
-        if let Err(error) = sys::run(tool, &["--version"]) {
-            return Some(format!("no usable `{tool}` (install {tool}): {error}"));
+        let (flag, package) = probe(tool);
+        if let Err(error) = sys::run(tool, &[flag]) {
+            return Some(format!("no usable `{tool}` (install {package}): {error}"));
         }
     }
     None
@@ -128,7 +139,8 @@ where
 }
 
 /// [`run`] for a test that needs the commands `tools` besides `ip`
-/// (`iptables`, `curl`): without one it skips, or fails under `CI=true`.
+/// (`iptables`, `curl`, `getent`, `dig`): without one it skips, or fails
+/// under `CI=true`.
 pub fn run_needing<F, Fut>(test: &'static str, tools: &[&str], body: F)
 where
     F: FnOnce(Env) -> Fut,

@@ -57,9 +57,21 @@ fn options(services: fn(&str) -> Vec<ServiceSpec<'static>>) -> Options {
 
 /// The import port of each `(service, port)` of namespace `app`, as
 /// `strait imports --config DIR --cluster ID --output json` prints them:
-/// the derived Services' `spec.ports[].port` → `targetPort`. Every one is
-/// in [`IMPORT_RANGE`], and no two service ports share one.
+/// see [`import_ports_in`].
 pub fn import_ports(world: &World, cluster: &str) -> BTreeMap<(String, u16), u16> {
+    import_ports_in(world, cluster, "app")
+}
+
+/// The import port of each `(service, port)` of `cluster`, whose services
+/// are all in `namespace`, as `strait imports --config DIR --cluster ID
+/// --output json` prints them: the derived Services' `spec.ports[].port` →
+/// `targetPort`. Every one is in [`IMPORT_RANGE`], and no two service ports
+/// share one.
+pub(crate) fn import_ports_in(
+    world: &World,
+    cluster: &str,
+    namespace: &str,
+) -> BTreeMap<(String, u16), u16> {
     let config = world.config.display().to_string();
     let args = [
         "imports",
@@ -89,7 +101,7 @@ pub fn import_ports(world: &World, cluster: &str) -> BTreeMap<(String, u16), u16
         let service = metadata["labels"][SERVICE_NAME_LABEL]
             .as_str()
             .unwrap_or_else(|| panic!("a derived Service without {SERVICE_NAME_LABEL}: {derived}"));
-        assert_eq!(metadata["namespace"], "app", "{derived}");
+        assert_eq!(metadata["namespace"], namespace, "{derived}");
         for port in derived["spec"]["ports"].as_array().into_iter().flatten() {
             let number = |field: &str| {
                 port[field]
@@ -116,20 +128,20 @@ pub fn import_ports(world: &World, cluster: &str) -> BTreeMap<(String, u16), u16
 }
 
 /// The import port of `service:port` in `ports`.
-fn import_of(ports: &BTreeMap<(String, u16), u16>, service: &str, port: u16) -> u16 {
+pub(crate) fn import_of(ports: &BTreeMap<(String, u16), u16>, service: &str, port: u16) -> u16 {
     *ports
         .get(&(service.to_owned(), port))
         .unwrap_or_else(|| panic!("strait imports printed no {service}:{port}: {ports:?}"))
 }
 
 /// The service ports `ports` holds.
-fn service_ports(ports: &BTreeMap<(String, u16), u16>) -> BTreeSet<(&str, u16)> {
+pub(crate) fn service_ports(ports: &BTreeMap<(String, u16), u16>) -> BTreeSet<(&str, u16)> {
     ports.keys().map(|(s, p)| (s.as_str(), *p)).collect()
 }
 
 /// Import port `port` of replica `n` of `cluster`'s gateway, at its
 /// pod-side address: where kube-proxy sends a ClusterSetIP's connections.
-fn replica(cluster: &str, n: u8, port: u16) -> SocketAddr {
+pub(crate) fn replica(cluster: &str, n: u8, port: u16) -> SocketAddr {
     SocketAddr::new(World::gateway_ip(cluster, n), port)
 }
 
@@ -207,7 +219,7 @@ fn dnat(ns: &str, action: &str, vip: SocketAddr, to: SocketAddr) -> Result<Strin
     sys::iptables(ns, &rule)
 }
 
-fn vip(ip: Ipv4Addr, port: u16) -> SocketAddr {
+pub(crate) fn vip(ip: Ipv4Addr, port: u16) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(ip), port)
 }
 
@@ -560,7 +572,7 @@ pub async fn curl(env: Env) {
 
 /// Runs `curl URL` inside `ns` with no proxy (every proxy variable unset
 /// and `--noproxy '*'`): the status and the body.
-async fn curl_in(ns: &str, url: &str) -> Result<(u16, String), String> {
+pub(crate) async fn curl_in(ns: &str, url: &str) -> Result<(u16, String), String> {
     let mut command = tokio::process::Command::new("ip");
     command.args(["netns", "exec", ns, "curl", "--silent", "--show-error"]);
     command.args(["--noproxy", "*", "--max-time", "10", "--include", url]);
