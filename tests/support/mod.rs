@@ -252,8 +252,9 @@ endpoints:
             name = service.name,
             ns = service.namespace,
             slice_ports = slice_ports.join(", "),
+            // Indented: a flow sequence at column 0 would end the mapping.
             endpoints = if endpoints.is_empty() {
-                "[]".to_owned()
+                "  []".to_owned()
             } else {
                 endpoints.join("\n")
             },
