@@ -378,7 +378,24 @@ fn try_it(set: &ClusterSet, gateways: &[Gateway]) -> String {
                 addresses.admin
             );
         }
+        // The transparent path: what kube-proxy's DNAT of cart's
+        // ClusterSetIP would reach, no proxy protocol at all.
+        let import_port = first
+            .state()
+            .routes
+            .load()
+            .import_ports()
+            .find(|(_, key)| key.service.namespace == "shop" && key.service.name == "cart")
+            .map(|(port, _)| port);
+        if let Some(port) = import_port {
+            let _ = writeln!(
+                text,
+                "  curl http://{}:{port}/    # shop/cart:80's import port: no proxy settings",
+                addresses.connect.ip()
+            );
+        }
         let _ = writeln!(text, "  curl http://{}/debug/routes", addresses.admin);
+        let _ = writeln!(text, "  curl http://{}/debug/imports", addresses.admin);
     }
     text
 }
