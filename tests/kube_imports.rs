@@ -637,140 +637,6 @@ async fn without_manage_imports_nothing_is_written() {
     );
 }
 
-// ---- the command line ------------------------------------------------------
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn strait_run_manages_imports_and_listens_on_the_recorded_import_port() {
-    let world = World::new().await;
-    let dir = world.dir.path();
-    let kubeconfig = world.local.write_kubeconfig(dir, "local");
-    world.remote.write_kubeconfig(dir, "remote");
-    std::fs::write(
-        dir.join("gateway.yaml"),
-        "kube:\n  kubeconfigs: [remote.yaml]\nimports:\n  portRange: 31000-31999\n",
-    )
-    .expect("gateway.yaml");
-    let certs = dir.join("certs");
-    let ids = ["c1", "c2"].map(|id| strait::model::ClusterId::new(id).expect("cluster id"));
-    strait::tls::write_cluster_set(&certs, "test.strait.dev", &ids).expect("certificates");
-    let config = dir.to_str().expect("utf-8 path");
-    let tls = certs.join("c1");
-    let command = |args: &[&str]| {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_strait"));
-        command
-            .args(args)
-            .env("KUBECONFIG", &kubeconfig)
-            .env("HOME", dir)
-            .env("POD_NAMESPACE", NAMESPACE)
-            .env("POD_NAME", "cluster-edge-0")
-            .kill_on_drop(true)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        command
-    };
-    // The flag needs the Kubernetes source.
-    let output = command(&[
-        "run",
-        "--config",
-        config,
-        "--cluster",
-        "c1",
-        "--manage-imports",
-    ])
-    .output()
-    .await
-    .expect("strait runs");
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("needs the Kubernetes source"));
-
-    let log = dir.join("strait-run.log");
-    let mut run = command(&[
-        "run",
-        "--kube",
-        "--manage-imports",
-        "--config",
-        config,
-        "--tls-dir",
-        tls.to_str().expect("utf-8 path"),
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--connect-listen",
-        "127.0.0.1:0",
-        "--tunnel-listen",
-        "127.0.0.1:0",
-    ]);
-    run.env("RUST_LOG", "info")
-        .stderr(std::fs::File::create(&log).expect("log file"));
-    let _child = run.spawn().expect("strait run starts");
-    let import = world
-        .import_until("cart", "strait run's import", is_ready)
-        .await;
-    assert!(
-        import["spec"]["ips"]
-            .as_array()
-            .is_some_and(|ips| !ips.is_empty())
-    );
-    let derived = world.derived("cart").expect("derived");
-    let import_port = derived["spec"]["ports"][0]["targetPort"]
-        .as_u64()
-        .expect("import port");
-    assert!(
-        (31000..=31999).contains(&import_port),
-        "from imports.portRange"
-    );
-    until(
-        "strait run ready",
-        || kube_api::admin::admin_address(&log).is_some(),
-        || std::fs::read_to_string(&log).unwrap_or_default(),
-    )
-    .await;
-    let admin = kube_api::admin::admin_address(&log).expect("checked");
-    // Every replica listens on the port recorded in the derived Service.
-    let listening =
-        format!("\"importPort\": {import_port},\n      \"service\": \"shop/cart:80/TCP\"");
-    let view = kube_api::admin::get_until(admin, "/debug/imports", "the import port", |body| {
-        body.contains(&listening)
-    })
-    .await;
-    assert!(view.contains("\"leader\": true"), "{view}");
-    let metrics = kube_api::admin::get_until(admin, "/metrics", "import metrics", |body| {
-        body.contains("strait_imports_managed 1") && body.contains("strait_import_listeners 1")
-    })
-    .await;
-    assert!(
-        metrics.contains("strait_import_writes_total{result=\"ok\"}"),
-        "{metrics}"
-    );
-    let port = u16::try_from(import_port).expect("a port");
-    tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("the gateway accepts on its import port");
-
-    // The dry run reads the same allocation back from the cluster.
-    let output = command(&["imports", "--kube", "--config", config, "--output", "json"])
-        .output()
-        .await
-        .expect("strait imports runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let list: Value = serde_json::from_slice(&output.stdout).expect("a JSON List");
-    let planned = list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|item| item["kind"] == "Service")
-        .expect("the derived Service");
-    assert_eq!(planned["spec"]["ports"][0]["targetPort"], import_port);
-    assert_eq!(
-        planned["metadata"]["ownerReferences"][0]["uid"], import["metadata"]["uid"],
-        "planned against what the cluster holds"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_is_written_when_nothing_changed_and_an_edited_slice_is_put_back() {
     let world = World::new().await;
@@ -832,3 +698,8 @@ async fn nothing_is_written_when_nothing_changed_and_an_edited_slice_is_put_back
     )
     .await;
 }
+
+// ---- the command line ------------------------------------------------------
+
+#[path = "kube_imports/run.rs"]
+mod run;
