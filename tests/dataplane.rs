@@ -55,6 +55,32 @@ impl World {
         extra_yaml: impl Fn(u8) -> String,
         c1_vips: Vec<SocketAddr>,
     ) -> World {
+        Self::start_inner(transport_of, services, extra_yaml, c1_vips, None).await
+    }
+
+    /// As `start`, with import listeners on c1 (`imports`).
+    async fn start_importing(
+        transport: TransportMode,
+        services: impl Fn(u8) -> Vec<ServiceSpec<'static>>,
+        imports: strait::config::ImportSettings,
+    ) -> World {
+        Self::start_inner(
+            |_| transport,
+            services,
+            |_| String::new(),
+            Vec::new(),
+            Some(imports),
+        )
+        .await
+    }
+
+    async fn start_inner(
+        transport_of: impl Fn(u8) -> TransportMode,
+        services: impl Fn(u8) -> Vec<ServiceSpec<'static>>,
+        extra_yaml: impl Fn(u8) -> String,
+        c1_vips: Vec<SocketAddr>,
+        c1_imports: Option<strait::config::ImportSettings>,
+    ) -> World {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("config");
         let certs = certificates(dir.path(), &["c1", "c2", "c3"]);
@@ -82,9 +108,24 @@ impl World {
         let mut gateways = Vec::new();
         for (index, bound) in listeners.into_iter().enumerate() {
             let n = u8::try_from(index + 1).expect("few clusters");
-            gateways.push(
-                start_gateway(&config, &certs, &format!("c{n}"), n, bound, transport_of(n)).await,
-            );
+            let id = format!("c{n}");
+            let gateway = match (&c1_imports, n) {
+                (Some(imports), 1) => {
+                    let imports = imports.clone();
+                    start_gateway_importing(
+                        &config,
+                        &certs,
+                        &id,
+                        n,
+                        bound,
+                        transport_of(n),
+                        imports,
+                    )
+                    .await
+                }
+                _ => start_gateway(&config, &certs, &id, n, bound, transport_of(n)).await,
+            };
+            gateways.push(gateway);
         }
         World {
             _dir: dir,

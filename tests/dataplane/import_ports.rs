@@ -11,6 +11,9 @@ use serde_json::Value;
 
 use super::*;
 
+/// Hands each run of the test its own import port range.
+static NEXT_RANGE: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+
 /// The import port of `namespace/name:port` that `strait imports` prints
 /// for `cluster` (the derived Service's `targetPort`).
 pub fn import_port(config: &std::path::Path, cluster: &str, name: &str, port: u16) -> u16 {
@@ -56,30 +59,52 @@ pub async fn an_import_port_selects_service_and_port(transport: TransportMode) {
         Box::leak(Box::new([("remote", 42, backends[1].address.port())]));
     let local_port: &'static [(&str, u16, u16)] =
         Box::leak(Box::new([("local", 43, backends[0].address.port())]));
-    let world = World::start(transport, |n| match n {
-        1 => vec![echo_service(
-            local_port,
-            EXPORTED_LATE,
-            vec![Pod::ready(pod_ip(1, 0))],
-        )],
-        3 => vec![echo_service(
-            remote_port,
-            EXPORTED_EARLY,
-            vec![Pod::ready(pod_ip(3, 0))],
-        )],
-        _ => Vec::new(),
-    })
+    // A range of this test's own: tests share the loopback addresses.
+    let first = 31000 + 100 * NEXT_RANGE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let range = strait::imports::PortRange::new(first, first + 99).expect("a range");
+    let imports = strait::config::ImportSettings {
+        port_range: range,
+        ..Default::default()
+    };
+    let world = World::start_importing(
+        transport,
+        |n| match n {
+            1 => vec![echo_service(
+                local_port,
+                EXPORTED_LATE,
+                vec![Pod::ready(pod_ip(1, 0))],
+            )],
+            3 => vec![echo_service(
+                remote_port,
+                EXPORTED_EARLY,
+                vec![Pod::ready(pod_ip(3, 0))],
+            )],
+            _ => Vec::new(),
+        },
+        imports,
+    )
     .await;
-    // The gateways were given loopback pods in code; the command reads them
-    // from gateway.yaml.
+    // The gateways were given loopback pods and the range in code; the
+    // command reads them from gateway.yaml.
     std::fs::write(
         world.config.join("gateway.yaml"),
-        "allowLoopbackEndpoints: true\n",
+        format!("allowLoopbackEndpoints: true\nimports:\n  portRange: {range}\n"),
     )
     .expect("write gateway.yaml");
     let gateway = world.gateways[0].addresses().tunnel.ip();
     for (port, expected) in [(42, "c3-pod 127.0.3.1"), (43, "c1-pod 127.0.1.1")] {
         let import = import_port(&world.config, "c1", "echo", port);
+        let listening: Vec<(u16, String)> = world.gateways[0]
+            .state()
+            .routes
+            .load()
+            .import_ports()
+            .map(|(p, k)| (p, k.to_string()))
+            .collect();
+        assert!(
+            range.contains(import) && listening.iter().any(|(p, _)| *p == import),
+            "strait imports says {import}; the gateway listens on {listening:?}"
+        );
         for _ in 0..3 {
             let stream = tokio::net::TcpStream::connect(SocketAddr::new(gateway, import))
                 .await

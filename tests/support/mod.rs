@@ -301,7 +301,11 @@ pub async fn bind_gateway(n: u8) -> Listeners {
     }
 }
 
-/// Starts the gateway of cluster `id` (number `n`) on its bound listeners.
+/// Starts the gateway of cluster `id` (number `n`) on its bound listeners,
+/// with no import listeners: tests run side by side in one process on the
+/// same loopback addresses, and import ports are the same for the same
+/// service in every test, so only a test that asks for them (with a range
+/// of its own, [`start_gateway_importing`]) gets them.
 pub async fn start_gateway(
     config: &Path,
     certs: &Path,
@@ -310,7 +314,25 @@ pub async fn start_gateway(
     listeners: Listeners,
     transport: TransportMode,
 ) -> Gateway {
+    let imports = strait::config::ImportSettings {
+        listen: false,
+        ..Default::default()
+    };
+    start_gateway_importing(config, certs, id, n, listeners, transport, imports).await
+}
+
+/// As [`start_gateway`], with these import settings.
+pub async fn start_gateway_importing(
+    config: &Path,
+    certs: &Path,
+    id: &str,
+    n: u8,
+    listeners: Listeners,
+    transport: TransportMode,
+    imports: strait::config::ImportSettings,
+) -> Gateway {
     let mut settings = GatewaySettings::default();
+    settings.imports = imports;
     settings.tuning.reload_debounce = Duration::from_millis(100);
     settings.tuning.connect_timeout = Duration::from_secs(2);
     // Pods of this loopback world live on 127.0.0.0/8.
