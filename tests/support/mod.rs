@@ -331,8 +331,10 @@ pub async fn start_gateway_importing(
     transport: TransportMode,
     imports: strait::config::ImportSettings,
 ) -> Gateway {
-    let mut settings = GatewaySettings::default();
-    settings.imports = imports;
+    let mut settings = GatewaySettings {
+        imports,
+        ..GatewaySettings::default()
+    };
     settings.tuning.reload_debounce = Duration::from_millis(100);
     settings.tuning.connect_timeout = Duration::from_secs(2);
     // Pods of this loopback world live on 127.0.0.0/8.
