@@ -39,6 +39,9 @@
 
 #[path = "dns/dnsperf.rs"]
 mod dnsperf;
+#[path = "common/flags.rs"]
+#[allow(dead_code, reason = "each bench uses the readers it needs")]
+mod flags;
 #[path = "dns/servers.rs"]
 mod servers;
 #[path = "../tests/support/mod.rs"]
@@ -79,44 +82,24 @@ impl Options {
             outstanding: 100,
             rate: None,
         };
-        let mut args = std::env::args().skip(1);
-        while let Some(arg) = args.next() {
-            let (flag, inline) = match arg.split_once('=') {
-                Some((flag, value)) if flag.starts_with("--") => {
-                    (flag.to_owned(), Some(value.to_owned()))
-                }
-                _ => (arg.clone(), None),
-            };
-            let mut value = |name: &str| {
-                inline
-                    .clone()
-                    .or_else(|| args.next())
-                    .ok_or_else(|| format!("{name} needs a value"))
-            };
-            let mut number = |name: &str| {
-                let text = value(name)?;
-                text.parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| format!("{name} wants a positive number, not {text:?}"))
-            };
-            match flag.as_str() {
+        flags::parse(|flag, value| {
+            match flag {
                 "--quick" => options.quick = true,
                 // `cargo bench` passes it; `cargo test` runs benches without it.
                 "--bench" => options.as_test = false,
-                "--rounds" => options.rounds = Some(number("--rounds N")?),
+                "--rounds" => options.rounds = Some(value.number("--rounds N")?),
                 "--services" => {
-                    let n = number("--services N")?;
+                    let n = value.number("--services N")?;
                     if n >= 1 << 24 {
                         return Err("--services: at most 16,777,215 (240.0.0.0/8)".to_owned());
                     }
                     options.services = Some(n);
                 }
-                "--clients" => options.clients = number("--clients N")?,
-                "--outstanding" => options.outstanding = number("--outstanding N")?,
-                "--rate" => options.rate = Some(number("--rate QPS")?),
+                "--clients" => options.clients = value.number("--clients N")?,
+                "--outstanding" => options.outstanding = value.number("--outstanding N")?,
+                "--rate" => options.rate = Some(value.number("--rate QPS")?),
                 "--seconds" => {
-                    let text = value("--seconds S")?;
+                    let text = value.text("--seconds S")?;
                     options.seconds = Some(
                         text.parse::<f64>()
                             .ok()
@@ -124,10 +107,10 @@ impl Options {
                             .ok_or_else(|| format!("--seconds wants ≥ 0.5, not {text:?}"))?,
                     );
                 }
-                // Anything else (filters, --nocapture, ...) is cargo's.
                 _ => {}
             }
-        }
+            Ok(())
+        })?;
         options.quick |= options.as_test;
         Ok(options)
     }

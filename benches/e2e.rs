@@ -54,6 +54,8 @@ mod clients;
 mod connrate;
 #[path = "e2e/cpu.rs"]
 mod cpu;
+#[path = "common/flags.rs"]
+mod flags;
 #[path = "e2e/haproxy.rs"]
 mod haproxy;
 #[path = "e2e/idle.rs"]
@@ -259,43 +261,19 @@ impl Options {
             only: Vec::new(),
             threads: cores,
         };
-        let mut args = std::env::args().skip(1);
-        while let Some(arg) = args.next() {
-            let (flag, inline) = match arg.split_once('=') {
-                Some((flag, value)) if flag.starts_with("--") => {
-                    (flag.to_owned(), Some(value.to_owned()))
-                }
-                _ => (arg.clone(), None),
-            };
-            let mut value = |name: &str| {
-                inline
-                    .clone()
-                    .or_else(|| args.next())
-                    .ok_or_else(|| format!("{name} needs a value"))
-            };
-            match flag.as_str() {
+        flags::parse(|flag, value| {
+            match flag {
                 "--quick" => options.quick = true,
                 // `cargo bench` passes it; `cargo test` runs benches without it.
                 "--bench" => options.as_test = false,
-                "--json" => options.json = Some(PathBuf::from(value("--json PATH")?)),
-                "--svg" => options.svg = Some(PathBuf::from(value("--svg PATH")?)),
-                "--only" => options.only.extend(
-                    value("--only SCENARIO")?
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_owned),
-                ),
-                "--threads" => {
-                    let text = value("--threads N")?;
-                    options.threads = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                        format!("--threads wants a positive number, not {text:?}")
-                    })?;
-                }
-                // Anything else (filters, --nocapture, ...) is cargo's.
+                "--json" => options.json = Some(PathBuf::from(value.text("--json PATH")?)),
+                "--svg" => options.svg = Some(PathBuf::from(value.text("--svg PATH")?)),
+                "--only" => options.only.extend(value.list("--only SCENARIO")?),
+                "--threads" => options.threads = value.number("--threads N")?,
                 _ => {}
             }
-        }
+            Ok(())
+        })?;
         for name in &options.only {
             if !SCENARIOS.iter().any(|s| s.name == name) {
                 let known: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();

@@ -36,6 +36,8 @@
 //! `CI=true`. `STRAIT_BENCH_KEEP=1` keeps the configurations and logs.
 //! Figures and what limits them: docs/performance.md.
 
+#[path = "common/flags.rs"]
+mod flags;
 #[path = "e2e/haproxy.rs"]
 #[allow(dead_code)]
 mod haproxy;
@@ -84,50 +86,24 @@ impl Options {
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             json: None,
         };
-        let mut args = std::env::args().skip(1);
-        while let Some(arg) = args.next() {
-            let (flag, inline) = match arg.split_once('=') {
-                Some((flag, value)) if flag.starts_with("--") => {
-                    (flag.to_owned(), Some(value.to_owned()))
-                }
-                _ => (arg.clone(), None),
-            };
-            let mut value = |name: &str| {
-                inline
-                    .clone()
-                    .or_else(|| args.next())
-                    .ok_or_else(|| format!("{name} needs a value"))
-            };
-            let mut number = |name: &str| {
-                let text = value(name)?;
-                text.parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| format!("{name} wants a positive number, not {text:?}"))
-            };
-            match flag.as_str() {
+        flags::parse(|flag, value| {
+            match flag {
                 "--quick" => options.quick = true,
                 // `cargo bench` passes it; `cargo test` runs benches without it.
                 "--bench" => options.as_test = false,
-                "--only" => options.only.extend(
-                    value("--only PART")?
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_owned),
-                ),
-                "--rounds" => options.rounds = Some(number("--rounds N")?),
-                "--listeners" => options.listeners = Some(number("--listeners N")?),
+                "--only" => options.only.extend(value.list("--only PART")?),
+                "--rounds" => options.rounds = Some(value.number("--rounds N")?),
+                "--listeners" => options.listeners = Some(value.number("--listeners N")?),
                 "--services" => {
-                    let n = number("--services N")?;
+                    let n = value.number("--services N")?;
                     options.services = Some(u32::try_from(n).map_err(|_| "--services: too many")?);
                 }
-                "--threads" => options.threads = number("--threads N")?,
-                "--json" => options.json = Some(PathBuf::from(value("--json PATH")?)),
-                // Anything else (filters, --nocapture, ...) is cargo's.
+                "--threads" => options.threads = value.number("--threads N")?,
+                "--json" => options.json = Some(PathBuf::from(value.text("--json PATH")?)),
                 _ => {}
             }
-        }
+            Ok(())
+        })?;
         if let Some(unknown) = options.only.iter().find(|p| !PARTS.contains(&p.as_str())) {
             return Err(format!(
                 "--only: no part {unknown:?} (known: {})",
