@@ -21,8 +21,8 @@ mod kube_api;
 use std::path::Path;
 use std::time::Duration;
 
-use kube_api::ApiServer;
 use kube_api::fixtures::{export, namespace, populate, service, slice};
+use kube_api::{ApiServer, until};
 use serde_json::{Value, json};
 use strait::discovery::kube::{
     ExportStatusOptions, ImportOptions, ImportsReport, KubeHandle, KubeOptions,
@@ -52,19 +52,6 @@ fn options(local: &Path, remotes: &[&Path], identity: &str, range: PortRange) ->
             release_grace: Duration::from_secs(60),
         }),
         ..kube_api::fixtures::kube_options(local, remotes)
-    }
-}
-
-/// Polls `done` until it holds, failing with `what` and `state()` after WAIT.
-async fn until(what: &str, mut done: impl FnMut() -> bool, state: impl Fn() -> String) {
-    let start = tokio::time::Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < WAIT,
-            "timed out waiting for {what}; {}",
-            state()
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 

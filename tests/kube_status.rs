@@ -18,9 +18,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube_api::ApiServer;
 use kube_api::admin::{admin_address, get_until};
 use kube_api::fixtures::{export, populate, service, slice};
+use kube_api::{ApiServer, until};
 use serde_json::{Value, json};
 use strait::discovery::kube::{
     ExportStatusOptions, ExportStatusReport, KubeHandle, KubeOptions, SourceSnapshot, load_once,
@@ -53,19 +53,6 @@ fn options(local: &Path, remotes: &[&Path], identity: Option<&str>) -> KubeOptio
 }
 
 // ---- waiting ---------------------------------------------------------------
-
-/// Polls `done` until it holds, failing with `what` and `state()` after WAIT.
-async fn until(what: &str, mut done: impl FnMut() -> bool, state: impl Fn() -> String) {
-    let start = tokio::time::Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < WAIT,
-            "timed out waiting for {what}; {}",
-            state()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// Waits until the local ServiceExport `shop/<name>` has conditions that
 /// satisfy `done`, and returns them.

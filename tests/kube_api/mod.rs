@@ -547,3 +547,17 @@ fn served_versions(shared: &Shared, resource: &Resource) -> Vec<&'static str> {
         vec!["v1"]
     }
 }
+
+/// Polls `done` until it holds, failing with `what` and `state()` after
+/// 15 s: what the kube tests wait for is a watch event or a Lease period away.
+pub async fn until(what: &str, mut done: impl FnMut() -> bool, state: impl Fn() -> String) {
+    let start = tokio::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "timed out waiting for {what}; {}",
+            state()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
