@@ -50,6 +50,7 @@ fn options(local: &Path, remotes: &[&Path], identity: &str, range: PortRange) ->
         imports: Some(ImportOptions {
             range,
             release_grace: Duration::from_secs(60),
+            max_headless_endpoints: 8,
         }),
         ..kube_api::fixtures::kube_options(local, remotes)
     }

@@ -153,6 +153,8 @@ fn pass(merged: &MergedSet, observed: &Observed, now: Timestamp) -> Pass {
         range: &range(),
         blocked: &blocked,
         refused_families: &refused,
+        pods: &Default::default(),
+        pod_ranges: &[],
     });
     let planned = Instant::now();
     let desired = desired_objects(&plan, merged, observed, API, Owners::Required, now);

@@ -10,8 +10,9 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::discovery::objects::{CRD_VERSIONS, MCS_GROUP};
 use crate::imports::render::{Owners, as_list, desired_objects};
-use crate::imports::{Observed, PlanInputs, plan};
+use crate::imports::{Observed, PlanInputs, plan, remote_pods};
 use crate::model::ClusterId;
+use crate::routing::RouteTable;
 
 use super::load::{SourceArgs, load};
 use super::{Refused, emit};
@@ -53,13 +54,26 @@ pub(super) fn run(
         )));
     }
     // From files nothing is recorded yet; from the API, what the cluster holds.
+    let from_files = loaded.observed.is_none();
     let observed = loaded.observed.clone().unwrap_or_else(Observed::default);
+    let pods = RouteTable::build(&loaded.set, &loaded.merged, &viewer)
+        .map(|table| remote_pods(&table, loaded.settings.dns.max_headless_endpoints))
+        .unwrap_or_default();
+    // From files, remote pods' addresses come from `imports.podAddresses`;
+    // from the API, the API server allocates them.
+    let pod_ranges: &[ipnet::IpNet] = if from_files {
+        &loaded.settings.imports.pod_addresses
+    } else {
+        &[]
+    };
     let plan = plan(&PlanInputs {
         merged: &loaded.merged,
         observed: &observed,
         range: &loaded.settings.imports.port_range,
         blocked: &Default::default(),
         refused_families: &Default::default(),
+        pods: &pods,
+        pod_ranges,
     });
     let api_version = loaded
         .import_api_version

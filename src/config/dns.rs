@@ -26,6 +26,15 @@ pub struct DnsSettings {
     /// TTL (and SOA minimum) of NXDOMAIN and NODATA answers.
     #[serde(default = "default_ttl", with = "humantime_serde")]
     pub negative_ttl: Duration,
+    /// At most this many pods on other networks per headless service get
+    /// an address here (a per-pod derived Service, an import port per
+    /// service port); the rest are counted and not answered.
+    #[serde(default = "default_max_headless_endpoints")]
+    pub max_headless_endpoints: usize,
+}
+
+fn default_max_headless_endpoints() -> usize {
+    64
 }
 
 fn default_zone() -> String {
@@ -42,6 +51,7 @@ impl Default for DnsSettings {
             zone: default_zone(),
             ttl: default_ttl(),
             negative_ttl: default_ttl(),
+            max_headless_endpoints: default_max_headless_endpoints(),
         }
     }
 }

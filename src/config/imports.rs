@@ -27,6 +27,13 @@ pub struct ImportSettings {
     /// connection to the wrong service.
     #[serde(default = "default_release_grace", with = "humantime_serde")]
     pub release_grace: Duration,
+    /// A file setup's addresses for headless pods on other networks (one
+    /// from each range per pod): what DNS answers for such a pod, and what
+    /// the per-pod derived Services of `strait imports` ask for as their
+    /// `clusterIPs`. Unused with the Kubernetes source, whose API server
+    /// allocates them; without it, a file setup names no remote pod.
+    #[serde(default)]
+    pub pod_addresses: Vec<ipnet::IpNet>,
 }
 
 fn default_enabled() -> bool {
@@ -44,6 +51,7 @@ impl Default for ImportSettings {
             address: None,
             port_range: PortRange::default(),
             release_grace: default_release_grace(),
+            pod_addresses: Vec::new(),
         }
     }
 }
@@ -62,6 +70,16 @@ mod tests {
         assert_eq!(settings.imports.port_range.to_string(), "30000-30099");
         assert_eq!(settings.imports.release_grace.as_secs(), 60);
         assert!(settings.imports.listen);
+        assert!(settings.imports.pod_addresses.is_empty());
+        let settings = GatewaySettings::parse(
+            "g.yaml",
+            "imports:\n  podAddresses: [10.97.0.0/24, \"fd00:97::/112\"]\n",
+        )
+        .expect("valid ranges");
+        assert_eq!(settings.imports.pod_addresses.len(), 2);
+        let error = GatewaySettings::parse("g.yaml", "imports:\n  podAddresses: [10.97.0.0]\n")
+            .expect_err("not a range");
+        assert_eq!(error.0.field.as_deref(), Some("imports.podAddresses[0]"));
         let error = GatewaySettings::parse("g.yaml", "imports:\n  portRange: 3-2\n")
             .expect_err("an empty range");
         assert_eq!(error.0.field.as_deref(), Some("imports.portRange"));

@@ -9,17 +9,19 @@
 //!   `0 100 <port> <svc>.<ns>.svc.<zone>.` for every named port with at
 //!   least one backend this gateway can route to.
 //! - Headless service: `<svc>.<ns>.svc.<zone>` A/AAAA → one address per
-//!   ready backend **on this cluster's network**;
-//!   `<hostname>.<cluster-id>.<svc>.<ns>.svc.<zone>` → that pod, when it is
-//!   on this network; SRV per such endpoint with the per-pod name as its
-//!   target (an endpoint without a hostname is named by its address with
-//!   dashes, as Kubernetes DNS does).
+//!   ready pod this cluster can reach;
+//!   `<hostname>.<cluster-id>.<svc>.<ns>.svc.<zone>` → that pod; SRV per
+//!   such pod with the per-pod name as its target (an endpoint without a
+//!   hostname is named by its address with dashes, as Kubernetes DNS does).
 //!
-//! Pods on **another network** are not answered: their addresses are not
-//! reachable from here, and the addresses that would reach them (a derived
-//! Service per remote pod, through its network's gateway) are a later step.
-//! A name whose pods are all remote exists, so it is NODATA (NOERROR with
-//! the SOA), never a wrong address.
+//! A pod on this cluster's network is answered with its own address. A pod
+//! on **another network** is answered with its address on this side (the
+//! ClusterIP of its per-pod derived Service, or a file setup's
+//! `imports.podAddresses`), which reaches that one pod through its
+//! network's gateway; a remote pod without one (beyond
+//! `dns.maxHeadlessEndpoints`, or not allocated yet) is not answered. A
+//! name whose pods are all unanswered exists, so it is NODATA (NOERROR
+//! with the SOA), never a wrong address.
 //!
 //! Negative answers: NXDOMAIN for a name the zone does not hold (a service
 //! no cluster exports, an unknown namespace, a port no backend serves),
@@ -27,7 +29,6 @@
 //! carry the zone's SOA. A name outside the zone is REFUSED: this is no
 //! recursive resolver.
 
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
@@ -37,6 +38,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use serde::Serialize;
 
 use super::zone::{Owner, Zone};
+use crate::imports::pods::{PodRef, pod_label};
 use crate::merge::BackendState;
 use crate::model::{Protocol, ServiceType};
 use crate::routing::{Path, PortRoute, RouteTable, RoutedBackend, ServiceRoutes};
@@ -101,6 +103,10 @@ pub struct ExplainedBackend {
     /// The per-pod label (`<label>.<cluster-id>.<svc>...`).
     pub pod: String,
     pub answered: bool,
+    /// For a pod on another network, the addresses on this side that
+    /// reach it (what is answered instead of its own).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub answered_with: Vec<IpAddr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
 }
@@ -265,7 +271,7 @@ fn node(table: &RouteTable, zone: &Zone, owner: &Owner, trace: &mut Trace<'_>) -
         } => {
             trace.with(|e| e.name_kind = "port");
             let service = found(table, namespace, name, trace)?;
-            port_node(zone, service, port, *protocol, trace)
+            port_node(table, zone, service, port, *protocol, trace)
         }
         Owner::Below {
             namespace,
@@ -273,7 +279,7 @@ fn node(table: &RouteTable, zone: &Zone, owner: &Owner, trace: &mut Trace<'_>) -
             labels,
         } => {
             let service = found(table, namespace, name, trace)?;
-            below_node(service, labels, trace)
+            below_node(table, service, labels, trace)
         }
         Owner::Unknown => {
             trace.with(|e| e.name_kind = "unknown");
@@ -306,11 +312,9 @@ fn service_node(table: &RouteTable, service: &ServiceRoutes, trace: &mut Trace<'
         ServiceType::Headless => {
             let mut addresses = BTreeSet::new();
             for routed in pods(service) {
-                let answered = is_local(routed);
-                if answered {
-                    addresses.insert(routed.backend.address);
-                }
-                trace_backend(trace, routed, answered);
+                let reach = reach(table, service, routed);
+                addresses.extend(reach.addresses());
+                trace_backend(trace, routed, &reach);
             }
             Node {
                 addresses: addresses.into_iter().collect(),
@@ -342,6 +346,7 @@ fn service_node(table: &RouteTable, service: &ServiceRoutes, trace: &mut Trace<'
 }
 
 fn port_node(
+    table: &RouteTable,
     zone: &Zone,
     service: &ServiceRoutes,
     port_name: &str,
@@ -380,9 +385,11 @@ fn port_node(
             // A dual-stack pod is two backends with one name: one target.
             let mut targets = BTreeSet::new();
             for routed in ready(port) {
-                let answered = is_local(routed);
-                trace_backend(trace, routed, answered);
-                if answered && let Some(target) = pod_name(zone, service, routed) {
+                let reach = reach(table, service, routed);
+                trace_backend(trace, routed, &reach);
+                if reach.answered()
+                    && let Some(target) = pod_name(zone, service, routed)
+                {
                     targets.insert((target, routed.backend.port));
                 }
             }
@@ -414,7 +421,12 @@ fn port_node(
 
 /// `<hostname>.<cluster-id>` (one pod) or `<cluster-id>` (an empty
 /// non-terminal) under a headless service.
-fn below_node(service: &ServiceRoutes, labels: &[String], trace: &mut Trace<'_>) -> Option<Node> {
+fn below_node(
+    table: &RouteTable,
+    service: &ServiceRoutes,
+    labels: &[String],
+    trace: &mut Trace<'_>,
+) -> Option<Node> {
     if service.service_type != ServiceType::Headless {
         trace.with(|e| e.name_kind = "unknown");
         trace.note(|| {
@@ -432,14 +444,13 @@ fn below_node(service: &ServiceRoutes, labels: &[String], trace: &mut Trace<'_>)
         let mut exists = false;
         let mut addresses = BTreeSet::new();
         for routed in pods(service).filter(|r| {
-            r.backend.cluster.as_str() == cluster && pod_label(r).eq_ignore_ascii_case(hostname)
+            r.backend.cluster.as_str() == cluster
+                && pod_label(&r.backend).eq_ignore_ascii_case(hostname)
         }) {
             exists = true;
-            let answered = is_local(routed);
-            if answered {
-                addresses.insert(routed.backend.address);
-            }
-            trace_backend(trace, routed, answered);
+            let reach = reach(table, service, routed);
+            addresses.extend(reach.addresses());
+            trace_backend(trace, routed, &reach);
         }
         if exists {
             trace.with(|e| e.name_kind = "pod");
@@ -481,23 +492,47 @@ fn pods(service: &ServiceRoutes) -> impl Iterator<Item = &RoutedBackend> {
     service.ports.iter().flat_map(ready)
 }
 
-fn is_local(routed: &RoutedBackend) -> bool {
-    routed.path == Path::Direct
+/// How this cluster reaches one pod of a headless service.
+enum Reach<'t> {
+    /// On this network: its own address.
+    Own(IpAddr),
+    /// On another network, through its addresses on this side.
+    Through(&'t [IpAddr]),
+    /// On another network with no address on this side.
+    Unreachable,
 }
 
-/// The per-pod label: the endpoint's hostname, else its address with
-/// dashes (`10-1-0-7`, `fd00--7`).
-fn pod_label(routed: &RoutedBackend) -> Cow<'_, str> {
-    match &routed.backend.hostname {
-        Some(hostname) => Cow::Borrowed(hostname),
-        None => Cow::Owned(routed.backend.address.to_string().replace(['.', ':'], "-")),
+impl Reach<'_> {
+    fn addresses(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        let (own, through): (Option<IpAddr>, &[IpAddr]) = match self {
+            Reach::Own(address) => (Some(*address), &[]),
+            Reach::Through(addresses) => (None, addresses),
+            Reach::Unreachable => (None, &[]),
+        };
+        own.into_iter().chain(through.iter().copied())
+    }
+
+    fn answered(&self) -> bool {
+        !matches!(self, Reach::Unreachable)
+    }
+}
+
+fn reach<'t>(table: &'t RouteTable, service: &ServiceRoutes, routed: &RoutedBackend) -> Reach<'t> {
+    if routed.path == Path::Direct {
+        return Reach::Own(routed.backend.address);
+    }
+    let through = table.pod_addresses(&service.key, &PodRef::of(&routed.backend));
+    if through.is_empty() {
+        Reach::Unreachable
+    } else {
+        Reach::Through(through)
     }
 }
 
 /// `<label>.<cluster-id>.<svc>.<ns>.svc.<zone>.` of one pod; a cluster id
 /// with dots is several labels.
 fn pod_name(zone: &Zone, service: &ServiceRoutes, routed: &RoutedBackend) -> Option<Name> {
-    let label = pod_label(routed);
+    let label = pod_label(&routed.backend);
     let mut labels: Vec<&str> = vec![&label];
     labels.extend(routed.backend.cluster.as_str().split('.'));
     labels.extend([service.key.name.as_str(), &service.key.namespace, "svc"]);
@@ -509,9 +544,10 @@ fn weight(count: usize) -> u16 {
     u16::try_from(100 / count.max(1)).unwrap_or(1).max(1)
 }
 
-fn trace_backend(trace: &mut Trace<'_>, routed: &RoutedBackend, answered: bool) {
+fn trace_backend(trace: &mut Trace<'_>, routed: &RoutedBackend, reach: &Reach<'_>) {
     trace.with(|e| {
         let address = routed.backend.address;
+        let answered = reach.answered();
         // A pod of two ports is considered twice; list it once.
         if e.backends.iter().any(|b| {
             b.address == address
@@ -526,11 +562,21 @@ fn trace_backend(trace: &mut Trace<'_>, routed: &RoutedBackend, answered: bool) 
             port: routed.backend.port,
             network: routed.network.to_string(),
             path: routed.path.as_str(),
-            pod: pod_label(routed).into_owned(),
+            pod: pod_label(&routed.backend).into_owned(),
             answered,
-            reason: (!answered).then_some(
-                "on another network: its address is not reachable from here (per-pod derived Services are not built yet)",
-            ),
+            answered_with: match reach {
+                Reach::Through(addresses) => addresses.to_vec(),
+                Reach::Own(_) | Reach::Unreachable => Vec::new(),
+            },
+            reason: match reach {
+                Reach::Own(_) => None,
+                Reach::Through(_) => Some(
+                    "on another network: answered with its address on this side, which reaches it through its network's gateway",
+                ),
+                Reach::Unreachable => Some(
+                    "on another network, with no address on this side: beyond dns.maxHeadlessEndpoints, its per-pod derived Service has no ClusterIP yet, or (a file setup) imports.podAddresses is not set",
+                ),
+            },
         });
     });
 }

@@ -356,3 +356,105 @@ fn the_ttl_is_the_zones() {
     );
     assert_eq!(negative.authorities[0].ttl, 2);
 }
+
+/// The fixture's table with an address on this side for one of west-1's
+/// two postgres pods, as a per-pod derived Service would give it.
+fn table_with_remote_address() -> RouteTable {
+    let mut table = table();
+    let pod = PodRef {
+        cluster: crate::model::ClusterId::new("west-1").expect("a cluster id"),
+        label: "postgres-2".to_owned(),
+    };
+    let addresses = std::collections::BTreeMap::from([(
+        (crate::model::ServiceKey::new("db", "postgres"), pod),
+        vec!["240.0.1.2".parse::<IpAddr>().expect("an address")],
+    )]);
+    table.set_pod_addresses(&addresses);
+    table
+}
+
+#[test]
+fn a_remote_pod_is_answered_with_its_address_on_this_side() {
+    let table = table_with_remote_address();
+    let ask = |qname: &str, qtype| answer(&table, &zone(), &name(qname), qtype);
+    let a = ask("postgres.db.svc.clusterset.local.", RecordType::A);
+    assert_eq!(
+        records(&a),
+        vec![
+            "postgres.db.svc.clusterset.local. 5 IN A 10.1.0.50",
+            "postgres.db.svc.clusterset.local. 5 IN A 10.1.0.52",
+            "postgres.db.svc.clusterset.local. 5 IN A 10.1.5.51",
+            "postgres.db.svc.clusterset.local. 5 IN A 240.0.1.2",
+        ],
+        "never west-1's own 10.2.0.50"
+    );
+    let pod = ask(
+        "postgres-2.west-1.postgres.db.svc.clusterset.local.",
+        RecordType::A,
+    );
+    assert_eq!(
+        records(&pod),
+        vec!["postgres-2.west-1.postgres.db.svc.clusterset.local. 5 IN A 240.0.1.2"]
+    );
+    // The other remote pod has no address here: it exists, unanswered.
+    let other = ask(
+        "postgres-3.west-1.postgres.db.svc.clusterset.local.",
+        RecordType::A,
+    );
+    assert!(other.is_nodata(), "{other:?}");
+    let srv = ask(
+        "_postgres._tcp.postgres.db.svc.clusterset.local.",
+        RecordType::SRV,
+    );
+    let targets: Vec<String> = srv.answers.iter().map(ToString::to_string).collect();
+    assert_eq!(targets.len(), 4, "{targets:?}");
+    assert!(
+        targets
+            .iter()
+            .any(|t| t
+                .ends_with("SRV 0 25 5432 postgres-2.west-1.postgres.db.svc.clusterset.local.")),
+        "{targets:?}"
+    );
+    let (_, why) = explain(
+        &table,
+        &zone(),
+        &name("postgres.db.svc.clusterset.local."),
+        RecordType::A,
+    );
+    let through: Vec<&ExplainedBackend> = why
+        .backends
+        .iter()
+        .filter(|b| !b.answered_with.is_empty())
+        .collect();
+    assert_eq!(through.len(), 1, "{why:?}");
+    assert_eq!(through[0].pod, "postgres-2");
+    let unanswered: Vec<&ExplainedBackend> = why.backends.iter().filter(|b| !b.answered).collect();
+    assert_eq!(unanswered.len(), 1, "{why:?}");
+    assert!(
+        unanswered[0]
+            .reason
+            .is_some_and(|r| r.contains("maxHeadlessEndpoints")),
+        "{why:?}"
+    );
+}
+
+#[test]
+fn pod_addresses_of_a_cluster_set_ip_service_are_ignored() {
+    let mut table = table();
+    let addresses = std::collections::BTreeMap::from([(
+        (
+            crate::model::ServiceKey::new("shop", "cart"),
+            PodRef {
+                cluster: crate::model::ClusterId::new("west-1").expect("a cluster id"),
+                label: "10-2-0-1".to_owned(),
+            },
+        ),
+        vec!["240.0.1.9".parse::<IpAddr>().expect("an address")],
+    )]);
+    table.set_pod_addresses(&addresses);
+    assert!(
+        table
+            .lookup_pod_vip("240.0.1.9".parse().expect("an address"), Protocol::Tcp, 80)
+            .is_none()
+    );
+}

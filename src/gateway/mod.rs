@@ -160,26 +160,33 @@ pub fn load_routes(options: &GatewayOptions) -> Result<RouteTable, GatewayError>
     let merged = crate::merge::merge(&loaded.set);
     let mut table = RouteTable::build(&loaded.set, &merged, &options.cluster)
         .map_err(|e| GatewayError::Routes(e.to_string()))?;
-    // A file setup records no allocation: the same files give the same
-    // import ports as `strait imports` prints.
-    let allocation = import_allocation(&merged, &Observed::default(), &options.settings);
-    table.set_import_ports(allocation.by_import_port());
+    apply_file_imports(&mut table, &merged, &options.settings);
     Ok(table)
 }
 
-/// The import ports of `merged` as seen from a cluster holding `observed`.
-pub(crate) fn import_allocation(
+/// Gives a file setup's routes their import ports and remote pods'
+/// addresses. A file setup records nothing, so they are computed: the same
+/// files give the same ones as `strait imports` prints.
+pub(crate) fn apply_file_imports(
+    table: &mut RouteTable,
     merged: &crate::merge::MergedSet,
-    observed: &Observed,
     settings: &GatewaySettings,
-) -> crate::imports::Allocation {
-    crate::imports::allocate_ports(&crate::imports::PlanInputs {
+) {
+    let pods = crate::imports::remote_pods(table, settings.dns.max_headless_endpoints);
+    let observed = Observed::default();
+    let inputs = crate::imports::PlanInputs {
         merged,
-        observed,
+        observed: &observed,
         range: &settings.imports.port_range,
         blocked: &Default::default(),
         refused_families: &Default::default(),
-    })
+        pods: &pods,
+        pod_ranges: &settings.imports.pod_addresses,
+    };
+    let allocation = crate::imports::allocate_ports(&inputs);
+    table.set_import_ports(allocation.by_import_port());
+    let addresses = crate::imports::file_addresses(&inputs);
+    table.set_pod_addresses(&addresses.addresses);
 }
 
 impl Gateway {

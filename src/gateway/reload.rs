@@ -136,6 +136,7 @@ pub(super) fn kube_routes(
         let allocation =
             crate::imports::recorded_allocation(&recorded, &options.settings.imports.port_range);
         table.set_import_ports(allocation.by_import_port());
+        table.set_pod_addresses(&local.observed.pod_addresses());
     }
     Ok(table)
 }

@@ -5,16 +5,14 @@
 //! sets must go). Fields others set are not compared: server-side apply
 //! keeps them. Strait deletes only objects it created. Pure.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
 use super::Observed;
-use super::naming::DERIVED_SERVICE_ANNOTATION;
 use super::observed::ObservedObject;
 use super::render::DesiredObject;
-use crate::discovery::translate::MCS_SERVICE_NAME_LABEL;
-use crate::model::ServiceKey;
+use crate::discovery::translate::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
 
 /// One write the reconciler should make.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,43 +114,39 @@ pub fn changes(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
             });
         }
     }
-    // Which services have a derived Service planned, and which were
-    // rendered in full: an owner whose uid is not known yet (a watch that
-    // lags) leaves its children out of `desired`, and they must not be
-    // deleted for that.
-    let service_of = |object: &Value| {
-        ServiceKey::new(
-            object["metadata"]["namespace"].as_str().unwrap_or_default(),
-            object["metadata"]["labels"][MCS_SERVICE_NAME_LABEL]
-                .as_str()
-                .or_else(|| object["metadata"]["name"].as_str())
-                .unwrap_or_default(),
-        )
+    // A held object that is not desired goes, unless its owner is desired
+    // without its children (an owner whose uid is not known yet): the
+    // child is only missing from this plan, and must not be deleted for it.
+    let desired_by_identity: HashMap<(String, String, String), &DesiredObject> = desired
+        .iter()
+        .filter(|d| !d.status)
+        .map(|d| (identity(&d.object), d))
+        .collect();
+    let owner_complete = |kind: &str, namespace: &str, name: Option<&str>| {
+        let key = (
+            kind.to_owned(),
+            namespace.to_owned(),
+            name.unwrap_or_default().to_owned(),
+        );
+        desired_by_identity.get(&key).map(|owner| owner.complete)
     };
-    let planned_derived: HashSet<ServiceKey> = desired
-        .iter()
-        .filter(|d| {
-            !d.status
-                && d.object["kind"] == "ServiceImport"
-                && d.object["metadata"]["annotations"][DERIVED_SERVICE_ANNOTATION].is_string()
-        })
-        .map(|d| service_of(&d.object))
-        .collect();
-    let rendered_derived: HashSet<ServiceKey> = desired
-        .iter()
-        .filter(|d| d.object["kind"] == "Service")
-        .map(|d| service_of(&d.object))
-        .collect();
     let stale = |held: &ObservedObject| {
         if wanted.contains(&identity(&held.raw)) {
             return false;
         }
-        let service = service_of(&held.raw);
+        let namespace = held.namespace();
+        let import = || {
+            owner_complete(
+                "ServiceImport",
+                namespace,
+                held.label(MCS_SERVICE_NAME_LABEL),
+            )
+            .unwrap_or(true)
+        };
         match held.kind() {
-            "Service" => !planned_derived.contains(&service),
-            "EndpointSlice" => {
-                !planned_derived.contains(&service) || rendered_derived.contains(&service)
-            }
+            "Service" => import(),
+            "EndpointSlice" => owner_complete("Service", namespace, held.label(SERVICE_NAME_LABEL))
+                .unwrap_or_else(import),
             _ => true,
         }
     };
@@ -161,6 +155,7 @@ pub fn changes(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
         .values()
         .filter(|import| import.ours())
         .chain(observed.derived.values())
+        .chain(observed.pod_services.values())
         .chain(observed.slices.values());
     for held in ours.filter(|held| stale(held)) {
         changes.push(Change::Delete {

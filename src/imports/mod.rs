@@ -13,12 +13,17 @@
 //!   owned by the import) whose ports forward to the gateway's import ports,
 //!   and its EndpointSlices listing this cluster's ready gateway pods on
 //!   those ports; the import's `ips` are the derived Service's ClusterIPs
-//!   once the API server has allocated them.
+//!   once the API server has allocated them;
+//! - for a headless service, a per-pod derived Service for each ready pod
+//!   on another network (at most `dns.maxHeadlessEndpoints`), forwarding to
+//!   the gateway's import ports for that one pod: its ClusterIP is what
+//!   DNS answers for the pod (`pods`).
 //!
 //! | module | owns |
 //! |---|---|
 //! | `naming` | derived names, labels, the field manager |
 //! | `ports` | import port ranges and the deterministic allocation |
+//! | `pods` | which remote headless pods get an address here, and file-mode addresses |
 //! | `observed` | reading what the cluster holds (ports, IPs, uids) from its objects |
 //! | `render` | the objects as JSON, the way `kubectl get -o json` shows them |
 //! | `diff` | which objects to apply and which to delete |
@@ -26,17 +31,20 @@
 pub mod diff;
 pub mod naming;
 pub mod observed;
+pub mod pods;
 pub mod ports;
 pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
+use ipnet::IpNet;
 use serde::Serialize;
 
 use crate::merge::{MergedService, MergedSet};
 use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType};
 pub use observed::{GatewayEndpoint, Observed, ObservedObject};
+pub use pods::{PodAddresses, PodRef, RemotePods, remote_pods};
 pub use ports::{
     Allocation, PortKey, PortRange, PortRangeError, ReleasedPorts, recorded_allocation,
 };
@@ -98,6 +106,34 @@ pub struct PlannedImport {
     pub message: String,
     /// The derived Service, for a ClusterSetIP service.
     pub derived_service: Option<String>,
+    /// A headless service's pods on other networks, each with a derived
+    /// Service of its own.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<PlannedPod>,
+    /// Remote pods beyond `dns.maxHeadlessEndpoints`: no address here.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pods_over_cap: usize,
+}
+
+fn is_zero(count: &usize) -> bool {
+    *count == 0
+}
+
+/// One remote pod of a headless service and the derived Service that
+/// reaches it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedPod {
+    pub pod: PodRef,
+    pub ports: Vec<PlannedPort>,
+    /// Its addresses here: the per-pod derived Service's ClusterIPs, once
+    /// allocated, or in a file setup the ones from `imports.podAddresses`.
+    pub ips: Vec<IpAddr>,
+    /// Whether `ips` were chosen here (a file setup) and are written into
+    /// the derived Service's `clusterIPs`, rather than allocated by the API.
+    pub fixed_ips: bool,
+    /// `None` when no port of it got an import port.
+    pub derived_service: Option<String>,
 }
 
 /// Services for which no import is planned, and why.
@@ -117,6 +153,8 @@ pub struct ImportPlan {
     pub imports: Vec<PlannedImport>,
     pub allocation: Allocation,
     pub skipped: BTreeMap<ServiceKey, Skipped>,
+    /// Remote pods `imports.podAddresses` had no room for (a file setup).
+    pub pod_addresses_exhausted: usize,
 }
 
 /// What the plan is computed from besides the merged set.
@@ -130,21 +168,43 @@ pub struct PlanInputs<'a> {
     /// Services whose derived Service the API server refused for its IP
     /// families.
     pub refused_families: &'a BTreeSet<ServiceKey>,
+    /// The remote pods of each headless service that get an address here
+    /// ([`remote_pods`]).
+    pub pods: &'a BTreeMap<ServiceKey, RemotePods>,
+    /// Where remote pods' addresses come from in a file setup; empty with
+    /// the Kubernetes API, which allocates ClusterIPs.
+    pub pod_ranges: &'a [IpNet],
 }
 
-/// The import ports a ClusterSetIP service needs: one per merged TCP, UDP
-/// or SCTP port (only TCP ports are listened on; see docs/kubernetes.md).
-fn wanted_ports(service: &MergedService) -> impl Iterator<Item = PortKey> + '_ {
-    let needs_ports = service.service_type == ServiceType::ClusterSetIp;
-    service
-        .ports
-        .iter()
-        .filter(move |_| needs_ports)
-        .map(|port| PortKey {
-            service: service.key.clone(),
-            protocol: port.protocol,
-            port: port.port,
-        })
+/// The import ports a service needs: for a ClusterSetIP service one per
+/// merged TCP, UDP or SCTP port (only TCP ports are listened on; see
+/// docs/kubernetes.md), for a headless one the same for each remote pod.
+fn wanted_ports<'a>(
+    service: &'a MergedService,
+    pods: &'a BTreeMap<ServiceKey, RemotePods>,
+) -> Vec<PortKey> {
+    let port_keys = |pod: Option<&PodRef>| -> Vec<PortKey> {
+        service
+            .ports
+            .iter()
+            .map(|port| PortKey {
+                service: service.key.clone(),
+                protocol: port.protocol,
+                port: port.port,
+                pod: pod.cloned(),
+            })
+            .collect()
+    };
+    match service.service_type {
+        ServiceType::ClusterSetIp => port_keys(None),
+        ServiceType::Headless => pods
+            .get(&service.key)
+            .into_iter()
+            .flat_map(|remote| &remote.pods)
+            .flat_map(|pod| port_keys(Some(pod)))
+            .collect(),
+        ServiceType::ExternalName => Vec::new(),
+    }
 }
 
 /// The services that get an import, and why others do not.
@@ -175,7 +235,10 @@ fn importable<'a>(
 
 /// Allocates the import ports of `services` (importable ones).
 fn allocate_for(services: &[&MergedService], inputs: &PlanInputs<'_>) -> Allocation {
-    let wanted: Vec<PortKey> = services.iter().flat_map(|s| wanted_ports(s)).collect();
+    let wanted: Vec<PortKey> = services
+        .iter()
+        .flat_map(|s| wanted_ports(s, inputs.pods))
+        .collect();
     ports::allocate(
         &wanted,
         &inputs.observed.recorded_ports(),
@@ -184,7 +247,7 @@ fn allocate_for(services: &[&MergedService], inputs: &PlanInputs<'_>) -> Allocat
     )
 }
 
-/// Allocates the import ports of every importable ClusterSetIP service.
+/// Allocates the import ports of every importable service.
 pub fn allocate_ports(inputs: &PlanInputs<'_>) -> Allocation {
     let (services, _) = importable(inputs.merged, inputs.observed);
     allocate_for(&services, inputs)
@@ -194,24 +257,51 @@ pub fn allocate_ports(inputs: &PlanInputs<'_>) -> Allocation {
 pub fn plan(inputs: &PlanInputs<'_>) -> ImportPlan {
     let (services, skipped) = importable(inputs.merged, inputs.observed);
     let allocation = allocate_for(&services, inputs);
+    let addresses = file_pod_addresses(&services, inputs);
     let imports = services
         .into_iter()
-        .map(|service| plan_import(service, &allocation, inputs))
+        .map(|service| plan_import(service, &allocation, &addresses, inputs))
         .collect();
     ImportPlan {
         imports,
         allocation,
         skipped,
+        pod_addresses_exhausted: addresses.exhausted.len(),
     }
 }
 
-fn plan_import(
+/// The remote pods' addresses of a file setup: taken from
+/// `imports.podAddresses`, as nothing else allocates them.
+fn file_pod_addresses(services: &[&MergedService], inputs: &PlanInputs<'_>) -> PodAddresses {
+    if inputs.pod_ranges.is_empty() {
+        return PodAddresses::default();
+    }
+    let pods = services.iter().flat_map(|service| {
+        inputs
+            .pods
+            .get(&service.key)
+            .into_iter()
+            .flat_map(|remote| &remote.pods)
+            .map(|pod| (&service.key, pod))
+    });
+    pods::allocate_addresses(pods, inputs.pod_ranges)
+}
+
+/// The remote pods' addresses of a file setup, from the same inputs the
+/// plan takes: what a gateway of that setup answers in DNS.
+pub fn file_addresses(inputs: &PlanInputs<'_>) -> PodAddresses {
+    let (services, _) = importable(inputs.merged, inputs.observed);
+    file_pod_addresses(&services, inputs)
+}
+
+/// The ports of `service` with the import port of each, for the service
+/// itself (`pod` = `None`) or one remote pod.
+fn planned_ports(
     service: &MergedService,
     allocation: &Allocation,
-    inputs: &PlanInputs<'_>,
-) -> PlannedImport {
-    let cluster_set_ip = service.service_type == ServiceType::ClusterSetIp;
-    let ports: Vec<PlannedPort> = service
+    pod: Option<&PodRef>,
+) -> Vec<PlannedPort> {
+    service
         .ports
         .iter()
         .map(|port| PlannedPort {
@@ -225,10 +315,85 @@ fn plan_import(
                     service: service.key.clone(),
                     protocol: port.protocol,
                     port: port.port,
+                    pod: pod.cloned(),
                 })
                 .copied(),
         })
-        .collect();
+        .collect()
+}
+
+/// The remote pods of a headless service, each with its import ports,
+/// addresses and derived Service.
+fn planned_pods(
+    service: &MergedService,
+    allocation: &Allocation,
+    addresses: &PodAddresses,
+    inputs: &PlanInputs<'_>,
+) -> Vec<PlannedPod> {
+    let refused = inputs.refused_families.contains(&service.key);
+    let remote = inputs.pods.get(&service.key);
+    remote
+        .into_iter()
+        .flat_map(|remote| &remote.pods)
+        .map(|pod| {
+            let ports = planned_ports(service, allocation, Some(pod));
+            let forwards = ports.iter().any(|p| p.import_port.is_some());
+            let fixed_ips = !inputs.pod_ranges.is_empty();
+            let ips = if fixed_ips {
+                addresses
+                    .addresses
+                    .get(&(service.key.clone(), pod.clone()))
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                inputs.observed.pod_cluster_ips(&service.key, pod)
+            };
+            // A file setup's pod without an address has nothing to name.
+            let derived_service = (forwards && !refused && (!fixed_ips || !ips.is_empty()))
+                .then(|| naming::pod_service_name(&service.key, pod));
+            PlannedPod {
+                pod: pod.clone(),
+                ports,
+                ips,
+                fixed_ips,
+                derived_service,
+            }
+        })
+        .collect()
+}
+
+fn plan_import(
+    service: &MergedService,
+    allocation: &Allocation,
+    addresses: &PodAddresses,
+    inputs: &PlanInputs<'_>,
+) -> PlannedImport {
+    let cluster_set_ip = service.service_type == ServiceType::ClusterSetIp;
+    let ports = if cluster_set_ip {
+        planned_ports(service, allocation, None)
+    } else {
+        // A headless service's own ports have no import port.
+        service
+            .ports
+            .iter()
+            .map(|port| PlannedPort {
+                name: port.name.clone(),
+                protocol: port.protocol,
+                port: port.port,
+                app_protocol: port.app_protocol.clone(),
+                import_port: None,
+            })
+            .collect()
+    };
+    let pods = if cluster_set_ip {
+        Vec::new()
+    } else {
+        planned_pods(service, allocation, addresses, inputs)
+    };
+    let pods_over_cap = inputs
+        .pods
+        .get(&service.key)
+        .map_or(0, |remote| remote.over_cap);
     let mut clusters = service.constituents.clone();
     clusters.sort();
     // No derived Service while the API refuses its IP families, nor one
@@ -257,7 +422,7 @@ fn plan_import(
         (
             true,
             ReadyReason::Ready,
-            "Headless service: clients reach its endpoints' addresses.".to_owned(),
+            headless_message(&pods, pods_over_cap),
         )
     } else if refused {
         (
@@ -301,8 +466,32 @@ fn plan_import(
         reason,
         message,
         derived_service,
+        pods,
+        pods_over_cap,
     }
+}
+
+/// The `Ready` message of a headless import: how its remote pods fare.
+fn headless_message(pods: &[PlannedPod], over_cap: usize) -> String {
+    let mut message = "Headless service: clients reach its endpoints' addresses".to_owned();
+    if !pods.is_empty() {
+        let addressed = pods.iter().filter(|p| !p.ips.is_empty()).count();
+        message.push_str(&format!(
+            "; {addressed} of {} pods on other networks have an address here",
+            pods.len()
+        ));
+    }
+    if over_cap > 0 {
+        message.push_str(&format!(
+            "; {over_cap} more have none (dns.maxHeadlessEndpoints)"
+        ));
+    }
+    message.push('.');
+    message
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod pods_tests;

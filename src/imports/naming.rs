@@ -5,6 +5,7 @@
 
 use data_encoding::BASE32HEX_NOPAD;
 
+use super::pods::PodRef;
 use crate::model::ServiceKey;
 
 /// Annotation on a ServiceImport naming its derived Service (mcs-api).
@@ -16,18 +17,34 @@ pub const MANAGED_BY_VALUE: &str = "strait";
 /// The EndpointSlice controller label of slices Strait writes.
 pub const ENDPOINTSLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 pub const ENDPOINTSLICE_MANAGED_BY_VALUE: &str = "strait.dev/imports";
+/// Annotations of a per-pod derived Service naming its pod (annotations:
+/// a cluster id may be longer than a label value may be).
+pub const POD_CLUSTER_ANNOTATION: &str = "strait.dev/pod-cluster";
+pub const POD_ANNOTATION: &str = "strait.dev/pod";
 /// The field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "strait";
 
 /// `derived-` and the first ten characters of the lowercase, unpadded
 /// base32hex encoding of sha256(`namespace/name`).
 pub fn derived_service_name(key: &ServiceKey) -> String {
-    let digest = ring::digest::digest(
-        &ring::digest::SHA256,
-        format!("{}/{}", key.namespace, key.name).as_bytes(),
-    );
+    hashed_name(&format!("{}/{}", key.namespace, key.name))
+}
+
+fn hashed_name(text: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
     let encoded = BASE32HEX_NOPAD.encode(digest.as_ref()).to_ascii_lowercase();
-    format!("derived-{}", &encoded[..10])
+    // sha256 gives 52 base32 characters: ten always exist.
+    format!("derived-{}", encoded.get(..10).unwrap_or(&encoded))
+}
+
+/// The per-pod derived Service of one remote pod of a headless service:
+/// `derived-` and ten characters of base32hex(sha256(`ns/name/cluster/pod`)),
+/// the service-level scheme with the pod's name added.
+pub fn pod_service_name(key: &ServiceKey, pod: &PodRef) -> String {
+    hashed_name(&format!(
+        "{}/{}/{}/{}",
+        key.namespace, key.name, pod.cluster, pod.label
+    ))
 }
 
 /// The name of the derived Service's EndpointSlice for one address family.

@@ -12,10 +12,11 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use super::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION, POD_CLUSTER_ANNOTATION};
+use super::pods::PodRef;
 use super::ports::PortKey;
 use crate::discovery::translate::MCS_SERVICE_NAME_LABEL;
-use crate::model::{Protocol, ServiceKey};
+use crate::model::{ClusterId, Protocol, ServiceKey};
 
 /// One object as the API server holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +56,12 @@ impl ObservedObject {
         self.raw.get("metadata")?.get("labels")?.get(name)?.as_str()
     }
 
+    /// The remote pod a per-pod derived Service stands for; `None` for a
+    /// service's own derived Service (or annotations no cluster id fits).
+    pub fn pod(&self) -> Option<PodRef> {
+        pod_of(&self.raw)
+    }
+
     /// Created by Strait's import reconciler.
     pub fn ours(&self) -> bool {
         self.label(MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
@@ -85,6 +92,8 @@ pub struct Observed {
     pub imports: BTreeMap<ServiceKey, ObservedObject>,
     /// The derived Services Strait created, by the service they stand for.
     pub derived: BTreeMap<ServiceKey, ObservedObject>,
+    /// The per-pod derived Services Strait created, by service and pod.
+    pub pod_services: BTreeMap<(ServiceKey, PodRef), ObservedObject>,
     /// The EndpointSlices Strait created, by namespace and name.
     pub slices: BTreeMap<(String, String), ObservedObject>,
     /// This cluster's gateway pods, in address order.
@@ -108,7 +117,14 @@ impl Observed {
             "Service" if object.ours() => {
                 if let Some(service) = object.label(MCS_SERVICE_NAME_LABEL) {
                     let key = ServiceKey::new(object.namespace(), service);
-                    self.derived.insert(key, object);
+                    match object.pod() {
+                        Some(pod) => {
+                            self.pod_services.insert((key, pod), object);
+                        }
+                        None => {
+                            self.derived.insert(key, object);
+                        }
+                    }
                 }
             }
             "EndpointSlice" if object.ours() => {
@@ -129,18 +145,28 @@ impl Observed {
         let (namespace, name) = (text(&metadata["namespace"]), text(&metadata["name"]));
         match text(&object["kind"]) {
             "ServiceImport" => self.imports.get(&ServiceKey::new(namespace, name)),
-            "Service" => match metadata["labels"][MCS_SERVICE_NAME_LABEL].as_str() {
-                Some(service) => self
-                    .derived
-                    .get(&ServiceKey::new(namespace, service))
-                    .filter(|held| held.name() == name),
-                // Without the label, by name (a derived Service is named
-                // after its service, not the other way round).
-                None => self
-                    .derived
-                    .values()
-                    .find(|held| held.namespace() == namespace && held.name() == name),
-            },
+            "Service" => {
+                match (
+                    metadata["labels"][MCS_SERVICE_NAME_LABEL].as_str(),
+                    pod_of(object),
+                ) {
+                    (Some(service), None) => self
+                        .derived
+                        .get(&ServiceKey::new(namespace, service))
+                        .filter(|held| held.name() == name),
+                    (Some(service), Some(pod)) => self
+                        .pod_services
+                        .get(&(ServiceKey::new(namespace, service), pod))
+                        .filter(|held| held.name() == name),
+                    // Without the label, by name (a derived Service is named
+                    // after its service, not the other way round).
+                    (None, _) => self
+                        .derived
+                        .values()
+                        .chain(self.pod_services.values())
+                        .find(|held| held.namespace() == namespace && held.name() == name),
+                }
+            }
             "EndpointSlice" => self.slices.get(&(namespace.to_owned(), name.to_owned())),
             _ => None,
         }
@@ -152,9 +178,12 @@ impl Observed {
             "ServiceImport" => {
                 self.imports.remove(&ServiceKey::new(namespace, name));
             }
-            "Service" => self
-                .derived
-                .retain(|_, held| !(held.namespace() == namespace && held.name() == name)),
+            "Service" => {
+                let other =
+                    |held: &ObservedObject| !(held.namespace() == namespace && held.name() == name);
+                self.derived.retain(|_, held| other(held));
+                self.pod_services.retain(|_, held| other(held));
+            }
             _ => {
                 self.slices.remove(&(namespace.to_owned(), name.to_owned()));
             }
@@ -167,10 +196,23 @@ impl Observed {
             .is_none_or(|namespaces| namespaces.contains(namespace))
     }
 
+    /// Every derived Service, per-pod ones included, with the service and
+    /// pod it stands for.
+    pub fn all_derived(
+        &self,
+    ) -> impl Iterator<Item = (&ServiceKey, Option<&PodRef>, &ObservedObject)> {
+        let services = self.derived.iter().map(|(key, held)| (key, None, held));
+        let pods = self
+            .pod_services
+            .iter()
+            .map(|((key, pod), held)| (key, Some(pod), held));
+        services.chain(pods)
+    }
+
     /// The import ports recorded in the derived Services' `targetPort`s.
     pub fn recorded_ports(&self) -> BTreeMap<PortKey, u16> {
         let mut recorded = BTreeMap::new();
-        for (service, derived) in &self.derived {
+        for (service, pod, derived) in self.all_derived() {
             let ports = derived.raw["spec"]["ports"].as_array();
             for port in ports.into_iter().flatten() {
                 let protocol = port["protocol"]
@@ -186,6 +228,7 @@ impl Observed {
                         service: service.clone(),
                         protocol,
                         port,
+                        pod: pod.cloned(),
                     };
                     recorded.insert(key, target);
                 }
@@ -197,15 +240,28 @@ impl Observed {
     /// The ClusterIPs the API server allocated to the derived Service of
     /// `service`; empty until it has.
     pub fn derived_cluster_ips(&self, service: &ServiceKey) -> Vec<IpAddr> {
-        let Some(derived) = self.derived.get(service) else {
-            return Vec::new();
-        };
-        let spec = &derived.raw["spec"];
-        let listed: Vec<&str> = match spec["clusterIPs"].as_array() {
-            Some(ips) => ips.iter().filter_map(Value::as_str).collect(),
-            None => spec["clusterIP"].as_str().into_iter().collect(),
-        };
-        listed.iter().filter_map(|ip| ip.parse().ok()).collect()
+        self.derived
+            .get(service)
+            .map(cluster_ips)
+            .unwrap_or_default()
+    }
+
+    /// The ClusterIPs of the per-pod derived Service of one remote pod.
+    pub fn pod_cluster_ips(&self, service: &ServiceKey, pod: &PodRef) -> Vec<IpAddr> {
+        self.pod_services
+            .get(&(service.clone(), pod.clone()))
+            .map(cluster_ips)
+            .unwrap_or_default()
+    }
+
+    /// Every remote pod's ClusterIPs, as the per-pod derived Services hold
+    /// them (pods whose Service has none yet are left out).
+    pub fn pod_addresses(&self) -> BTreeMap<(ServiceKey, PodRef), Vec<IpAddr>> {
+        self.pod_services
+            .iter()
+            .map(|(key, held)| (key.clone(), cluster_ips(held)))
+            .filter(|(_, ips)| !ips.is_empty())
+            .collect()
     }
 
     /// Adds the endpoints of the gateway Service's EndpointSlices.
@@ -237,6 +293,24 @@ impl Observed {
     }
 }
 
+/// The remote pod a per-pod derived Service's annotations name.
+fn pod_of(raw: &Value) -> Option<PodRef> {
+    let annotations = &raw["metadata"]["annotations"];
+    let cluster = ClusterId::new(annotations[POD_CLUSTER_ANNOTATION].as_str()?).ok()?;
+    let label = annotations[POD_ANNOTATION].as_str()?.to_owned();
+    Some(PodRef { cluster, label })
+}
+
+/// A Service's ClusterIPs (none for `None` or before allocation).
+fn cluster_ips(service: &ObservedObject) -> Vec<IpAddr> {
+    let spec = &service.raw["spec"];
+    let listed: Vec<&str> = match spec["clusterIPs"].as_array() {
+        Some(ips) => ips.iter().filter_map(Value::as_str).collect(),
+        None => spec["clusterIP"].as_str().into_iter().collect(),
+    };
+    listed.iter().filter_map(|ip| ip.parse().ok()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -265,11 +339,7 @@ mod tests {
         let cart = ServiceKey::new("shop", "cart");
         let recorded = observed.recorded_ports();
         assert_eq!(recorded.len(), 1, "{recorded:?}");
-        let key = PortKey {
-            service: cart.clone(),
-            protocol: Protocol::Tcp,
-            port: 80,
-        };
+        let key = PortKey::service_port(cart.clone(), Protocol::Tcp, 80);
         assert_eq!(recorded[&key], 20001);
         let ips: Vec<String> = observed
             .derived_cluster_ips(&cart)

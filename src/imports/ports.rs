@@ -19,19 +19,42 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::pods::PodRef;
 use crate::model::{Protocol, ServiceKey};
 
-/// One port of one multi-cluster service.
+/// One port of one multi-cluster service, or of one remote pod of a
+/// headless service.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PortKey {
     pub service: ServiceKey,
     pub protocol: Protocol,
     pub port: u16,
+    /// The pod, for a headless service's per-pod import port.
+    pub pod: Option<PodRef>,
+}
+
+impl PortKey {
+    /// A service port's key.
+    pub fn service_port(service: ServiceKey, protocol: Protocol, port: u16) -> Self {
+        Self {
+            service,
+            protocol,
+            port,
+            pod: None,
+        }
+    }
 }
 
 impl fmt::Display for PortKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}/{}", self.service, self.port, self.protocol)
+        match &self.pod {
+            None => write!(f, "{}:{}/{}", self.service, self.port, self.protocol),
+            Some(pod) => write!(
+                f,
+                "{} pod {pod}:{}/{}",
+                self.service, self.port, self.protocol
+            ),
+        }
     }
 }
 
@@ -193,7 +216,11 @@ fn preferred_offset(key: &PortKey, range: &PortRange) -> usize {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let protocol = key.protocol.as_str();
     let port = key.port.to_be_bytes();
-    let parts: [&[u8]; 7] = [
+    // A service port hashes as it always has; a pod's adds its name.
+    let (cluster, label) = key.pod.as_ref().map_or((&b""[..], &b""[..]), |pod| {
+        (pod.cluster.as_str().as_bytes(), pod.label.as_bytes())
+    });
+    let parts: [&[u8]; 9] = [
         key.service.namespace.as_bytes(),
         b"/",
         key.service.name.as_bytes(),
@@ -201,6 +228,8 @@ fn preferred_offset(key: &PortKey, range: &PortRange) -> usize {
         &port,
         b"/",
         protocol.as_bytes(),
+        cluster,
+        label,
     ];
     for byte in parts.into_iter().flatten() {
         hash ^= u64::from(*byte);
@@ -280,11 +309,7 @@ mod tests {
     use super::*;
 
     fn key(name: &str, port: u16) -> PortKey {
-        PortKey {
-            service: ServiceKey::new("shop", name),
-            protocol: Protocol::Tcp,
-            port,
-        }
+        PortKey::service_port(ServiceKey::new("shop", name), Protocol::Tcp, port)
     }
 
     #[test]

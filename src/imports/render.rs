@@ -11,13 +11,13 @@ use serde_json::{Map, Value, json};
 
 use super::naming::{
     DERIVED_SERVICE_ANNOTATION, ENDPOINTSLICE_MANAGED_BY_LABEL, ENDPOINTSLICE_MANAGED_BY_VALUE,
-    MANAGED_BY_LABEL, MANAGED_BY_VALUE, gateway_slice_name,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION, POD_CLUSTER_ANNOTATION, gateway_slice_name,
 };
-use super::{ImportPlan, Observed, PlannedImport, READY_CONDITION};
+use super::{ImportPlan, Observed, PlannedImport, PlannedPod, PlannedPort, READY_CONDITION};
 use crate::discovery::export_status::{Wanted, WantedCondition, updated_conditions};
 use crate::discovery::translate::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
 use crate::merge::{MergedService, MergedSet};
-use crate::model::{IpFamily, ServiceType, SessionAffinity};
+use crate::model::{IpFamily, ServiceKey, ServiceType, SessionAffinity};
 
 /// Annotation holding a digest of what Strait last applied to an object:
 /// a field Strait stopped setting shows up as a changed digest, which a
@@ -29,6 +29,64 @@ pub const APPLIED_DIGEST_ANNOTATION: &str = "strait.dev/applied-digest";
 pub struct DesiredObject {
     pub object: Value,
     pub status: bool,
+    /// Whether every object it owns is in the plan's objects too: an owner
+    /// whose uid is not known yet (a watch that lags) has its children left
+    /// out, and a child held but not desired must then not be deleted.
+    pub complete: bool,
+}
+
+impl DesiredObject {
+    fn leaf(object: Value, status: bool) -> Self {
+        Self {
+            object,
+            status,
+            complete: true,
+        }
+    }
+}
+
+/// What one derived Service stands for: the service itself (its
+/// ClusterSetIP), or one remote pod of a headless service.
+#[derive(Debug, Clone, Copy)]
+pub struct Derived<'a> {
+    pub key: &'a ServiceKey,
+    pub name: &'a str,
+    pub ports: &'a [PlannedPort],
+    pub pod: Option<&'a PlannedPod>,
+}
+
+impl<'a> Derived<'a> {
+    /// The service's own derived Service, when it has one.
+    pub fn of_service(planned: &'a PlannedImport) -> Option<Self> {
+        Some(Self {
+            key: &planned.key,
+            name: planned.derived_service.as_deref()?,
+            ports: &planned.ports,
+            pod: None,
+        })
+    }
+
+    /// The derived Services of the service's remote pods.
+    pub fn of_pods(planned: &'a PlannedImport) -> impl Iterator<Item = Self> + 'a {
+        planned.pods.iter().filter_map(|pod| {
+            Some(Self {
+                key: &planned.key,
+                name: pod.derived_service.as_deref()?,
+                ports: &pod.ports,
+                pod: Some(pod),
+            })
+        })
+    }
+
+    fn uid<'o>(&self, observed: &'o Observed) -> Option<&'o str> {
+        match self.pod {
+            None => observed.derived.get(self.key),
+            Some(pod) => observed
+                .pod_services
+                .get(&(self.key.clone(), pod.pod.clone())),
+        }
+        .and_then(|held| held.uid())
+    }
 }
 
 /// Whether owner references must be complete: the reconciler leaves out an
@@ -56,34 +114,38 @@ pub fn desired_objects(
             continue;
         };
         let current = observed.imports.get(&planned.key);
+        let import_uid = current.and_then(|c| c.uid());
+        let derived: Vec<Derived<'_>> = Derived::of_service(planned)
+            .into_iter()
+            .chain(Derived::of_pods(planned))
+            .collect();
+        let children_rendered = owners == Owners::Optional || import_uid.is_some();
         objects.push(DesiredObject {
             object: import(planned, service, api_version),
             status: false,
+            complete: derived.is_empty() || children_rendered,
         });
-        objects.push(DesiredObject {
-            object: import_status(planned, api_version, current.map(|c| &c.raw), now),
-            status: true,
-        });
-        let Some(derived_name) = &planned.derived_service else {
-            continue;
-        };
-        let import_uid = current.and_then(|c| c.uid());
-        if owners == Owners::Required && import_uid.is_none() {
+        objects.push(DesiredObject::leaf(
+            import_status(planned, api_version, current.map(|c| &c.raw), now),
+            true,
+        ));
+        if !children_rendered {
             continue;
         }
-        objects.push(DesiredObject {
-            object: derived_service(planned, service, derived_name, api_version, import_uid),
-            status: false,
-        });
-        let derived_uid = observed.derived.get(&planned.key).and_then(|d| d.uid());
-        if owners == Owners::Required && derived_uid.is_none() {
-            continue;
-        }
-        for slice in gateway_slices(planned, service, derived_name, derived_uid, observed) {
+        for derived in derived {
+            let derived_uid = derived.uid(observed);
+            let slices_rendered = owners == Owners::Optional || derived_uid.is_some();
             objects.push(DesiredObject {
-                object: slice,
+                object: derived_service(&derived, service, api_version, import_uid),
                 status: false,
+                complete: slices_rendered,
             });
+            if !slices_rendered {
+                continue;
+            }
+            for slice in gateway_slices(&derived, service, derived_uid, observed) {
+                objects.push(DesiredObject::leaf(slice, false));
+            }
         }
     }
     objects
@@ -269,16 +331,15 @@ fn owner_reference(api_version: &str, kind: &str, name: &str, uid: Option<&str>)
     reference
 }
 
-/// The derived Service: the ClusterSetIP, forwarding each service port to
-/// the gateway's import port for it.
+/// A derived Service: the ClusterSetIP (or a remote pod's address),
+/// forwarding each port to the gateway's import port for it.
 pub fn derived_service(
-    planned: &PlannedImport,
+    derived: &Derived<'_>,
     service: &MergedService,
-    derived_name: &str,
     import_api_version: &str,
     import_uid: Option<&str>,
 ) -> Value {
-    let ports: Vec<Value> = planned
+    let ports: Vec<Value> = derived
         .ports
         .iter()
         .filter_map(|port| {
@@ -297,52 +358,89 @@ pub fn derived_service(
         })
         .collect();
     let mut spec = json!({"type": "ClusterIP", "ports": ports});
-    // kube-proxy keeps a client on one gateway replica, whose chooser keeps
-    // it on one backend.
-    spec["sessionAffinity"] = service.session_affinity.to_string().into();
-    if service.session_affinity == SessionAffinity::ClientIp
-        && let Some(seconds) = service.session_affinity_timeout
-    {
-        spec["sessionAffinityConfig"] = json!({"clientIP": {"timeoutSeconds": seconds}});
+    let mut annotations = Map::new();
+    match derived.pod {
+        None => {
+            // kube-proxy keeps a client on one gateway replica, whose
+            // chooser keeps it on one backend.
+            spec["sessionAffinity"] = service.session_affinity.to_string().into();
+            if service.session_affinity == SessionAffinity::ClientIp
+                && let Some(seconds) = service.session_affinity_timeout
+            {
+                spec["sessionAffinityConfig"] = json!({"clientIP": {"timeoutSeconds": seconds}});
+            }
+        }
+        Some(pod) => {
+            // One pod: nothing to keep a client on.
+            spec["sessionAffinity"] = "None".into();
+            annotations.insert(
+                POD_CLUSTER_ANNOTATION.to_owned(),
+                pod.pod.cluster.as_str().into(),
+            );
+            annotations.insert(POD_ANNOTATION.to_owned(), pod.pod.label.clone().into());
+        }
     }
-    match service.ip_families.len() {
-        0 => spec["ipFamilyPolicy"] = "SingleStack".into(),
-        1 => {
-            spec["ipFamilyPolicy"] = "SingleStack".into();
-            spec["ipFamilies"] = families(&service.ip_families).into();
-        }
-        _ => {
-            spec["ipFamilyPolicy"] = "RequireDualStack".into();
-            spec["ipFamilies"] = families(&service.ip_families).into();
-        }
+    let fixed: &[IpAddr] = match derived.pod {
+        Some(pod) if pod.fixed_ips => &pod.ips,
+        _ => &[],
+    };
+    if fixed.is_empty() {
+        set_families(&mut spec, &service.ip_families);
+    } else {
+        // Addresses chosen here (a file setup): the families are theirs.
+        let ips: Vec<String> = fixed.iter().map(IpAddr::to_string).collect();
+        let chosen: Vec<IpFamily> = fixed.iter().map(IpFamily::of).collect();
+        spec["clusterIP"] = ips[0].clone().into();
+        spec["clusterIPs"] = ips.into();
+        set_families(&mut spec, &chosen);
+    }
+    let mut metadata = json!({
+        "name": derived.name,
+        "namespace": derived.key.namespace,
+        "labels": {
+            MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+            MCS_SERVICE_NAME_LABEL: derived.key.name,
+        },
+        "ownerReferences": [owner_reference(
+            import_api_version, "ServiceImport", &derived.key.name, import_uid)],
+    });
+    if !annotations.is_empty() {
+        metadata["annotations"] = Value::Object(annotations);
     }
     with_digest(json!({
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {
-            "name": derived_name,
-            "namespace": planned.key.namespace,
-            "labels": {
-                MANAGED_BY_LABEL: MANAGED_BY_VALUE,
-                MCS_SERVICE_NAME_LABEL: planned.key.name,
-            },
-            "ownerReferences": [owner_reference(
-                import_api_version, "ServiceImport", &planned.key.name, import_uid)],
-        },
+        "metadata": metadata,
         "spec": spec,
     }))
+}
+
+/// `ipFamilyPolicy` and `ipFamilies` for the families asked for (none:
+/// the cluster's default, single-stack).
+fn set_families(spec: &mut Value, asked: &[IpFamily]) {
+    match asked.len() {
+        0 => spec["ipFamilyPolicy"] = "SingleStack".into(),
+        1 => {
+            spec["ipFamilyPolicy"] = "SingleStack".into();
+            spec["ipFamilies"] = families(asked).into();
+        }
+        _ => {
+            spec["ipFamilyPolicy"] = "RequireDualStack".into();
+            spec["ipFamilies"] = families(asked).into();
+        }
+    }
 }
 
 /// One EndpointSlice per address family: this cluster's gateway pods, on
 /// the import ports.
 pub fn gateway_slices(
-    planned: &PlannedImport,
+    derived: &Derived<'_>,
     service: &MergedService,
-    derived_name: &str,
     derived_uid: Option<&str>,
     observed: &Observed,
 ) -> Vec<Value> {
-    let ports: Vec<Value> = planned
+    let derived_name = derived.name;
+    let ports: Vec<Value> = derived
         .ports
         .iter()
         .filter_map(|port| {
@@ -396,10 +494,10 @@ pub fn gateway_slices(
             "kind": "EndpointSlice",
             "metadata": {
                 "name": gateway_slice_name(derived_name, family_name),
-                "namespace": planned.key.namespace,
+                "namespace": derived.key.namespace,
                 "labels": {
                     SERVICE_NAME_LABEL: derived_name,
-                    MCS_SERVICE_NAME_LABEL: planned.key.name,
+                    MCS_SERVICE_NAME_LABEL: derived.key.name,
                     ENDPOINTSLICE_MANAGED_BY_LABEL: ENDPOINTSLICE_MANAGED_BY_VALUE,
                     MANAGED_BY_LABEL: MANAGED_BY_VALUE,
                 },

@@ -2,7 +2,7 @@
 //! (type, ports, affinity, families, policies, exported metadata), derived
 //! Services and slices, and the diff against what a cluster holds.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
@@ -28,6 +28,8 @@ fn plan_for(set: &ClusterSet, observed: &Observed) -> (ImportPlan, crate::merge:
         range: &PortRange::default(),
         blocked: &BTreeSet::new(),
         refused_families: &BTreeSet::new(),
+        pods: &BTreeMap::new(),
+        pod_ranges: &[],
     });
     (plan, merged)
 }
@@ -191,6 +193,7 @@ fn the_derived_service_forwards_each_port_to_its_import_port() {
             service: ServiceKey::new("shop", "cart"),
             protocol: Protocol::Tcp,
             port: u16::try_from(port["port"].as_u64().expect("port")).expect("u16"),
+            pod: None,
         };
         assert_eq!(
             port["targetPort"].as_u64(),
@@ -283,6 +286,8 @@ fn a_full_range_leaves_the_import_not_ready() {
         range: &PortRange::new(20000, 20000).expect("range"),
         blocked: &BTreeSet::new(),
         refused_families: &BTreeSet::new(),
+        pods: &BTreeMap::new(),
+        pod_ranges: &[],
     });
     let import = &plan.imports[0];
     assert!(!import.ready);
@@ -469,6 +474,8 @@ fn a_refused_family_or_no_forwardable_port_means_no_derived_service() {
         range: &PortRange::default(),
         blocked: &BTreeSet::new(),
         refused_families: &refused,
+        pods: &BTreeMap::new(),
+        pod_ranges: &[],
     });
     assert_eq!(plan.imports[0].reason, ReadyReason::IpFamilyNotSupported);
     assert!(plan.imports[0].derived_service.is_none());

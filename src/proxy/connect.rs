@@ -127,7 +127,10 @@ async fn handle(
                     format!("{key} has no ready pod {hostname} in cluster {cluster}"),
                 );
             }
-            Selection::Pod { hostname, cluster }
+            Selection::Pod {
+                label: hostname,
+                cluster,
+            }
         }
         None => Selection::Port,
     };

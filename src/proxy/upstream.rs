@@ -84,7 +84,7 @@ pub enum OpenError {
 pub enum Selection<'a> {
     Port,
     Pod {
-        hostname: &'a str,
+        label: &'a str,
         cluster: &'a ClusterId,
     },
 }
@@ -108,8 +108,8 @@ pub async fn open(
                     .chooser
                     .pick(service, route, client, &tried, Instant::now(), &mut rng)
             }
-            Selection::Pod { hostname, cluster } => route
-                .pod(hostname, cluster)
+            Selection::Pod { label, cluster } => route
+                .pod(label, cluster)
                 .filter(|pod| !tried.contains(&BackendId::of(pod))),
         };
         let Some(backend) = picked else {

@@ -4,6 +4,8 @@
 //! VIP listener) are accepted too: their original destination is read with
 //! `SO_ORIGINAL_DST`. Import listeners (`proxy::imports`) serve their
 //! connections here too, the port they arrived on selecting the service.
+//! A remote headless pod's address, or its per-pod import port, selects
+//! that one pod.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -97,28 +99,36 @@ fn serve_connection(
         let opened = {
             let table = state.routes.load_full();
             let found = match selector {
-                Selector::DialledAddress => {
-                    table.lookup_vip(dialled.ip(), Protocol::Tcp, dialled.port())
-                }
+                Selector::DialledAddress => table
+                    .lookup_vip(dialled.ip(), Protocol::Tcp, dialled.port())
+                    .map(|(service, route)| (service, route, None))
+                    .or_else(|| {
+                        table
+                            .lookup_pod_vip(dialled.ip(), Protocol::Tcp, dialled.port())
+                            .map(|(service, route, pod)| (service, route, Some(pod)))
+                    }),
                 Selector::ImportPort => table.lookup_import_port(dialled.port()),
             };
-            let Some((service, route)) = found else {
+            let Some((service, route, pod)) = found else {
                 // Closing without a byte is all TCP can say: nothing is exported there.
                 tracing::debug!(client = %remote, %dialled, "no service behind this address");
                 return;
             };
             // Boxed: opening (a dial, maybe a tunnel handshake) needs far
             // more state than the splice that follows.
-            Box::pin(open(
-                &state,
-                &table,
-                service,
-                route,
-                Selection::Port,
-                remote.ip(),
-            ))
-            .await
-            .map(|opened| Finish::split(opened, remote, service.key.clone(), route.port, started))
+            // A remote pod's address or import port reaches that pod only.
+            let selection = match pod {
+                Some(pod) => Selection::Pod {
+                    label: &pod.label,
+                    cluster: &pod.cluster,
+                },
+                None => Selection::Port,
+            };
+            Box::pin(open(&state, &table, service, route, selection, remote.ip()))
+                .await
+                .map(|opened| {
+                    Finish::split(opened, remote, service.key.clone(), route.port, started)
+                })
             // The table is released here: a long connection must not pin old routes.
         };
         // No `match` spans the splice: its scrutinee would be kept beside it.

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use crate::imports::PortKey;
+use crate::imports::{PodRef, PortKey};
 use crate::merge::{
     Backend, Conflict, Exclusion, ExclusionReason, MergedPort, MergedService, MergedSet,
 };
@@ -99,6 +99,14 @@ pub struct RouteTable {
     /// Gateway import port → the service port it stands for (TCP only:
     /// the import listeners are TCP listeners).
     import_ports: HashMap<u16, PortKey>,
+    /// service → remote headless pod → its addresses on this side (the
+    /// per-pod derived Service's ClusterIPs, or a file setup's
+    /// `imports.podAddresses`): what DNS answers for that pod.
+    pod_addresses: HashMap<ServiceKey, HashMap<PodRef, Vec<IpAddr>>>,
+    /// A remote pod's address → its service and pod: a connection
+    /// redirected to a ClusterSetIP listener with that destination goes to
+    /// that one pod.
+    pod_vips: HashMap<IpAddr, (ServiceKey, PodRef)>,
     /// Every backend address (target port included) on the viewer's network:
     /// the only addresses a tunnel server may dial for a peer.
     /// Sorted and deduplicated: built once per reload, searched per request.
@@ -195,6 +203,8 @@ impl RouteTable {
             vips,
             service_vips,
             import_ports: HashMap::new(),
+            pod_addresses: HashMap::new(),
+            pod_vips: HashMap::new(),
             local_backends,
             network_clusters,
         })
@@ -250,8 +260,55 @@ impl RouteTable {
         self.services.contains_key(namespace)
     }
 
+    /// A remote pod's addresses on this side; empty when it has none.
+    pub fn pod_addresses(&self, service: &ServiceKey, pod: &PodRef) -> &[IpAddr] {
+        self.pod_addresses
+            .get(service)
+            .and_then(|pods| pods.get(pod))
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
+    /// Sets the remote headless pods' addresses on this side; pods of
+    /// services this table does not route as headless are left out.
+    pub fn set_pod_addresses<'a>(
+        &mut self,
+        addresses: impl IntoIterator<Item = (&'a (ServiceKey, PodRef), &'a Vec<IpAddr>)>,
+    ) {
+        self.pod_addresses.clear();
+        self.pod_vips.clear();
+        for ((service, pod), ips) in addresses {
+            let headless = self
+                .service(&service.namespace, &service.name)
+                .is_some_and(|routes| routes.service_type == ServiceType::Headless);
+            if !headless || ips.is_empty() {
+                continue;
+            }
+            for ip in ips {
+                self.pod_vips.insert(*ip, (service.clone(), pod.clone()));
+            }
+            self.pod_addresses
+                .entry(service.clone())
+                .or_default()
+                .insert(pod.clone(), ips.clone());
+        }
+    }
+
+    /// The service, port and pod a client meant by dialling a remote pod's
+    /// address on this side.
+    pub fn lookup_pod_vip(
+        &self,
+        address: IpAddr,
+        protocol: Protocol,
+        port: u16,
+    ) -> Option<(&ServiceRoutes, &PortRoute, &PodRef)> {
+        let (key, pod) = self.pod_vips.get(&address)?;
+        let service = self.service(&key.namespace, &key.name)?;
+        Some((service, service.port(protocol, port)?, pod))
+    }
+
     /// Sets the import ports this gateway listens on: each stands for one
-    /// TCP service port of a service this table routes.
+    /// TCP service port of a service this table routes (or one remote pod's).
     pub fn set_import_ports<'a>(&mut self, ports: impl IntoIterator<Item = (u16, &'a PortKey)>) {
         self.import_ports = ports
             .into_iter()
@@ -270,11 +327,19 @@ impl RouteTable {
             .collect();
     }
 
-    /// The service and port a connection on import port `port` is for.
-    pub fn lookup_import_port(&self, port: u16) -> Option<(&ServiceRoutes, &PortRoute)> {
+    /// The service port a connection on import port `port` is for, and
+    /// the one pod it must reach when the port is a remote pod's.
+    pub fn lookup_import_port(
+        &self,
+        port: u16,
+    ) -> Option<(&ServiceRoutes, &PortRoute, Option<&PodRef>)> {
         let key = self.import_ports.get(&port)?;
         let service = self.service(&key.service.namespace, &key.service.name)?;
-        Some((service, service.port(key.protocol, key.port)?))
+        Some((
+            service,
+            service.port(key.protocol, key.port)?,
+            key.pod.as_ref(),
+        ))
     }
 
     /// Every import port, with the service port it stands for.
@@ -309,11 +374,12 @@ impl RouteTable {
 }
 
 impl PortRoute {
-    /// The backend of one pod of a headless service, by hostname and cluster.
-    pub fn pod(&self, hostname: &str, cluster: &ClusterId) -> Option<&RoutedBackend> {
+    /// The backend of one pod of a headless service, by its per-pod label
+    /// (its hostname, else its address with dashes) and cluster.
+    pub fn pod(&self, label: &str, cluster: &ClusterId) -> Option<&RoutedBackend> {
         self.backends.iter().find(|routed| {
             &routed.backend.cluster == cluster
-                && routed.backend.hostname.as_deref() == Some(hostname)
+                && crate::imports::pods::pod_label(&routed.backend) == label
         })
     }
 }

@@ -43,10 +43,12 @@ use crate::imports::diff::{Change, changes};
 use crate::imports::naming::FIELD_MANAGER;
 use crate::imports::render::{Owners, desired_objects};
 use crate::imports::{
-    ImportPlan, Observed, ObservedObject, PlanInputs, ReleasedPorts, Skipped, plan,
+    ImportPlan, Observed, ObservedObject, PlanInputs, ReleasedPorts, RemotePods, Skipped, plan,
+    remote_pods,
 };
 use crate::merge::{MergedSet, merge};
 use crate::model::ServiceKey;
+use crate::routing::RouteTable;
 
 /// How many apply rounds one pass makes at most (import, then derived
 /// Service, then slices and ips).
@@ -156,14 +158,23 @@ struct Reconciler {
     options: ImportOptions,
     leadership: Arc<Leadership>,
     reports: watch::Sender<ImportsReport>,
-    /// The last merge, by the set revision it was made from.
-    merged: Option<(u64, Arc<MergedSet>)>,
+    /// The last merge and the remote headless pods it gives, by the set
+    /// revision it was made from.
+    merged: Option<(u64, Merged)>,
     /// Import ports released recently: not handed out for the grace period.
     released: ReleasedPorts,
     /// Services whose derived Service was refused for its IP families, until when.
     refused: BTreeMap<ServiceKey, Instant>,
     /// Writes the snapshots may not show yet, by object: see [`Written`].
     written: HashMap<(String, String, String), Written>,
+}
+
+/// One merge of the usable set, and the remote headless pods of the local
+/// cluster's view of it.
+#[derive(Clone)]
+struct Merged {
+    set: Arc<MergedSet>,
+    pods: Arc<BTreeMap<ServiceKey, RemotePods>>,
 }
 
 /// One write and the resource version the snapshot held before it: while
@@ -233,12 +244,23 @@ impl Reconciler {
         }
     }
 
-    fn merged(&mut self, snapshot: &SourceSnapshot) -> Option<Arc<MergedSet>> {
+    fn merged(&mut self, snapshot: &SourceSnapshot) -> Option<Merged> {
         let set = snapshot.usable_set.as_ref()?;
         match &self.merged {
             Some((revision, merged)) if *revision == snapshot.set_revision => Some(merged.clone()),
             _ => {
                 let merged = Arc::new(merge(set));
+                // The pods on other networks than the local cluster's.
+                let pods = snapshot
+                    .local
+                    .as_deref()
+                    .and_then(|local| RouteTable::build(set, &merged, local).ok())
+                    .map(|table| remote_pods(&table, self.options.max_headless_endpoints))
+                    .unwrap_or_default();
+                let merged = Merged {
+                    set: merged,
+                    pods: Arc::new(pods),
+                };
                 self.merged = Some((snapshot.set_revision, merged.clone()));
                 Some(merged)
             }
@@ -262,7 +284,7 @@ impl Reconciler {
         let Some(local) = snapshot.local_imports.clone() else {
             return pass;
         };
-        let Some(merged) = self.merged(snapshot) else {
+        let Some(Merged { set: merged, pods }) = self.merged(snapshot) else {
             return pass;
         };
         let now = Instant::now();
@@ -291,6 +313,8 @@ impl Reconciler {
                 range: &self.options.range,
                 blocked: &blocked,
                 refused_families: &refused,
+                pods: &pods,
+                pod_ranges: &[],
             });
             let desired = desired_objects(
                 &plan,

@@ -257,6 +257,9 @@ pub struct ImportOptions {
     pub range: crate::imports::PortRange,
     /// How long a released import port is not handed out again.
     pub release_grace: Duration,
+    /// At most this many remote pods per headless service get a per-pod
+    /// derived Service (`dns.maxHeadlessEndpoints`).
+    pub max_headless_endpoints: usize,
 }
 
 impl KubeOptions {
@@ -280,6 +283,7 @@ impl KubeOptions {
             imports: settings.kube.manage_imports.then_some(ImportOptions {
                 range: settings.imports.port_range,
                 release_grace: settings.imports.release_grace,
+                max_headless_endpoints: settings.dns.max_headless_endpoints,
             }),
         }
     }
