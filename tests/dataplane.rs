@@ -24,7 +24,9 @@ use support::*;
 
 #[path = "dataplane/import_ports.rs"]
 mod import_ports;
-use import_ports::an_import_port_selects_service_and_port;
+use import_ports::{
+    a_remote_pods_import_port_and_address_reach_that_pod, an_import_port_selects_service_and_port,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const EXPORTED_EARLY: Option<&str> = Some("2026-01-01T00:00:00Z");
@@ -785,6 +787,7 @@ over_both_transports!(
     a_failing_gateway_of_a_network_is_skipped,
     a_cluster_set_ip_selects_service_and_port,
     an_import_port_selects_service_and_port,
+    a_remote_pods_import_port_and_address_reach_that_pod,
 );
 
 /// `auto` tries QUIC first; a peer that does not answer over UDP (here: a

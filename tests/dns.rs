@@ -9,7 +9,6 @@
 
 mod support;
 
-use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -59,6 +58,18 @@ struct Running {
 impl Running {
     /// Starts c41's gateway (number `n`, one per test) with DNS on its address.
     async fn start(n: u8) -> Option<Running> {
+        Self::start_importing(
+            n,
+            strait::config::ImportSettings {
+                listen: false,
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    /// As [`Running::start`], with these import settings.
+    async fn start_importing(n: u8, imports: strait::config::ImportSettings) -> Option<Running> {
         let dig = dig_binary()?;
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("config");
@@ -72,7 +83,16 @@ impl Running {
         let tunnel = listeners.tunnel.local_addr().expect("tunnel address");
         write_cluster(&config, "c41", &local_yaml(n, tunnel, true));
         write_cluster(&config, "c42", &remote_yaml());
-        let gateway = start_gateway(&config, &certs, "c41", n, listeners, TransportMode::H2).await;
+        let gateway = start_gateway_importing(
+            &config,
+            &certs,
+            "c41",
+            n,
+            listeners,
+            TransportMode::H2,
+            imports,
+        )
+        .await;
         let dns = gateway.addresses().dns.expect("dns is on");
         Some(Running {
             _dir: dir,
@@ -156,37 +176,7 @@ fn remote_yaml() -> String {
 
 /// An exported headless Service on port `postgres` 5432 with these pods.
 fn headless(namespace: &str, name: &str, pods: &[(&str, IpAddr)]) -> String {
-    let mut endpoints = String::new();
-    for (hostname, address) in pods {
-        let _ = writeln!(
-            endpoints,
-            "- {{addresses: [\"{address}\"], hostname: {hostname}, conditions: {{ready: true}}}}"
-        );
-    }
-    format!(
-        "---
-apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: {namespace}}}
-spec:
-  clusterIP: None
-  ports: [{{name: postgres, port: 5432, targetPort: 5432}}]
----
-apiVersion: multicluster.x-k8s.io/v1alpha1
-kind: ServiceExport
-metadata: {{name: {name}, namespace: {namespace}, creationTimestamp: \"2026-01-01T00:00:00Z\"}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: {name}-slice
-  namespace: {namespace}
-  labels: {{kubernetes.io/service-name: {name}}}
-addressType: IPv4
-ports: [{{name: postgres, port: 5432}}]
-endpoints:
-{endpoints}"
-    )
+    headless_yaml(namespace, name, ("postgres", 5432, 5432), pods)
 }
 
 /// The `status:` of dig's header line.
@@ -278,6 +268,65 @@ async fn dig_resolves_headless_services_and_per_pod_names_on_this_network() {
     assert_eq!(status(&remote), "NOERROR", "{remote}");
     assert_eq!(count(&remote, "ANSWER"), 0, "{remote}");
     assert_eq!(count(&remote, "AUTHORITY"), 1, "{remote}");
+    run.gateway.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn dig_resolves_a_remote_pod_to_its_address_on_this_side() {
+    let imports = strait::config::ImportSettings {
+        listen: false,
+        pod_addresses: vec!["240.0.9.0/24".parse().expect("a range")],
+        ..Default::default()
+    };
+    let Some(run) = Running::start_importing(49, imports).await else {
+        return;
+    };
+    let remote = run
+        .short(&["postgres-2.c42.postgres.db.svc.clusterset.local"])
+        .await;
+    assert_eq!(remote.len(), 1, "{remote:?}");
+    let address: IpAddr = remote[0].parse().expect("an address");
+    let range: ipnet::IpNet = "240.0.9.0/24".parse().expect("a range");
+    assert!(range.contains(&address), "{address}");
+    // The service name answers it beside the local pods, never 127.0.42.60.
+    assert_eq!(
+        run.short(&["postgres.db.svc.clusterset.local"]).await,
+        ["127.0.49.60", "127.0.49.61", remote[0].as_str()]
+    );
+    let srv = run
+        .short(&["SRV", "_postgres._tcp.postgres.db.svc.clusterset.local"])
+        .await;
+    assert!(
+        srv.contains(&"0 33 5432 postgres-2.c42.postgres.db.svc.clusterset.local.".to_owned()),
+        "{srv:?}"
+    );
+    // What `strait imports` prints for the same files: the pod's derived
+    // Service asks for that very address.
+    std::fs::write(
+        run.config.join("gateway.yaml"),
+        "allowLoopbackEndpoints: true\nimports:\n  podAddresses: [240.0.9.0/24]\n",
+    )
+    .expect("write gateway.yaml");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["imports", "--config"])
+        .arg(&run.config)
+        .args(["--cluster", "c41", "--output", "json"])
+        .output()
+        .expect("strait imports runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let asked: Vec<&str> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["metadata"]["annotations"]["strait.dev/pod"] == "postgres-2")
+        .filter_map(|item| item["spec"]["clusterIP"].as_str())
+        .collect();
+    assert_eq!(asked, [remote[0].as_str()]);
     run.gateway.shutdown(Duration::from_secs(1)).await;
 }
 

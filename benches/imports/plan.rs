@@ -154,7 +154,7 @@ fn pass(merged: &MergedSet, observed: &Observed, now: Timestamp) -> Pass {
         blocked: &blocked,
         refused_families: &refused,
         pods: &Default::default(),
-        pod_ranges: &[],
+        pod_ranges: None,
     });
     let planned = Instant::now();
     let desired = desired_objects(&plan, merged, observed, API, Owners::Required, now);

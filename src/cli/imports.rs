@@ -61,11 +61,7 @@ pub(super) fn run(
         .unwrap_or_default();
     // From files, remote pods' addresses come from `imports.podAddresses`;
     // from the API, the API server allocates them.
-    let pod_ranges: &[ipnet::IpNet] = if from_files {
-        &loaded.settings.imports.pod_addresses
-    } else {
-        &[]
-    };
+    let pod_ranges = from_files.then_some(loaded.settings.imports.pod_addresses.as_slice());
     let plan = plan(&PlanInputs {
         merged: &loaded.merged,
         observed: &observed,

@@ -181,7 +181,7 @@ pub(crate) fn apply_file_imports(
         blocked: &Default::default(),
         refused_families: &Default::default(),
         pods: &pods,
-        pod_ranges: &settings.imports.pod_addresses,
+        pod_ranges: Some(&settings.imports.pod_addresses),
     };
     let allocation = crate::imports::allocate_ports(&inputs);
     table.set_import_ports(allocation.by_import_port());

@@ -110,7 +110,8 @@ pub struct PlannedImport {
     /// Service of its own.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pods: Vec<PlannedPod>,
-    /// Remote pods beyond `dns.maxHeadlessEndpoints`: no address here.
+    /// Remote pods with no address here: beyond `dns.maxHeadlessEndpoints`,
+    /// or in a file setup beyond what `imports.podAddresses` holds.
     #[serde(skip_serializing_if = "is_zero")]
     pub pods_over_cap: usize,
 }
@@ -171,9 +172,11 @@ pub struct PlanInputs<'a> {
     /// The remote pods of each headless service that get an address here
     /// ([`remote_pods`]).
     pub pods: &'a BTreeMap<ServiceKey, RemotePods>,
-    /// Where remote pods' addresses come from in a file setup; empty with
-    /// the Kubernetes API, which allocates ClusterIPs.
-    pub pod_ranges: &'a [IpNet],
+    /// Where remote pods' addresses come from: `None` with the Kubernetes
+    /// API, which allocates ClusterIPs; a file setup's
+    /// `imports.podAddresses` otherwise, where a pod without an address
+    /// (none set, or the ranges full) gets nothing at all.
+    pub pod_ranges: Option<&'a [IpNet]>,
 }
 
 /// The import ports a service needs: for a ClusterSetIP service one per
@@ -233,11 +236,16 @@ fn importable<'a>(
     (services, skipped)
 }
 
-/// Allocates the import ports of `services` (importable ones).
-fn allocate_for(services: &[&MergedService], inputs: &PlanInputs<'_>) -> Allocation {
+/// Allocates the import ports of `services` (importable ones) and the
+/// remote `pods` among them.
+fn allocate_for(
+    services: &[&MergedService],
+    pods: &BTreeMap<ServiceKey, RemotePods>,
+    inputs: &PlanInputs<'_>,
+) -> Allocation {
     let wanted: Vec<PortKey> = services
         .iter()
-        .flat_map(|s| wanted_ports(s, inputs.pods))
+        .flat_map(|s| wanted_ports(s, pods))
         .collect();
     ports::allocate(
         &wanted,
@@ -250,17 +258,48 @@ fn allocate_for(services: &[&MergedService], inputs: &PlanInputs<'_>) -> Allocat
 /// Allocates the import ports of every importable service.
 pub fn allocate_ports(inputs: &PlanInputs<'_>) -> Allocation {
     let (services, _) = importable(inputs.merged, inputs.observed);
-    allocate_for(&services, inputs)
+    let (pods, _) = addressed_pods(&services, inputs);
+    allocate_for(&services, &pods, inputs)
+}
+
+/// The remote pods that get anything, and a file setup's addresses for
+/// them: with the API every planned pod (it allocates their ClusterIPs);
+/// in a file setup only those `imports.podAddresses` has room for.
+fn addressed_pods(
+    services: &[&MergedService],
+    inputs: &PlanInputs<'_>,
+) -> (BTreeMap<ServiceKey, RemotePods>, PodAddresses) {
+    let Some(ranges) = inputs.pod_ranges else {
+        return (inputs.pods.clone(), PodAddresses::default());
+    };
+    let wanted = services.iter().flat_map(|service| {
+        inputs
+            .pods
+            .get(&service.key)
+            .into_iter()
+            .flat_map(|remote| &remote.pods)
+            .map(|pod| (&service.key, pod))
+    });
+    let addresses = pods::allocate_addresses(wanted, ranges);
+    let mut pods = inputs.pods.clone();
+    for (service, remote) in &mut pods {
+        remote.pods.retain(|pod| {
+            addresses
+                .addresses
+                .contains_key(&(service.clone(), pod.clone()))
+        });
+    }
+    (pods, addresses)
 }
 
 /// The imports this cluster should hold.
 pub fn plan(inputs: &PlanInputs<'_>) -> ImportPlan {
     let (services, skipped) = importable(inputs.merged, inputs.observed);
-    let allocation = allocate_for(&services, inputs);
-    let addresses = file_pod_addresses(&services, inputs);
+    let (pods, addresses) = addressed_pods(&services, inputs);
+    let allocation = allocate_for(&services, &pods, inputs);
     let imports = services
         .into_iter()
-        .map(|service| plan_import(service, &allocation, &addresses, inputs))
+        .map(|service| plan_import(service, &allocation, &pods, &addresses, inputs))
         .collect();
     ImportPlan {
         imports,
@@ -270,28 +309,11 @@ pub fn plan(inputs: &PlanInputs<'_>) -> ImportPlan {
     }
 }
 
-/// The remote pods' addresses of a file setup: taken from
-/// `imports.podAddresses`, as nothing else allocates them.
-fn file_pod_addresses(services: &[&MergedService], inputs: &PlanInputs<'_>) -> PodAddresses {
-    if inputs.pod_ranges.is_empty() {
-        return PodAddresses::default();
-    }
-    let pods = services.iter().flat_map(|service| {
-        inputs
-            .pods
-            .get(&service.key)
-            .into_iter()
-            .flat_map(|remote| &remote.pods)
-            .map(|pod| (&service.key, pod))
-    });
-    pods::allocate_addresses(pods, inputs.pod_ranges)
-}
-
 /// The remote pods' addresses of a file setup, from the same inputs the
 /// plan takes: what a gateway of that setup answers in DNS.
 pub fn file_addresses(inputs: &PlanInputs<'_>) -> PodAddresses {
     let (services, _) = importable(inputs.merged, inputs.observed);
-    file_pod_addresses(&services, inputs)
+    addressed_pods(&services, inputs).1
 }
 
 /// The ports of `service` with the import port of each, for the service
@@ -327,18 +349,19 @@ fn planned_ports(
 fn planned_pods(
     service: &MergedService,
     allocation: &Allocation,
+    pods: &BTreeMap<ServiceKey, RemotePods>,
     addresses: &PodAddresses,
     inputs: &PlanInputs<'_>,
 ) -> Vec<PlannedPod> {
     let refused = inputs.refused_families.contains(&service.key);
-    let remote = inputs.pods.get(&service.key);
+    let remote = pods.get(&service.key);
     remote
         .into_iter()
         .flat_map(|remote| &remote.pods)
         .map(|pod| {
             let ports = planned_ports(service, allocation, Some(pod));
             let forwards = ports.iter().any(|p| p.import_port.is_some());
-            let fixed_ips = !inputs.pod_ranges.is_empty();
+            let fixed_ips = inputs.pod_ranges.is_some();
             let ips = if fixed_ips {
                 addresses
                     .addresses
@@ -348,9 +371,8 @@ fn planned_pods(
             } else {
                 inputs.observed.pod_cluster_ips(&service.key, pod)
             };
-            // A file setup's pod without an address has nothing to name.
-            let derived_service = (forwards && !refused && (!fixed_ips || !ips.is_empty()))
-                .then(|| naming::pod_service_name(&service.key, pod));
+            let derived_service =
+                (forwards && !refused).then(|| naming::pod_service_name(&service.key, pod));
             PlannedPod {
                 pod: pod.clone(),
                 ports,
@@ -365,6 +387,7 @@ fn planned_pods(
 fn plan_import(
     service: &MergedService,
     allocation: &Allocation,
+    pods: &BTreeMap<ServiceKey, RemotePods>,
     addresses: &PodAddresses,
     inputs: &PlanInputs<'_>,
 ) -> PlannedImport {
@@ -385,15 +408,16 @@ fn plan_import(
             })
             .collect()
     };
-    let pods = if cluster_set_ip {
+    let planned = if cluster_set_ip {
         Vec::new()
     } else {
-        planned_pods(service, allocation, addresses, inputs)
+        planned_pods(service, allocation, pods, addresses, inputs)
     };
-    let pods_over_cap = inputs
-        .pods
-        .get(&service.key)
-        .map_or(0, |remote| remote.over_cap);
+    // Beyond the cap, and in a file setup those without an address.
+    let wanted = inputs.pods.get(&service.key);
+    let pods_over_cap = wanted
+        .map_or(0, |remote| remote.over_cap + remote.pods.len())
+        .saturating_sub(planned.len());
     let mut clusters = service.constituents.clone();
     clusters.sort();
     // No derived Service while the API refuses its IP families, nor one
@@ -422,7 +446,7 @@ fn plan_import(
         (
             true,
             ReadyReason::Ready,
-            headless_message(&pods, pods_over_cap),
+            headless_message(&planned, pods_over_cap),
         )
     } else if refused {
         (
@@ -466,7 +490,7 @@ fn plan_import(
         reason,
         message,
         derived_service,
-        pods,
+        pods: planned,
         pods_over_cap,
     }
 }
@@ -483,7 +507,7 @@ fn headless_message(pods: &[PlannedPod], over_cap: usize) -> String {
     }
     if over_cap > 0 {
         message.push_str(&format!(
-            "; {over_cap} more have none (dns.maxHeadlessEndpoints)"
+            "; {over_cap} more have none (dns.maxHeadlessEndpoints, imports.podAddresses)"
         ));
     }
     message.push('.');

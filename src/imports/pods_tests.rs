@@ -47,7 +47,12 @@ fn set(remote: u8) -> ClusterSet {
     set
 }
 
-fn plan_with(set: &ClusterSet, observed: &Observed, cap: usize, ranges: &[IpNet]) -> ImportPlan {
+fn plan_with(
+    set: &ClusterSet,
+    observed: &Observed,
+    cap: usize,
+    ranges: Option<&[IpNet]>,
+) -> ImportPlan {
     let merged = merge(set);
     let table = RouteTable::build(set, &merged, "east-1").expect("east-1 is known");
     let pods = remote_pods(&table, cap);
@@ -63,7 +68,7 @@ fn plan_with(set: &ClusterSet, observed: &Observed, cap: usize, ranges: &[IpNet]
 }
 
 fn desired(set: &ClusterSet, observed: &Observed, owners: Owners) -> Vec<DesiredObject> {
-    let plan = plan_with(set, observed, 8, &[]);
+    let plan = plan_with(set, observed, 8, None);
     let now = Timestamp::from_second(1_800_000_000).expect("a time");
     desired_objects(&plan, &merge(set), observed, API, owners, now)
 }
@@ -78,7 +83,7 @@ fn services(objects: &[DesiredObject]) -> Vec<&Value> {
 
 #[test]
 fn each_remote_pod_gets_a_derived_service_up_to_the_cap() {
-    let plan = plan_with(&set(3), &Observed::default(), 2, &[]);
+    let plan = plan_with(&set(3), &Observed::default(), 2, None);
     let import = &plan.imports[0];
     assert_eq!(import.service_type, ServiceType::Headless);
     assert!(import.derived_service.is_none(), "no ClusterSetIP");
@@ -156,7 +161,7 @@ fn a_per_pod_service_names_its_pod_and_forwards_to_its_import_ports() {
 #[test]
 fn a_file_setup_chooses_the_pod_addresses_and_writes_them() {
     let ranges: Vec<IpNet> = vec!["10.97.0.0/24".parse().expect("a range")];
-    let plan = plan_with(&set(2), &Observed::default(), 8, &ranges);
+    let plan = plan_with(&set(2), &Observed::default(), 8, Some(&ranges));
     let ips: Vec<IpAddr> = plan.imports[0]
         .pods
         .iter()
@@ -180,6 +185,18 @@ fn a_file_setup_chooses_the_pod_addresses_and_writes_them() {
         .collect();
     let chosen: BTreeSet<String> = ips.iter().map(ToString::to_string).collect();
     assert_eq!(written, chosen);
+
+    // A range with room for one: the other pod gets nothing, not even an
+    // import port, and is counted.
+    let one: Vec<IpNet> = vec!["10.97.0.7/32".parse().expect("a range")];
+    let plan = plan_with(&set(2), &Observed::default(), 8, Some(&one));
+    assert_eq!(plan.imports[0].pods.len(), 1);
+    assert_eq!(plan.imports[0].pods_over_cap, 1);
+    assert_eq!(plan.allocation.ports.len(), 1);
+    // No range at all: a file setup names no remote pod.
+    let plan = plan_with(&set(2), &Observed::default(), 8, Some(&[]));
+    assert!(plan.imports[0].pods.is_empty());
+    assert!(plan.allocation.ports.is_empty());
 }
 
 /// Plays the API server: uids, a ClusterIP per Service.
@@ -236,7 +253,7 @@ fn per_pod_objects_converge_and_go_with_their_pod() {
     assert_eq!(observed.pod_services.len(), 2);
     assert_eq!(observed.pod_addresses().len(), 2, "both have a ClusterIP");
     assert_eq!(observed.slices.len(), 2);
-    let plan = plan_with(&set(2), &observed, 8, &[]);
+    let plan = plan_with(&set(2), &observed, 8, None);
     assert!(plan.imports[0].pods.iter().all(|p| !p.ips.is_empty()));
 
     // One pod goes: its Service and slice are deleted, the other's stay.

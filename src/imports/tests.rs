@@ -29,7 +29,7 @@ fn plan_for(set: &ClusterSet, observed: &Observed) -> (ImportPlan, crate::merge:
         blocked: &BTreeSet::new(),
         refused_families: &BTreeSet::new(),
         pods: &BTreeMap::new(),
-        pod_ranges: &[],
+        pod_ranges: None,
     });
     (plan, merged)
 }
@@ -287,7 +287,7 @@ fn a_full_range_leaves_the_import_not_ready() {
         blocked: &BTreeSet::new(),
         refused_families: &BTreeSet::new(),
         pods: &BTreeMap::new(),
-        pod_ranges: &[],
+        pod_ranges: None,
     });
     let import = &plan.imports[0];
     assert!(!import.ready);
@@ -475,7 +475,7 @@ fn a_refused_family_or_no_forwardable_port_means_no_derived_service() {
         blocked: &BTreeSet::new(),
         refused_families: &refused,
         pods: &BTreeMap::new(),
-        pod_ranges: &[],
+        pod_ranges: None,
     });
     assert_eq!(plan.imports[0].reason, ReadyReason::IpFamilyNotSupported);
     assert!(plan.imports[0].derived_service.is_none());

@@ -131,3 +131,130 @@ pub async fn an_import_port_selects_service_and_port(transport: TransportMode) {
         .count();
     assert_eq!(listening, 2, "one import port per service port");
 }
+
+/// Reads the first line a backend sends and echoes a payload through.
+async fn greeting_at(address: SocketAddr) -> String {
+    let stream = tokio::net::TcpStream::connect(address)
+        .await
+        .unwrap_or_else(|e| panic!("dial {address}: {e}"));
+    let mut stream = tokio::io::BufReader::new(stream);
+    let mut greeting = String::new();
+    tokio::io::AsyncBufReadExt::read_line(&mut stream, &mut greeting)
+        .await
+        .expect("greeting");
+    assert_eq!(echo(stream, b"one pod").await, b"one pod");
+    greeting.trim_end().to_owned()
+}
+
+/// A headless service whose two pods are on c3's network (net-b): c1's
+/// gateway gives each pod an import port of its own, and a connection on
+/// it reaches that pod and no other, every time (no balancing). With
+/// `imports.podAddresses` a pod's address on this side, dialled at a
+/// ClusterSetIP listener, reaches it too; the range here is a /30 on
+/// loopback, whose two addresses the test's listeners own.
+pub async fn a_remote_pods_import_port_and_address_reach_that_pod(transport: TransportMode) {
+    let backends =
+        backends_on_one_port(&[("c3-pg-0", pod_ip(3, 0)), ("c3-pg-1", pod_ip(3, 1))]).await;
+    let target = backends[0].address.port();
+    let run = NEXT_RANGE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let first = 31000 + 100 * run;
+    let range = strait::imports::PortRange::new(first, first + 99).expect("a range");
+    // Two addresses, on loopback so that listeners can own them.
+    let base = 4 * (run % 60);
+    let pod_range = format!("127.0.77.{base}/30");
+    let vips: Vec<std::net::IpAddr> = [1, 2]
+        .iter()
+        .map(|n| std::net::IpAddr::from([127, 0, 77, u8::try_from(base + n).expect("small")]))
+        .collect();
+    let imports = strait::config::ImportSettings {
+        port_range: range,
+        pod_addresses: vec![pod_range.parse().expect("a range")],
+        ..Default::default()
+    };
+    let pods = [("pg-0", pod_ip(3, 0)), ("pg-1", pod_ip(3, 1))];
+    let world = World::start_inner(
+        |_| transport,
+        |_| Vec::new(),
+        |n| match n {
+            3 => headless_yaml("db", "pg", ("pg", 5432, target), &pods),
+            _ => String::new(),
+        },
+        vips.iter().map(|vip| SocketAddr::new(*vip, 5432)).collect(),
+        Some(imports),
+    )
+    .await;
+    std::fs::write(
+        world.config.join("gateway.yaml"),
+        format!(
+            "allowLoopbackEndpoints: true\nimports:\n  portRange: {range}\n  podAddresses: [{pod_range}]\n"
+        ),
+    )
+    .expect("write gateway.yaml");
+    let gateway = world.gateways[0].addresses().tunnel.ip();
+    let printed = per_pod_services(&world.config, "c1", "pg");
+    assert_eq!(printed.len(), 2, "one per remote pod: {printed:?}");
+    let mut addresses = std::collections::BTreeSet::new();
+    for (pod, (import, cluster_ip)) in &printed {
+        // The pod's name, and c3's gateway as the one that dialled it.
+        let expected = format!("c3-{pod} {}", gateway_ip(3));
+        let cluster_ip = cluster_ip.unwrap_or_else(|| panic!("{pod} has an address: {printed:?}"));
+        assert!(
+            vips.contains(&cluster_ip),
+            "{cluster_ip} is from {pod_range}"
+        );
+        addresses.insert(cluster_ip);
+        for _ in 0..3 {
+            assert_eq!(
+                greeting_at(SocketAddr::new(gateway, *import)).await,
+                expected,
+                "{pod} via its import port {import}"
+            );
+            assert_eq!(
+                greeting_at(SocketAddr::new(cluster_ip, 5432)).await,
+                expected,
+                "{pod} via its address on this side"
+            );
+        }
+    }
+    assert_eq!(addresses.len(), 2, "two pods, two addresses");
+}
+
+/// The per-pod derived Services of `name` that `strait imports` prints for
+/// `cluster`: pod → (its import port, its `clusterIP` when one is chosen).
+fn per_pod_services(
+    config: &std::path::Path,
+    cluster: &str,
+    name: &str,
+) -> std::collections::BTreeMap<String, (u16, Option<std::net::IpAddr>)> {
+    let output = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["imports", "--config"])
+        .arg(config)
+        .args(["--cluster", cluster, "--output", "json"])
+        .output()
+        .expect("strait imports runs");
+    assert!(
+        output.status.success(),
+        "strait imports: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let list: Value = serde_json::from_slice(&output.stdout).expect("a JSON List");
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| {
+            item["kind"] == "Service"
+                && item["metadata"]["labels"]["multicluster.kubernetes.io/service-name"] == name
+        })
+        .filter_map(|item| {
+            let pod = item["metadata"]["annotations"]["strait.dev/pod"].as_str()?;
+            let import = item["spec"]["ports"][0]["targetPort"]
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())?;
+            let ip = item["spec"]["clusterIP"]
+                .as_str()
+                .and_then(|ip| ip.parse().ok());
+            Some((pod.to_owned(), (import, ip)))
+        })
+        .collect()
+}

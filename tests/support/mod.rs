@@ -141,6 +141,47 @@ pub fn cluster_yaml(
     cluster_yaml_with_gateways(id, network, &[tunnel.ip()], tunnel.port(), services)
 }
 
+/// An exported headless Service with one `(name, port, target)` port and
+/// these `(hostname, address)` pods, ready.
+pub fn headless_yaml(
+    namespace: &str,
+    name: &str,
+    (port_name, port, target): (&str, u16, u16),
+    pods: &[(&str, IpAddr)],
+) -> String {
+    let mut endpoints = String::new();
+    for (hostname, address) in pods {
+        let _ = writeln!(
+            endpoints,
+            "- {{addresses: [\"{address}\"], hostname: {hostname}, conditions: {{ready: true}}}}"
+        );
+    }
+    format!(
+        "---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  clusterIP: None
+  ports: [{{name: {port_name}, port: {port}, targetPort: {target}}}]
+---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceExport
+metadata: {{name: {name}, namespace: {namespace}, creationTimestamp: \"2026-01-01T00:00:00Z\"}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {name}-slice
+  namespace: {namespace}
+  labels: {{kubernetes.io/service-name: {name}}}
+addressType: IPv4
+ports: [{{name: {port_name}, port: {target}}}]
+endpoints:
+{endpoints}"
+    )
+}
+
 /// A ServiceImport giving `app/<name>` the ClusterSetIP `vip` in this cluster.
 pub fn import_yaml(name: &str, vip: IpAddr) -> String {
     format!(

@@ -314,7 +314,7 @@ impl Reconciler {
                 blocked: &blocked,
                 refused_families: &refused,
                 pods: &pods,
-                pod_ranges: &[],
+                pod_ranges: None,
             });
             let desired = desired_objects(
                 &plan,
