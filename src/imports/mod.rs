@@ -41,7 +41,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::Serialize;
 
-use crate::merge::{MergedService, MergedSet};
+use crate::merge::{MergedPort, MergedService, MergedSet};
 use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType};
 pub use observed::{GatewayEndpoint, Observed, ObservedObject};
 pub use pods::{PodAddresses, PodRef, RemotePods, remote_pods};
@@ -83,6 +83,8 @@ impl ReadyReason {
 pub struct PlannedPort {
     pub name: String,
     pub protocol: Protocol,
+    /// The service port; of a remote pod ([`PlannedPod`]), the pod's own
+    /// port, which is what its clients dial.
     pub port: u16,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_protocol: Option<String>,
@@ -186,28 +188,47 @@ fn wanted_ports<'a>(
     service: &'a MergedService,
     pods: &'a BTreeMap<ServiceKey, RemotePods>,
 ) -> Vec<PortKey> {
-    let port_keys = |pod: Option<&PodRef>| -> Vec<PortKey> {
-        service
-            .ports
-            .iter()
-            .map(|port| PortKey {
-                service: service.key.clone(),
-                protocol: port.protocol,
-                port: port.port,
-                pod: pod.cloned(),
-            })
-            .collect()
+    let key = |port: &MergedPort, pod: Option<&PodRef>| PortKey {
+        service: service.key.clone(),
+        protocol: port.protocol,
+        port: port.port,
+        pod: pod.cloned(),
     };
     match service.service_type {
-        ServiceType::ClusterSetIp => port_keys(None),
+        ServiceType::ClusterSetIp => service.ports.iter().map(|port| key(port, None)).collect(),
         ServiceType::Headless => pods
             .get(&service.key)
             .into_iter()
             .flat_map(|remote| &remote.pods)
-            .flat_map(|pod| port_keys(Some(pod)))
+            .flat_map(|pod| {
+                pod_ports(service, pod)
+                    .into_iter()
+                    .map(move |(port, _)| key(port, Some(pod)))
+            })
             .collect(),
         ServiceType::ExternalName => Vec::new(),
     }
+}
+
+/// The ports one remote pod serves, each with the pod's own port number:
+/// a headless service's clients dial a pod's own ports, so its per-pod
+/// derived Service exposes those. A merged port the pod does not serve (its
+/// cluster does not declare it) is left out, and so is a second service
+/// port onto a pod port already listed (a Service may not repeat a port).
+fn pod_ports<'s>(service: &'s MergedService, pod: &PodRef) -> Vec<(&'s MergedPort, u16)> {
+    let mut seen = BTreeSet::new();
+    service
+        .ports
+        .iter()
+        .filter_map(|port| {
+            let backend = port
+                .backends
+                .iter()
+                .find(|b| b.cluster == pod.cluster && pods::pod_label(b) == pod.label)?;
+            seen.insert((port.protocol, backend.port))
+                .then_some((port, backend.port))
+        })
+        .collect()
 }
 
 /// The services that get an import, and why others do not.
@@ -316,13 +337,8 @@ pub fn file_addresses(inputs: &PlanInputs<'_>) -> PodAddresses {
     addressed_pods(&services, inputs).1
 }
 
-/// The ports of `service` with the import port of each, for the service
-/// itself (`pod` = `None`) or one remote pod.
-fn planned_ports(
-    service: &MergedService,
-    allocation: &Allocation,
-    pod: Option<&PodRef>,
-) -> Vec<PlannedPort> {
+/// The ports of `service` with the import port of each.
+fn planned_ports(service: &MergedService, allocation: &Allocation) -> Vec<PlannedPort> {
     service
         .ports
         .iter()
@@ -333,12 +349,11 @@ fn planned_ports(
             app_protocol: port.app_protocol.clone(),
             import_port: allocation
                 .ports
-                .get(&PortKey {
-                    service: service.key.clone(),
-                    protocol: port.protocol,
-                    port: port.port,
-                    pod: pod.cloned(),
-                })
+                .get(&PortKey::service_port(
+                    service.key.clone(),
+                    port.protocol,
+                    port.port,
+                ))
                 .copied(),
         })
         .collect()
@@ -359,7 +374,24 @@ fn planned_pods(
         .into_iter()
         .flat_map(|remote| &remote.pods)
         .map(|pod| {
-            let ports = planned_ports(service, allocation, Some(pod));
+            let ports: Vec<PlannedPort> = pod_ports(service, pod)
+                .into_iter()
+                .map(|(port, own)| PlannedPort {
+                    name: port.name.clone(),
+                    protocol: port.protocol,
+                    port: own,
+                    app_protocol: port.app_protocol.clone(),
+                    import_port: allocation
+                        .ports
+                        .get(&PortKey {
+                            service: service.key.clone(),
+                            protocol: port.protocol,
+                            port: port.port,
+                            pod: Some(pod.clone()),
+                        })
+                        .copied(),
+                })
+                .collect();
             let forwards = ports.iter().any(|p| p.import_port.is_some());
             let fixed_ips = inputs.pod_ranges.is_some();
             let ips = if fixed_ips {
@@ -393,7 +425,7 @@ fn plan_import(
 ) -> PlannedImport {
     let cluster_set_ip = service.service_type == ServiceType::ClusterSetIp;
     let ports = if cluster_set_ip {
-        planned_ports(service, allocation, None)
+        planned_ports(service, allocation)
     } else {
         // A headless service's own ports have no import port.
         service

@@ -298,3 +298,31 @@ fn a_lagging_import_watch_deletes_no_per_pod_service() {
         "{pending:?}"
     );
 }
+
+#[test]
+fn a_per_pod_service_exposes_the_pods_own_port() {
+    // Port 5432 forwards to 6432 on west-1's pods: clients of a headless
+    // service dial the pod's own port, so that is what the Service exposes.
+    let mut set = set(1);
+    for cluster in set.clusters.values_mut() {
+        for service in cluster.services.values_mut() {
+            for group in &mut service.endpoint_groups {
+                for port in &mut group.ports {
+                    port.port = 6432;
+                }
+            }
+        }
+    }
+    let objects = desired(&set, &Observed::default(), Owners::Optional);
+    let derived = services(&objects);
+    assert_eq!(derived.len(), 1);
+    assert_eq!(derived[0]["spec"]["ports"][0]["port"], 6432);
+    // The import port still stands for service port 5432 of that pod.
+    let plan = plan_with(&set, &Observed::default(), 8, None);
+    let (_, key) = plan
+        .allocation
+        .by_import_port()
+        .next()
+        .expect("one import port");
+    assert_eq!(key.port, 5432);
+}

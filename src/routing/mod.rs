@@ -295,7 +295,8 @@ impl RouteTable {
     }
 
     /// The service, port and pod a client meant by dialling a remote pod's
-    /// address on this side.
+    /// address on this side at `port`: the pod's own port, as a headless
+    /// service's clients dial it.
     pub fn lookup_pod_vip(
         &self,
         address: IpAddr,
@@ -304,7 +305,13 @@ impl RouteTable {
     ) -> Option<(&ServiceRoutes, &PortRoute, &PodRef)> {
         let (key, pod) = self.pod_vips.get(&address)?;
         let service = self.service(&key.namespace, &key.name)?;
-        Some((service, service.port(protocol, port)?, pod))
+        let route = service.ports.iter().find(|route| {
+            route.protocol == protocol
+                && route
+                    .pod(&pod.label, &pod.cluster)
+                    .is_some_and(|routed| routed.backend.port == port)
+        })?;
+        Some((service, route, pod))
     }
 
     /// Sets the import ports this gateway listens on: each stands for one

@@ -149,7 +149,8 @@ async fn greeting_at(address: SocketAddr) -> String {
 /// A headless service whose two pods are on c3's network (net-b): c1's
 /// gateway gives each pod an import port of its own, and a connection on
 /// it reaches that pod and no other, every time (no balancing). With
-/// `imports.podAddresses` a pod's address on this side, dialled at a
+/// `imports.podAddresses` a pod's address on this side, dialled at the
+/// pod's own port (as a headless service's clients dial it) on a
 /// ClusterSetIP listener, reaches it too; the range here is a /30 on
 /// loopback, whose two addresses the test's listeners own.
 pub async fn a_remote_pods_import_port_and_address_reach_that_pod(transport: TransportMode) {
@@ -179,7 +180,9 @@ pub async fn a_remote_pods_import_port_and_address_reach_that_pod(transport: Tra
             3 => headless_yaml("db", "pg", ("pg", 5432, target), &pods),
             _ => String::new(),
         },
-        vips.iter().map(|vip| SocketAddr::new(*vip, 5432)).collect(),
+        vips.iter()
+            .map(|vip| SocketAddr::new(*vip, target))
+            .collect(),
         Some(imports),
     )
     .await;
@@ -210,7 +213,7 @@ pub async fn a_remote_pods_import_port_and_address_reach_that_pod(transport: Tra
                 "{pod} via its import port {import}"
             );
             assert_eq!(
-                greeting_at(SocketAddr::new(cluster_ip, 5432)).await,
+                greeting_at(SocketAddr::new(cluster_ip, target)).await,
                 expected,
                 "{pod} via its address on this side"
             );
