@@ -648,6 +648,21 @@ fn by_name_an_unmodified_client_resolves_and_reaches_another_network() {
     );
 }
 
+/// A headless service with pods on c2 (the client's network) and c3
+/// (another): each per-pod name, resolved by the system resolver through
+/// c1g1's DNS, gives an address that connects to that very pod: pg-0's
+/// own, and for c3's pods their addresses on this side, DNATed to c1g1's
+/// per-pod import ports by kube-proxy's stand-in. See
+/// [`netns::headless::per_pod_names`].
+#[test]
+fn headless_per_pod_names_reach_that_pod_on_either_network() {
+    netns::run_needing(
+        "headless_per_pod_names_reach_that_pod_on_either_network",
+        &["iptables", "getent", "dig"],
+        netns::headless::per_pod_names,
+    );
+}
+
 /// The harness itself: a test that panics with a whole world running
 /// leaves no namespace and no gateway process behind.
 #[test]

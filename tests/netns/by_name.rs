@@ -93,7 +93,7 @@ impl Drop for Resolver {
 
 /// Runs `program args…` in `ns` through `ip netns exec` (so with the
 /// namespace's resolv.conf), with no proxy variables.
-async fn exec_in(ns: &str, program: &str, args: &[&str]) -> Output {
+pub(crate) async fn exec_in(ns: &str, program: &str, args: &[&str]) -> Output {
     let mut command = tokio::process::Command::new("ip");
     command.args(["netns", "exec", ns, program]).args(args);
     for variable in ["http_proxy", "https_proxy", "all_proxy", "no_proxy"] {
@@ -107,7 +107,7 @@ async fn exec_in(ns: &str, program: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("`{program}` did not start in {ns}: {e}"))
 }
 
-fn text(output: &Output) -> String {
+pub(crate) fn text(output: &Output) -> String {
     format!(
         "({}) {}{}",
         output.status,
@@ -117,7 +117,7 @@ fn text(output: &Output) -> String {
 }
 
 /// `dig +short @server TYPE name` in `ns`: the answer's records, sorted.
-async fn dig_short(ns: &str, server: IpAddr, kind: &str, name: &str) -> Vec<String> {
+pub(crate) async fn dig_short(ns: &str, server: IpAddr, kind: &str, name: &str) -> Vec<String> {
     let at = format!("@{server}");
     let args = ["+short", "+time=2", "+tries=1", &at, kind, name];
     let output = exec_in(ns, "dig", &args).await;

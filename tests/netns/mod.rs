@@ -15,6 +15,7 @@ pub mod backend;
 pub mod by_name;
 pub mod client;
 pub mod gateway;
+pub mod headless;
 pub mod resilience;
 pub mod scenario;
 pub mod sys;

@@ -96,6 +96,10 @@ pub(crate) fn import_ports_in(
         .into_iter()
         .flatten()
         .filter(|item| item["kind"] == "Service");
+    // A headless service's per-pod derived Services (`strait.dev/pod`)
+    // stand for one pod each, not for a service port.
+    let services =
+        services.filter(|item| item["metadata"]["annotations"]["strait.dev/pod"].is_null());
     for derived in services {
         let metadata = &derived["metadata"];
         let service = metadata["labels"][SERVICE_NAME_LABEL]
