@@ -327,6 +327,12 @@ async fn dig_resolves_a_remote_pod_to_its_address_on_this_side() {
         .filter_map(|item| item["spec"]["clusterIP"].as_str())
         .collect();
     assert_eq!(asked, [remote[0].as_str()]);
+    let metrics = http_get(run.gateway.addresses().admin, "/metrics").await;
+    assert!(
+        metrics.contains("strait_headless_remote_pods_addressed 1\n")
+            && metrics.contains("strait_headless_remote_pods_unaddressed 0\n"),
+        "{metrics}"
+    );
     run.gateway.shutdown(Duration::from_secs(1)).await;
 }
 

@@ -260,6 +260,8 @@ pub struct Metrics {
     imports_foreign: Gauge,
     import_ports_exhausted: Gauge,
     import_writes: Family<WriteLabels, Counter>,
+    remote_pods_addressed: Gauge,
+    remote_pods_unaddressed: Gauge,
     dns_queries: Family<DnsQueryLabels, Counter>,
     dns_truncated: Family<DnsTransportLabels, Counter>,
     dns_tcp_refused: Counter,
@@ -304,6 +306,8 @@ impl Metrics {
             imports_foreign: Gauge::default(),
             import_ports_exhausted: Gauge::default(),
             import_writes: Family::default(),
+            remote_pods_addressed: Gauge::default(),
+            remote_pods_unaddressed: Gauge::default(),
             dns_queries: Family::default(),
             dns_truncated: Family::default(),
             dns_tcp_refused: Counter::default(),
@@ -413,6 +417,16 @@ impl Metrics {
             "import_ports_exhausted",
             "Service ports without an import port because imports.portRange is full",
             metrics.import_ports_exhausted.clone(),
+        );
+        metrics.registry.register(
+            "headless_remote_pods_addressed",
+            "Ready pods of headless services on other networks that have an address here (answered in DNS)",
+            metrics.remote_pods_addressed.clone(),
+        );
+        metrics.registry.register(
+            "headless_remote_pods_unaddressed",
+            "Ready pods of headless services on other networks without an address here (not answered: dns.maxHeadlessEndpoints, imports.podAddresses, or a ClusterIP not allocated yet)",
+            metrics.remote_pods_unaddressed.clone(),
         );
         metrics.registry.register(
             "import_writes",
@@ -533,6 +547,14 @@ impl Metrics {
             .set(i64::try_from(services).unwrap_or(i64::MAX));
         self.routes_backends
             .set(i64::try_from(backends).unwrap_or(i64::MAX));
+    }
+
+    /// Records how many remote headless pods have an address here and how
+    /// many do not.
+    pub fn set_remote_pods(&self, addressed: usize, unaddressed: usize) {
+        let gauge = |value: usize| i64::try_from(value).unwrap_or(i64::MAX);
+        self.remote_pods_addressed.set(gauge(addressed));
+        self.remote_pods_unaddressed.set(gauge(unaddressed));
     }
 
     /// Records one cluster's sync state as the Kubernetes source reports it:

@@ -200,6 +200,8 @@ impl Gateway {
         let tls = Arc::new(ReloadingTls::load(&options.tls_dir)?);
         let metrics = Arc::new(Metrics::new());
         metrics.set_route_sizes(table.services().count(), table.backend_count());
+        let (addressed, unaddressed) = table.remote_pod_counts();
+        metrics.set_remote_pods(addressed, unaddressed);
         let tuning = &options.settings.tuning;
         let dial = DialOptions {
             timeout: tuning.connect_timeout,

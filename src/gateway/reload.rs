@@ -89,6 +89,7 @@ pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) {
         Ok(table) => {
             let services = table.services().count();
             let backends = table.backend_count();
+            let (addressed, unaddressed) = table.remote_pod_counts();
             let keep: std::collections::HashSet<BackendId> = table
                 .services()
                 .flat_map(|s| &s.ports)
@@ -99,6 +100,7 @@ pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) {
             state.route_updates.notify_one();
             state.chooser.retain(|id| keep.contains(id));
             state.metrics.set_route_sizes(services, backends);
+            state.metrics.set_remote_pods(addressed, unaddressed);
             state.metrics.reload(ReloadKind::Routes, ReloadResult::Ok);
             tracing::info!(services, backends, "routes reloaded");
         }

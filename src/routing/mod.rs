@@ -371,6 +371,35 @@ impl RouteTable {
             .unwrap_or_default()
     }
 
+    /// How many ready pods of headless services on other networks have an
+    /// address on this side, and how many have none.
+    pub fn remote_pod_counts(&self) -> (usize, usize) {
+        let mut counts = (0, 0);
+        for service in self.services() {
+            if service.service_type != ServiceType::Headless {
+                continue;
+            }
+            let pods: std::collections::BTreeSet<PodRef> = service
+                .ports
+                .iter()
+                .flat_map(|port| &port.backends)
+                .filter(|routed| {
+                    routed.backend.state == crate::merge::BackendState::Ready
+                        && matches!(routed.path, Path::Tunnel { .. })
+                })
+                .map(|routed| PodRef::of(&routed.backend))
+                .collect();
+            for pod in &pods {
+                if self.pod_addresses(&service.key, pod).is_empty() {
+                    counts.1 += 1;
+                } else {
+                    counts.0 += 1;
+                }
+            }
+        }
+        counts
+    }
+
     /// How many backends the table holds across all service ports.
     pub fn backend_count(&self) -> usize {
         self.services()
