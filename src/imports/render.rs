@@ -1,6 +1,7 @@
 //! The planned imports as Kubernetes objects (JSON, as `kubectl get -o
-//! json` shows them): the ServiceImport and its status, the derived Service
-//! and its EndpointSlices. What the reconciler applies and what `strait
+//! json` shows them): the ServiceImport and its status, the derived
+//! Services (a ClusterSetIP service's own, a remote headless pod's) and
+//! their EndpointSlices. What the reconciler applies and what `strait
 //! imports` prints are the same objects. Pure: the clock comes in.
 
 use std::collections::BTreeMap;
