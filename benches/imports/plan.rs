@@ -145,13 +145,13 @@ struct Pass {
 }
 
 fn pass(merged: &MergedSet, observed: &Observed, now: Timestamp) -> Pass {
-    let (blocked, refused) = (BTreeSet::new(), BTreeSet::new());
+    let (released, refused) = (Default::default(), BTreeSet::new());
     let started = Instant::now();
     let plan = plan(&PlanInputs {
         merged: black_box(merged),
         observed: black_box(observed),
         range: &range(),
-        blocked: &blocked,
+        released: &released,
         refused_families: &refused,
         pods: &Default::default(),
         pod_ranges: None,

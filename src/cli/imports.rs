@@ -66,7 +66,7 @@ pub(super) fn run(
         merged: &loaded.merged,
         observed: &observed,
         range: &loaded.settings.imports.port_range,
-        blocked: &Default::default(),
+        released: &Default::default(),
         refused_families: &Default::default(),
         pods: &pods,
         pod_ranges,

@@ -178,7 +178,7 @@ pub(crate) fn apply_file_imports(
         merged,
         observed: &observed,
         range: &settings.imports.port_range,
-        blocked: &Default::default(),
+        released: &Default::default(),
         refused_families: &Default::default(),
         pods: &pods,
         pod_ranges: Some(&settings.imports.pod_addresses),

@@ -46,7 +46,7 @@ use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType};
 pub use observed::{GatewayEndpoint, Observed, ObservedObject};
 pub use pods::{PodAddresses, PodRef, RemotePods, remote_pods};
 pub use ports::{
-    Allocation, PortKey, PortRange, PortRangeError, ReleasedPorts, recorded_allocation,
+    Allocation, PortKey, PortRange, PortRangeError, Released, ReleasedPorts, recorded_allocation,
 };
 
 /// The `Ready` condition of a ServiceImport.
@@ -166,8 +166,9 @@ pub struct PlanInputs<'a> {
     pub merged: &'a MergedSet,
     pub observed: &'a Observed,
     pub range: &'a PortRange,
-    /// Import ports released too recently to be handed out again.
-    pub blocked: &'a BTreeSet<u16>,
+    /// Import ports released too recently to be handed out again, except
+    /// to the key that held them last.
+    pub released: &'a Released,
     /// Services whose derived Service the API server refused for its IP
     /// families.
     pub refused_families: &'a BTreeSet<ServiceKey>,
@@ -271,7 +272,7 @@ fn allocate_for(
     ports::allocate(
         &wanted,
         &inputs.observed.recorded_ports(),
-        inputs.blocked,
+        inputs.released,
         inputs.range,
     )
 }

@@ -60,7 +60,7 @@ fn plan_with(
         merged: &merged,
         observed,
         range: &PortRange::default(),
-        blocked: &BTreeSet::new(),
+        released: &Released::new(),
         refused_families: &BTreeSet::new(),
         pods: &pods,
         pod_ranges: ranges,

@@ -178,35 +178,51 @@ impl Allocation {
     }
 }
 
-/// Import ports that left the records recently: not handed out again for
-/// a grace period, so a kube-proxy or gateway still acting on the old
-/// mapping cannot send a connection to the service that would get the port
-/// next. Pure: the caller says what is recorded now and when "now" is.
+/// Import ports released within their grace period, each with the port
+/// key that held it last.
+pub type Released = BTreeMap<u16, PortKey>;
+
+/// Import ports that left the records recently: not handed out to another
+/// key for a grace period, so a kube-proxy or gateway still acting on the
+/// old mapping cannot send a connection to the service (or pod) that would
+/// get the port next. The key that held one may take it back (its derived
+/// Service was edited, say). Pure: the caller says what is recorded now and
+/// when "now" is.
 #[derive(Debug, Clone, Default)]
 pub struct ReleasedPorts {
-    recorded: BTreeSet<u16>,
-    released: BTreeMap<u16, Instant>,
+    recorded: BTreeMap<u16, PortKey>,
+    released: BTreeMap<u16, (PortKey, Instant)>,
 }
 
 impl ReleasedPorts {
     /// Notes the ports recorded now and returns those still in their grace
-    /// period: released less than `grace` before `now`.
+    /// period (released less than `grace` before `now`) with their last
+    /// holder.
     pub fn observe(
         &mut self,
-        recorded: BTreeSet<u16>,
+        recorded: &BTreeMap<PortKey, u16>,
         now: Instant,
         grace: Duration,
-    ) -> BTreeSet<u16> {
-        for gone in self.recorded.difference(&recorded) {
-            self.released.insert(*gone, now);
+    ) -> Released {
+        let current: BTreeMap<u16, PortKey> = recorded
+            .iter()
+            .map(|(key, port)| (*port, key.clone()))
+            .collect();
+        for (port, key) in &self.recorded {
+            if !current.contains_key(port) {
+                self.released.insert(*port, (key.clone(), now));
+            }
         }
-        for back in &recorded {
+        for back in current.keys() {
             self.released.remove(back);
         }
         self.released
-            .retain(|_, at| now.saturating_duration_since(*at) < grace);
-        self.recorded = recorded;
-        self.released.keys().copied().collect()
+            .retain(|_, (_, at)| now.saturating_duration_since(*at) < grace);
+        self.recorded = current;
+        self.released
+            .iter()
+            .map(|(port, (key, _))| (*port, key.clone()))
+            .collect()
     }
 }
 
@@ -265,11 +281,12 @@ pub fn recorded_allocation<'a>(
 /// Allocates import ports for `wanted` (every service port that needs one).
 /// `recorded` are the ports already handed out (from the derived Services);
 /// a recorded port outside the range, or claimed twice, is allocated anew.
-/// `blocked` ports (released within the grace period) are not handed out.
+/// `released` ports (within their grace period) go to no key but the one
+/// that held them last.
 pub fn allocate<'a>(
     wanted: impl IntoIterator<Item = &'a PortKey>,
     recorded: &BTreeMap<PortKey, u16>,
-    blocked: &BTreeSet<u16>,
+    released: &Released,
     range: &PortRange,
 ) -> Allocation {
     let wanted: BTreeSet<&PortKey> = wanted.into_iter().collect();
@@ -277,12 +294,31 @@ pub fn allocate<'a>(
         recorded.iter().filter(|(key, _)| wanted.contains(key)),
         range,
     );
-    let mut taken = vec![false; range.len()];
-    for port in blocked
-        .iter()
+    // Every recorded port is held, also one whose key is no longer wanted:
+    // its derived Service still exists (it is deleted after this pass's
+    // applies), and once it is gone the port waits out its grace period in
+    // `released`. Handing it out now would skip that.
+    let mut held = vec![false; range.len()];
+    for port in recorded
+        .values()
         .chain(allocation.ports.values())
         .filter(|p| range.contains(**p))
     {
+        held[range.offset(*port)] = true;
+    }
+    // A key takes back the port it held last.
+    for (port, holder) in released {
+        if range.contains(*port)
+            && !held[range.offset(*port)]
+            && wanted.contains(holder)
+            && !allocation.ports.contains_key(holder)
+        {
+            held[range.offset(*port)] = true;
+            allocation.ports.insert(holder.clone(), *port);
+        }
+    }
+    let mut taken = held;
+    for port in released.keys().filter(|p| range.contains(**p)) {
         taken[range.offset(*port)] = true;
     }
     for key in wanted {
@@ -341,9 +377,9 @@ mod tests {
     fn the_same_inputs_give_the_same_ports_whatever_the_order() {
         let range = PortRange::default();
         let keys = [key("cart", 80), key("cart", 443), key("checkout", 80)];
-        let forward = allocate(&keys, &BTreeMap::new(), &BTreeSet::new(), &range);
+        let forward = allocate(&keys, &BTreeMap::new(), &Released::new(), &range);
         let reversed: Vec<PortKey> = keys.iter().rev().cloned().collect();
-        let backward = allocate(&reversed, &BTreeMap::new(), &BTreeSet::new(), &range);
+        let backward = allocate(&reversed, &BTreeMap::new(), &Released::new(), &range);
         assert_eq!(forward, backward);
         assert_eq!(forward.ports.len(), 3);
         let distinct: BTreeSet<u16> = forward.ports.values().copied().collect();
@@ -361,7 +397,7 @@ mod tests {
         let mut recorded = BTreeMap::new();
         recorded.insert(key("cart", 80), 20001);
         let wanted = [key("cart", 80), key("a", 1), key("b", 2)];
-        let allocation = allocate(&wanted, &recorded, &BTreeSet::new(), &range);
+        let allocation = allocate(&wanted, &recorded, &Released::new(), &range);
         assert_eq!(allocation.ports[&key("cart", 80)], 20001);
         let others: BTreeSet<u16> = [&key("a", 1), &key("b", 2)]
             .iter()
@@ -379,7 +415,7 @@ mod tests {
         recorded.insert(key("b", 1), 20005);
         recorded.insert(key("c", 1), 31000);
         let wanted = [key("a", 1), key("b", 1), key("c", 1)];
-        let allocation = allocate(&wanted, &recorded, &BTreeSet::new(), &range);
+        let allocation = allocate(&wanted, &recorded, &Released::new(), &range);
         assert_eq!(allocation.ports[&key("a", 1)], 20005);
         assert_ne!(allocation.ports[&key("b", 1)], 20005);
         assert!(range.contains(allocation.ports[&key("c", 1)]));
@@ -391,8 +427,8 @@ mod tests {
         let mut recorded = BTreeMap::new();
         recorded.insert(key("a", 1), 20005);
         recorded.insert(key("b", 1), 20005);
-        let blocked = BTreeSet::from([20005]);
-        let allocation = allocate(&[key("a", 1), key("b", 1)], &recorded, &blocked, &range);
+        let released = Released::from([(20005, key("a", 1))]);
+        let allocation = allocate(&[key("a", 1), key("b", 1)], &recorded, &released, &range);
         assert_eq!(allocation.ports[&key("a", 1)], 20005);
         assert_ne!(allocation.ports[&key("b", 1)], 20005);
     }
@@ -400,9 +436,9 @@ mod tests {
     #[test]
     fn blocked_ports_are_not_handed_out_and_a_full_range_says_so() {
         let range = PortRange::new(20000, 20001).expect("range");
-        let blocked = BTreeSet::from([20000]);
+        let released = Released::from([(20000, key("gone", 1))]);
         let wanted = [key("a", 1), key("b", 1)];
-        let allocation = allocate(&wanted, &BTreeMap::new(), &blocked, &range);
+        let allocation = allocate(&wanted, &BTreeMap::new(), &released, &range);
         assert_eq!(
             allocation.ports.values().copied().collect::<Vec<_>>(),
             [20001]
@@ -418,40 +454,54 @@ mod tests {
         let start = Instant::now();
         let grace = Duration::from_secs(300);
         let mut released = ReleasedPorts::default();
-        assert!(
-            released
-                .observe(BTreeSet::from([20001, 20002]), start, grace)
-                .is_empty()
-        );
-        // 20002 leaves the records: blocked for the grace period.
-        let blocked = released.observe(BTreeSet::from([20001]), start, grace);
-        assert_eq!(blocked, BTreeSet::from([20002]));
+        let both = BTreeMap::from([(key("a", 1), 20001), (key("b", 1), 20002)]);
+        let one = BTreeMap::from([(key("a", 1), 20001)]);
+        assert!(released.observe(&both, start, grace).is_empty());
+        // 20002 leaves the records: released for the grace period, b's.
+        let blocked = released.observe(&one, start, grace);
+        assert_eq!(blocked, Released::from([(20002, key("b", 1))]));
         let later = start + Duration::from_secs(299);
-        assert_eq!(
-            released.observe(BTreeSet::from([20001]), later, grace),
-            BTreeSet::from([20002])
-        );
+        assert_eq!(released.observe(&one, later, grace).len(), 1);
         let after = start + Duration::from_secs(300);
-        assert!(
-            released
-                .observe(BTreeSet::from([20001]), after, grace)
-                .is_empty()
-        );
-        // A port recorded again is not blocked.
-        released.observe(BTreeSet::new(), after, grace);
-        assert!(
-            released
-                .observe(BTreeSet::from([20001]), after, grace)
-                .is_empty()
-        );
+        assert!(released.observe(&one, after, grace).is_empty());
+        // A port recorded again is not released.
+        released.observe(&BTreeMap::new(), after, grace);
+        assert!(released.observe(&one, after, grace).is_empty());
     }
 
     #[test]
-    fn ports_no_longer_wanted_are_freed() {
+    fn a_released_port_goes_back_to_its_holder_only() {
+        let range = PortRange::new(20000, 20009).expect("range");
+        let released = Released::from([(20007, key("a", 1))]);
+        // Someone edited a's derived Service: a gets 20007 back.
+        let allocation = allocate(&[key("a", 1)], &BTreeMap::new(), &released, &range);
+        assert_eq!(allocation.ports[&key("a", 1)], 20007);
+        // Nobody else gets it, whatever its preferred slot.
+        let others: Vec<PortKey> = (0..9).map(|n| key(&format!("s{n}"), 1)).collect();
+        let allocation = allocate(&others, &BTreeMap::new(), &released, &range);
+        assert!(allocation.ports.values().all(|p| *p != 20007));
+        assert_eq!(allocation.ports.len(), 9);
+    }
+
+    #[test]
+    fn a_port_no_longer_wanted_is_not_handed_out_while_it_is_recorded() {
         let range = PortRange::new(20000, 20000).expect("range");
-        let mut recorded = BTreeMap::new();
-        recorded.insert(key("gone", 1), 20000);
-        let allocation = allocate(&[key("new", 1)], &recorded, &BTreeSet::new(), &range);
+        let recorded = BTreeMap::from([(key("gone", 1), 20000)]);
+        // Its derived Service still names it: not handed out yet.
+        let allocation = allocate(&[key("new", 1)], &recorded, &Released::new(), &range);
+        assert!(allocation.ports.is_empty(), "{allocation:?}");
+        assert_eq!(allocation.exhausted, [key("new", 1)]);
+        // Gone from the records, it waits out the grace period.
+        let mut released = ReleasedPorts::default();
+        let start = Instant::now();
+        let grace = Duration::from_secs(60);
+        released.observe(&recorded, start, grace);
+        let blocked = released.observe(&BTreeMap::new(), start, grace);
+        let allocation = allocate(&[key("new", 1)], &BTreeMap::new(), &blocked, &range);
+        assert!(allocation.ports.is_empty(), "{allocation:?}");
+        // After it, the port is free again.
+        let blocked = released.observe(&BTreeMap::new(), start + grace, grace);
+        let allocation = allocate(&[key("new", 1)], &BTreeMap::new(), &blocked, &range);
         assert_eq!(allocation.ports[&key("new", 1)], 20000);
     }
 }

@@ -293,10 +293,6 @@ impl Reconciler {
         let namespaces_known = namespaces.is_some();
         observed.namespaces = namespaces;
         self.overlay_writes(&mut observed);
-        let recorded: BTreeSet<u16> = observed.recorded_ports().into_values().collect();
-        let blocked = self
-            .released
-            .observe(recorded, now.into_std(), self.options.release_grace);
         // Nothing is written before every cluster has synced or failed
         // once, and nothing deleted while a cluster has never synced: its
         // exports are not known, and its imports must not go for that.
@@ -306,12 +302,19 @@ impl Reconciler {
             .iter()
             .all(|c| c.state != SyncState::Connecting);
         for round in 0..ROUNDS {
+            // Each round: a port this pass's deletes released is held back
+            // for the rest of it too.
+            let released = self.released.observe(
+                &observed.recorded_ports(),
+                now.into_std(),
+                self.options.release_grace,
+            );
             let refused: BTreeSet<ServiceKey> = self.refused.keys().cloned().collect();
             let plan = plan(&PlanInputs {
                 merged: &merged,
                 observed: &observed,
                 range: &self.options.range,
-                blocked: &blocked,
+                released: &released,
                 refused_families: &refused,
                 pods: &pods,
                 pod_ranges: None,
