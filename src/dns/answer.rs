@@ -323,7 +323,7 @@ fn service_node(table: &RouteTable, service: &ServiceRoutes, trace: &mut Trace<'
         }
         ServiceType::ClusterSetIp | ServiceType::ExternalName => {
             let key = &service.key;
-            let vips = table.vips_of(&key.namespace, &key.name);
+            let vips = &service.vips;
             if vips.is_empty() {
                 trace.note(|| {
                     format!("this cluster's ServiceImport {key} has no ClusterSetIP (spec.ips) yet")

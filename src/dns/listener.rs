@@ -3,8 +3,8 @@
 //! snapshot current at that moment (`state.routes.load()`), so answers
 //! follow each route swap with no lock and no cache to invalidate.
 //!
-//! Bounds: a few UDP workers share the socket and answer inline (answers
-//! are computed, never waited for); TCP takes at most
+//! Bounds: a few UDP worker threads share the socket and answer in batches
+//! ([`super::udp`]); TCP takes at most
 //! [`MAX_TCP_CONNECTIONS`] clients at once (more are closed at accept), each
 //! with an idle timeout between queries, a read and a write timeout per
 //! message, and a maximum age, so slow or idle clients cannot hold slots.
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use socket2::{Domain, Socket, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -36,8 +36,6 @@ const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 const TCP_IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// A TCP connection is closed after this long, busy or not.
 const TCP_MAX_AGE: Duration = Duration::from_secs(120);
-/// Largest UDP query read; anything longer is cut and then fails to decode.
-const UDP_QUERY_BUFFER: usize = 4096;
 /// The kernel caps this at net.core.rmem_max; a smaller buffer still works.
 const UDP_SOCKET_BUFFER: usize = 1 << 20;
 /// UDP workers sharing the socket (at most one per CPU).
@@ -50,7 +48,7 @@ const BIND_ATTEMPTS: usize = 8;
 /// The DNS listener's sockets: TCP and UDP on the same address and port.
 #[derive(Debug)]
 pub struct DnsSockets {
-    pub udp: UdpSocket,
+    pub udp: std::net::UdpSocket,
     pub tcp: TcpListener,
 }
 
@@ -76,7 +74,7 @@ impl DnsSockets {
     }
 }
 
-fn udp_socket(address: SocketAddr) -> io::Result<UdpSocket> {
+fn udp_socket(address: SocketAddr) -> io::Result<std::net::UdpSocket> {
     let socket = Socket::new(
         Domain::for_address(address),
         Type::DGRAM,
@@ -85,8 +83,7 @@ fn udp_socket(address: SocketAddr) -> io::Result<UdpSocket> {
     // Best effort: bursts of queries queue here rather than being dropped.
     let _ = socket.set_recv_buffer_size(UDP_SOCKET_BUFFER);
     socket.bind(&address.into())?;
-    socket.set_nonblocking(true)?;
-    UdpSocket::from_std(socket.into())
+    Ok(socket.into())
 }
 
 /// Serves DNS on `sockets` until `stop` is cancelled.
@@ -98,56 +95,37 @@ pub async fn serve(
 ) {
     let local = sockets.local_addr().ok();
     tracing::info!(?local, zone = %zone.origin(), "dns listener serving");
-    let udp = Arc::new(sockets.udp);
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_UDP_WORKERS);
-    let mut tasks = JoinSet::new();
-    for _ in 0..workers {
-        tasks.spawn(serve_udp(
-            udp.clone(),
-            state.clone(),
-            zone.clone(),
-            stop.clone(),
-        ));
-    }
-    tasks.spawn(serve_tcp(sockets.tcp, state, zone, stop.clone()));
+    let stop_udp = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let udp = super::udp::spawn(
+        Arc::new(sockets.udp),
+        state.clone(),
+        zone.clone(),
+        stop_udp.clone(),
+        workers,
+    );
+    let udp = match udp {
+        Ok(threads) => threads,
+        Err(error) => {
+            tracing::error!(%error, "dns: udp workers did not start; answering over TCP only");
+            Vec::new()
+        }
+    };
+    let tcp = tokio::spawn(serve_tcp(sockets.tcp, state, zone, stop.clone()));
     stop.cancelled().await;
-    tasks.abort_all();
-    while tasks.join_next().await.is_some() {}
+    tcp.abort();
+    let _ = tcp.await;
+    stop_udp.store(true, std::sync::atomic::Ordering::Relaxed);
+    // Each worker sees the flag within its read timeout.
+    let _ = tokio::task::spawn_blocking(move || {
+        for thread in udp {
+            let _ = thread.join();
+        }
+    })
+    .await;
     tracing::info!(?local, "dns listener stopped");
-}
-
-async fn serve_udp(
-    socket: Arc<UdpSocket>,
-    state: Arc<GatewayState>,
-    zone: Arc<Zone>,
-    stop: CancellationToken,
-) {
-    let mut buffer = vec![0u8; UDP_QUERY_BUFFER];
-    loop {
-        let (length, peer) = tokio::select! {
-            () = stop.cancelled() => return,
-            received = socket.recv_from(&mut buffer) => match received {
-                Ok(received) => received,
-                Err(error) => {
-                    tracing::debug!(%error, "dns: udp receive failed");
-                    tokio::time::sleep(ERROR_BACKOFF).await;
-                    continue;
-                }
-            },
-        };
-        // Port 0 cannot be answered; such a source is forged.
-        if peer.port() == 0 {
-            continue;
-        }
-        let Some(reply) = answer(&state, &zone, &buffer[..length], Transport::Udp) else {
-            continue;
-        };
-        if let Err(error) = socket.send_to(&reply, peer).await {
-            tracing::debug!(%peer, %error, "dns: udp send failed");
-        }
-    }
 }
 
 async fn serve_tcp(
@@ -229,7 +207,7 @@ async fn timed<T>(io: impl Future<Output = io::Result<T>>) -> io::Result<T> {
 }
 
 /// Answers one query from the routes current now, and counts it.
-fn answer(
+pub(super) fn answer(
     state: &GatewayState,
     zone: &Zone,
     query: &[u8],

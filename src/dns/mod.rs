@@ -8,7 +8,8 @@
 //! | `answer` | the records of a name, from the route snapshot (pure) |
 //! | `message` | decoding a query and encoding its answer within the size the query allows (pure) |
 //! | `debug` | `/debug/dns`: an answer and why (pure) |
-//! | `listener` | the UDP and TCP sockets, their bounds and timeouts (I/O) |
+//! | `listener` | the sockets, TCP clients, their bounds and timeouts (I/O) |
+//! | `udp` | the UDP worker threads: queries and answers in batches (I/O) |
 //!
 //! Everything but the listener is a function of its inputs, tested with no
 //! sockets; the wire format is hickory-proto's.
@@ -17,6 +18,7 @@ mod answer;
 mod debug;
 mod listener;
 mod message;
+mod udp;
 mod zone;
 
 #[cfg(test)]

@@ -68,6 +68,11 @@ pub struct ServiceRoutes {
     pub session_affinity_timeout: Option<u32>,
     pub conflicts: Vec<Conflict>,
     pub ports: Vec<PortRoute>,
+    /// The viewer's ClusterSetIPs of this service (its local ServiceImport's
+    /// `spec.ips`, sorted, no duplicates): what DNS answers for
+    /// `<svc>.<ns>.svc.clusterset.local`. Kept here so that a query looks
+    /// the service up once.
+    pub vips: Vec<IpAddr>,
 }
 
 impl ServiceRoutes {
@@ -93,9 +98,6 @@ pub struct RouteTable {
     services: HashMap<String, HashMap<String, ServiceRoutes>>,
     /// ClusterSetIP VIP, protocol and port → the service key, from the viewer's ServiceImports.
     vips: HashMap<(IpAddr, Protocol, u16), ServiceKey>,
-    /// namespace → name → the viewer's ClusterSetIPs of that service (sorted,
-    /// no duplicates): what DNS answers for `<svc>.<ns>.svc.clusterset.local`.
-    service_vips: HashMap<String, HashMap<String, Vec<IpAddr>>>,
     /// Gateway import port → the service port it stands for (TCP only:
     /// the import listeners are TCP listeners).
     import_ports: HashMap<u16, PortKey>,
@@ -155,7 +157,6 @@ impl RouteTable {
         }
 
         let mut vips = HashMap::new();
-        let mut service_vips: HashMap<String, HashMap<String, Vec<IpAddr>>> = HashMap::new();
         for (key, addresses) in &viewing.imports {
             let Some(service) = merged.services.get(key) else {
                 continue;
@@ -163,10 +164,12 @@ impl RouteTable {
             let mut sorted = addresses.clone();
             sorted.sort_unstable();
             sorted.dedup();
-            service_vips
-                .entry(key.namespace.clone())
-                .or_default()
-                .insert(key.name.clone(), sorted);
+            if let Some(routes) = services
+                .get_mut(&key.namespace)
+                .and_then(|names| names.get_mut(&key.name))
+            {
+                routes.vips = sorted;
+            }
             for address in addresses {
                 for port in &service.ports {
                     vips.insert((*address, port.protocol, port.port), key.clone());
@@ -201,7 +204,6 @@ impl RouteTable {
             network: viewing.network.clone(),
             services,
             vips,
-            service_vips,
             import_ports: HashMap::new(),
             pod_addresses: HashMap::new(),
             pod_vips: HashMap::new(),
@@ -248,10 +250,8 @@ impl RouteTable {
     /// The viewer's ClusterSetIPs of a service (its local ServiceImport's
     /// `spec.ips`); empty when the service has none here.
     pub fn vips_of(&self, namespace: &str, name: &str) -> &[IpAddr] {
-        self.service_vips
-            .get(namespace)
-            .and_then(|names| names.get(name))
-            .map(Vec::as_slice)
+        self.service(namespace, name)
+            .map(|service| service.vips.as_slice())
             .unwrap_or_default()
     }
 
@@ -430,6 +430,7 @@ fn route_service(
         session_affinity: service.session_affinity,
         session_affinity_timeout: service.session_affinity_timeout,
         conflicts: service.conflicts.clone(),
+        vips: Vec::new(),
         ports: service
             .ports
             .iter()
