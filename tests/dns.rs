@@ -307,18 +307,7 @@ async fn dig_resolves_a_remote_pod_to_its_address_on_this_side() {
         "allowLoopbackEndpoints: true\nimports:\n  podAddresses: [240.0.9.0/24]\n",
     )
     .expect("write gateway.yaml");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
-        .args(["imports", "--config"])
-        .arg(&run.config)
-        .args(["--cluster", "c41", "--output", "json"])
-        .output()
-        .expect("strait imports runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let list: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let list = strait_imports(&run.config, "c41");
     let asked: Vec<&str> = list["items"]
         .as_array()
         .into_iter()

@@ -425,22 +425,8 @@ fn plan_import(
     inputs: &PlanInputs<'_>,
 ) -> PlannedImport {
     let cluster_set_ip = service.service_type == ServiceType::ClusterSetIp;
-    let ports = if cluster_set_ip {
-        planned_ports(service, allocation)
-    } else {
-        // A headless service's own ports have no import port.
-        service
-            .ports
-            .iter()
-            .map(|port| PlannedPort {
-                name: port.name.clone(),
-                protocol: port.protocol,
-                port: port.port,
-                app_protocol: port.app_protocol.clone(),
-                import_port: None,
-            })
-            .collect()
-    };
+    // A headless service's own ports have no import port (its pods' do).
+    let ports = planned_ports(service, allocation);
     let planned = if cluster_set_ip {
         Vec::new()
     } else {

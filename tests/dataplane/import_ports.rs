@@ -5,9 +5,6 @@
 //! file setup finds it.
 
 use std::net::SocketAddr;
-use std::process::Command;
-
-use serde_json::Value;
 
 use super::*;
 
@@ -17,19 +14,7 @@ static NEXT_RANGE: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::
 /// The import port of `namespace/name:port` that `strait imports` prints
 /// for `cluster` (the derived Service's `targetPort`).
 pub fn import_port(config: &std::path::Path, cluster: &str, name: &str, port: u16) -> u16 {
-    let output = Command::new(env!("CARGO_BIN_EXE_strait"))
-        .args(["imports", "--config"])
-        .arg(config)
-        .args(["--cluster", cluster, "--output", "json"])
-        .output()
-        .expect("strait imports runs");
-    assert!(
-        output.status.success(),
-        "strait imports: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let list: Value = serde_json::from_slice(&output.stdout).expect("a JSON List");
-    assert_eq!(list["kind"], "List");
+    let list = strait_imports(config, cluster);
     let derived = list["items"]
         .as_array()
         .into_iter()
@@ -229,19 +214,7 @@ fn per_pod_services(
     cluster: &str,
     name: &str,
 ) -> std::collections::BTreeMap<String, (u16, Option<std::net::IpAddr>)> {
-    let output = Command::new(env!("CARGO_BIN_EXE_strait"))
-        .args(["imports", "--config"])
-        .arg(config)
-        .args(["--cluster", cluster, "--output", "json"])
-        .output()
-        .expect("strait imports runs");
-    assert!(
-        output.status.success(),
-        "strait imports: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let list: Value = serde_json::from_slice(&output.stdout).expect("a JSON List");
-    list["items"]
+    strait_imports(config, cluster)["items"]
         .as_array()
         .into_iter()
         .flatten()

@@ -23,7 +23,6 @@ use super::backend::POD_PORT;
 use super::by_name::{Resolver, dig_short, exec_in, text};
 use super::client::{self, Greeting};
 use super::scenario::*;
-use super::sys;
 use super::transparent::{self, IMPORT_RANGE, KubeProxy, replica};
 use super::world::{Options, World};
 
@@ -41,19 +40,7 @@ fn pod_name(hostname: &str, cluster: &str) -> String {
 /// The per-pod derived Services `strait imports` prints for c1: pod →
 /// (its `clusterIP`, the port it exposes, its import port).
 fn per_pod_services(world: &World) -> BTreeMap<String, (IpAddr, u16, u16)> {
-    let config = world.config.display().to_string();
-    let args = [
-        "imports",
-        "--config",
-        &config,
-        "--cluster",
-        "c1",
-        "--output",
-        "json",
-    ];
-    let printed = sys::run(env!("CARGO_BIN_EXE_strait"), &args).unwrap_or_else(|e| panic!("{e}"));
-    let list: serde_json::Value = serde_json::from_str(&printed)
-        .unwrap_or_else(|e| panic!("strait imports printed no JSON ({e}): {printed}"));
+    let list = crate::support::strait_imports(&world.config, "c1");
     let mut found = BTreeMap::new();
     for item in list["items"].as_array().into_iter().flatten() {
         let Some(pod) = item["metadata"]["annotations"]["strait.dev/pod"].as_str() else {

@@ -72,24 +72,7 @@ pub(crate) fn import_ports_in(
     cluster: &str,
     namespace: &str,
 ) -> BTreeMap<(String, u16), u16> {
-    let config = world.config.display().to_string();
-    let args = [
-        "imports",
-        "--config",
-        &config,
-        "--cluster",
-        cluster,
-        "--output",
-        "json",
-    ];
-    let printed = sys::run(env!("CARGO_BIN_EXE_strait"), &args).unwrap_or_else(|e| panic!("{e}"));
-    let list: serde_json::Value = serde_json::from_str(&printed)
-        .unwrap_or_else(|e| panic!("strait imports printed no JSON ({e}): {printed}"));
-    assert_eq!(
-        (list["apiVersion"].as_str(), list["kind"].as_str()),
-        (Some("v1"), Some("List")),
-        "{printed}"
-    );
+    let list = crate::support::strait_imports(&world.config, cluster);
     let mut ports = BTreeMap::new();
     let services = list["items"]
         .as_array()

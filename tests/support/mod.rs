@@ -182,6 +182,25 @@ endpoints:
     )
 }
 
+/// What `strait imports --config CONFIG --cluster CLUSTER --output json`
+/// prints: the objects a file setup's gateway works from, as one `v1` List.
+pub fn strait_imports(config: &Path, cluster: &str) -> serde_json::Value {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["imports", "--config"])
+        .arg(config)
+        .args(["--cluster", cluster, "--output", "json"])
+        .output()
+        .expect("strait imports runs");
+    assert!(
+        output.status.success(),
+        "strait imports: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&output.stdout).expect("a JSON List");
+    assert_eq!(list["kind"], "List", "{list:#}");
+    list
+}
+
 /// A ServiceImport giving `app/<name>` the ClusterSetIP `vip` in this cluster.
 pub fn import_yaml(name: &str, vip: IpAddr) -> String {
     format!(
