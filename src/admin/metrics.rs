@@ -415,7 +415,7 @@ impl Metrics {
         );
         metrics.registry.register(
             "import_ports_exhausted",
-            "Service ports without an import port because imports.portRange is full",
+            "Service ports (and remote headless pods' ports) without an import port because imports.portRange is full",
             metrics.import_ports_exhausted.clone(),
         );
         metrics.registry.register(

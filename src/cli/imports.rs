@@ -92,6 +92,18 @@ pub(super) fn run(
     for key in &plan.allocation.exhausted {
         eprintln!("{key}: no import port, imports.portRange is full");
     }
+    if plan.pod_addresses_exhausted > 0 {
+        eprintln!(
+            "{} remote headless pods have no address: imports.podAddresses is full",
+            plan.pod_addresses_exhausted
+        );
+    }
+    for import in plan.imports.iter().filter(|i| i.pods_over_cap > 0) {
+        eprintln!(
+            "{}: {} remote pods have no address (dns.maxHeadlessEndpoints, imports.podAddresses)",
+            import.key, import.pods_over_cap
+        );
+    }
     let list = as_list(&objects);
     let text = match output {
         ObjectsOutput::Json => {
