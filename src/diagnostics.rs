@@ -59,6 +59,10 @@ pub struct Diagnostic {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
     pub message: String,
+    /// The cluster the object belongs to: its id once read, else the
+    /// folder or API source it came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 impl Diagnostic {
@@ -69,6 +73,7 @@ impl Diagnostic {
             object: None,
             field: None,
             message: message.into(),
+            cluster: None,
         }
     }
 
@@ -91,6 +96,17 @@ impl Diagnostic {
 
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
+    }
+
+    /// Names the cluster, unless one is named already.
+    pub fn in_cluster(mut self, cluster: &str) -> Self {
+        self.cluster.get_or_insert_with(|| cluster.to_owned());
+        self
+    }
+
+    /// The kind of the object (`Service` of `Service shop/cart`), if any.
+    pub fn kind(&self) -> Option<&str> {
+        self.object.as_deref()?.split_whitespace().next()
     }
 }
 

@@ -284,7 +284,15 @@ fn check_refuses_a_missing_directory_and_a_duplicate_cluster_id() {
     let dir = config(&[("first", &one), ("second", &one)]);
     let output = strait(&["check", "--config", dir.path().to_str().expect("path")]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("cluster id \"c1\" is already used by"));
+    let errors = stderr(&output);
+    assert!(
+        errors.contains("cluster id \"c1\" is claimed by"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("clusters/first") && errors.contains("clusters/second"),
+        "{errors}"
+    );
 }
 
 #[test]
@@ -334,4 +342,54 @@ fn demo_once_shows_direct_and_tunnelled_answers() {
                 && l.ends_with(" cart.shop.svc.clusterset.local")),
         "{stdout}"
     );
+}
+
+/// One bad object excludes only itself: `strait imports` (which shows what
+/// a running gateway does) plans `echo` while c2's exported ExternalName
+/// Service is left out and named, and `strait check` still refuses the
+/// configuration (exit 2) so CI linting of configurations keeps working.
+#[test]
+fn a_bad_object_is_left_out_by_imports_and_refused_by_check() {
+    let bad = "---
+apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: app}
+spec: {type: ExternalName, externalName: db.example.com}
+---
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata: {name: db, namespace: app}
+";
+    let one = cluster_yaml("c1", "net-a", "192.0.2.1");
+    let two = cluster_yaml("c2", "net-b", "192.0.2.2")
+        + &exported_service("http", 80, "2026-01-01T00:00:00Z", "10.2.0.5")
+        + bad;
+    let dir = config(&[("one", &one), ("two", &two)]);
+    let path = dir.path().to_str().expect("path");
+    let output = strait(&[
+        "imports",
+        "--config",
+        path,
+        "--cluster",
+        "c1",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let list = json(&output);
+    let imports: Vec<&str> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["kind"] == "ServiceImport")
+        .filter_map(|item| item["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(imports, ["echo"], "{list:#}");
+    let errors = stderr(&output);
+    assert!(
+        errors.contains("ServiceExport app/db") && errors.contains("ExternalName"),
+        "{errors}"
+    );
+    let output = strait(&["check", "--config", path]);
+    assert_eq!(output.status.code(), Some(2));
 }

@@ -552,23 +552,71 @@ async fn a_reload_keeps_open_connections_and_moves_new_ones(transport: Transport
     let fresh = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
     assert_eq!(fresh.greeting, "c2-pod 127.0.1.1");
 
-    // A broken update is refused; the last good routes stay.
-    write_cluster(&world.config, "c2", "apiVersion: v1\nkind: [broken\n");
+    // A broken viewer (c1's own folder) leaves nothing usable: the update
+    // is refused and the last good routes stay.
+    let c1_file = world.config.join("clusters/c1/objects.yaml");
+    let c1_yaml = std::fs::read_to_string(&c1_file).expect("c1's objects");
+    write_cluster(&world.config, "c1", "apiVersion: v1\nkind: [broken\n");
     tokio::time::sleep(Duration::from_millis(600)).await;
     let still = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
     assert_eq!(still.greeting, "c2-pod 127.0.1.1");
-    let refused_reloads = c1
+    let metric = |name: &str| {
+        c1.metrics
+            .encode()
+            .lines()
+            .filter_map(|line| line.strip_prefix(name))
+            .filter_map(|value| value.trim().parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    assert!(
+        metric("strait_reloads_total{kind=\"routes\",result=\"error\"}") >= 1.0,
+        "the unusable update is counted as refused"
+    );
+
+    // A broken c2 leaves out c2 alone: c3 exporting echo again is picked
+    // up, and the exclusion is counted.
+    write_cluster(&world.config, "c1", &c1_yaml);
+    write_cluster(&world.config, "c2", "apiVersion: v1\nkind: [broken\n");
+    write_cluster(
+        &world.config,
+        "c3",
+        &cluster_yaml(
+            "c3",
+            "net-b",
+            world.tunnels[2],
+            &[echo_service(
+                ports,
+                EXPORTED_EARLY,
+                vec![Pod::ready(pod_ip(3, 0))],
+            )],
+        ),
+    );
+    let back = eventually(Duration::from_secs(10), || {
+        c1.routes
+            .load()
+            .lookup("app", "echo", Protocol::Tcp, 42)
+            .is_some_and(|route| {
+                !route.backends.is_empty()
+                    && route
+                        .backends
+                        .iter()
+                        .all(|b| b.backend.cluster.as_str() == "c3")
+            })
+    })
+    .await;
+    assert!(back, "c1 follows c3 while c2 is broken");
+    let fresh = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
+    assert_eq!(fresh.greeting, "c3-pod 127.0.3.1");
+    let invalid: Vec<String> = c1
         .metrics
         .encode()
         .lines()
-        .find_map(|line| {
-            line.strip_prefix("strait_reloads_total{kind=\"routes\",result=\"error\"} ")
-        })
-        .and_then(|count| count.parse::<u64>().ok())
-        .unwrap_or(0);
+        .filter(|line| line.starts_with("strait_invalid_objects{"))
+        .map(str::to_owned)
+        .collect();
     assert!(
-        refused_reloads >= 1,
-        "the broken update is counted as refused"
+        invalid.iter().any(|line| line.contains("clusters/c2")),
+        "c2's broken file is counted: {invalid:?}"
     );
 
     // The connection opened before both reloads still carries bytes both ways.

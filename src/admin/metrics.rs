@@ -168,6 +168,12 @@ struct DnsTransportLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct InvalidLabels {
+    cluster: String,
+    kind: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct WriteLabels {
     result: WriteResult,
 }
@@ -262,6 +268,7 @@ pub struct Metrics {
     import_writes: Family<WriteLabels, Counter>,
     remote_pods_addressed: Gauge,
     remote_pods_unaddressed: Gauge,
+    invalid_objects: Family<InvalidLabels, Gauge>,
     dns_queries: Family<DnsQueryLabels, Counter>,
     dns_truncated: Family<DnsTransportLabels, Counter>,
     dns_tcp_refused: Counter,
@@ -308,6 +315,7 @@ impl Metrics {
             import_writes: Family::default(),
             remote_pods_addressed: Gauge::default(),
             remote_pods_unaddressed: Gauge::default(),
+            invalid_objects: Family::default(),
             dns_queries: Family::default(),
             dns_truncated: Family::default(),
             dns_tcp_refused: Counter::default(),
@@ -417,6 +425,11 @@ impl Metrics {
             "import_ports_exhausted",
             "Service ports (and remote headless pods' ports) without an import port because imports.portRange is full",
             metrics.import_ports_exhausted.clone(),
+        );
+        metrics.registry.register(
+            "invalid_objects",
+            "Invalid objects of the configuration in use, each left out on its own (the rest of the cluster set is used), by cluster and kind",
+            metrics.invalid_objects.clone(),
         );
         metrics.registry.register(
             "headless_remote_pods_addressed",
@@ -547,6 +560,23 @@ impl Metrics {
             .set(i64::try_from(services).unwrap_or(i64::MAX));
         self.routes_backends
             .set(i64::try_from(backends).unwrap_or(i64::MAX));
+    }
+
+    /// Records the invalid objects left out of the configuration in use, by
+    /// (cluster, kind); label sets no longer invalid go.
+    pub fn set_invalid_objects(
+        &self,
+        counts: &std::collections::BTreeMap<(String, String), usize>,
+    ) {
+        self.invalid_objects.clear();
+        for ((cluster, kind), count) in counts {
+            self.invalid_objects
+                .get_or_create(&InvalidLabels {
+                    cluster: cluster.clone(),
+                    kind: kind.clone(),
+                })
+                .set(i64::try_from(*count).unwrap_or(i64::MAX));
+        }
     }
 
     /// Records how many remote headless pods have an address here and how

@@ -9,7 +9,7 @@ use crate::model::Protocol;
 use crate::routing::report::PortReport;
 use crate::routing::{RouteTable, ServiceRoutes};
 
-use super::load::{SourceArgs, load};
+use super::load::{SourceArgs, Strictness, load_as};
 use super::{Output, Refused, emit};
 
 /// A parsed `NAMESPACE/NAME:PORT[/PROTOCOL]`.
@@ -62,7 +62,7 @@ pub(super) fn run(
     out: &mut dyn Write,
 ) -> Result<(), Refused> {
     let target = parse_target(target)?;
-    let loaded = load(source)?;
+    let loaded = load_as(source, Strictness::LeaveOut)?;
     for warning in &loaded.warnings {
         eprintln!("{warning}");
     }

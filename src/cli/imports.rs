@@ -14,7 +14,7 @@ use crate::imports::{Observed, PlanInputs, plan, remote_pods};
 use crate::model::ClusterId;
 use crate::routing::RouteTable;
 
-use super::load::{SourceArgs, load};
+use super::load::{SourceArgs, Strictness, load_as};
 use super::{Refused, emit};
 
 /// How the objects are printed.
@@ -33,7 +33,7 @@ pub(super) fn run(
     output: ObjectsOutput,
     out: &mut dyn Write,
 ) -> Result<(), Refused> {
-    let loaded = load(source)?;
+    let loaded = load_as(source, Strictness::LeaveOut)?;
     for warning in &loaded.warnings {
         eprintln!("{warning}");
     }

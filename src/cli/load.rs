@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::config::GatewaySettings;
 use crate::diagnostics::Diagnostic;
-use crate::discovery::files::{LoadError, load_clusters};
+use crate::discovery::files::{LoadError, load_clusters, load_usable};
 use crate::discovery::kube::{KubeLoadError, KubeOptions, load_once};
 use crate::merge::{MergedSet, merge};
 use crate::model::ClusterSet;
@@ -64,7 +64,22 @@ pub(super) struct Loaded {
 /// The label of a cluster set read from the API servers.
 const KUBE_LABEL: &str = "the cluster set read from the Kubernetes API";
 
+/// How invalid objects are taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Strictness {
+    /// Any error refuses the whole set (`strait check`).
+    Refuse,
+    /// From files, invalid objects are left out as `strait run` leaves them
+    /// out, and reported among the warnings (`explain`, `imports`: so they
+    /// show what a running gateway does). From the API, still refused.
+    LeaveOut,
+}
+
 pub(super) fn load(source: &SourceArgs) -> Result<Loaded, Refused> {
+    load_as(source, Strictness::Refuse)
+}
+
+pub(super) fn load_as(source: &SourceArgs, strictness: Strictness) -> Result<Loaded, Refused> {
     let settings = source.settings()?;
     let mut imports = None;
     let (loaded, label, local) = if source.uses_kube(&settings) {
@@ -84,10 +99,22 @@ pub(super) fn load(source: &SourceArgs) -> Result<Loaded, Refused> {
             .as_deref()
             .ok_or_else(|| Refused("pass --config DIR or --kube".to_owned()))?;
         let label = dir.display().to_string();
-        let loaded = load_clusters(dir, &settings.translate_options()).map_err(|e| match e {
+        let refused = |e| match e {
             LoadError::Invalid(diagnostics) => invalid(&diagnostics, &label),
             io => Refused(io.to_string()),
-        })?;
+        };
+        let loaded = match strictness {
+            Strictness::Refuse => {
+                load_clusters(dir, &settings.translate_options()).map_err(refused)?
+            }
+            Strictness::LeaveOut => {
+                let usable = load_usable(dir, &settings.translate_options()).map_err(refused)?;
+                crate::discovery::files::Loaded {
+                    set: usable.set,
+                    warnings: usable.diagnostics,
+                }
+            }
+        };
         (loaded, label, None)
     };
     let merged = merge(&loaded.set);

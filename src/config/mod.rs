@@ -262,7 +262,7 @@ impl Default for KubeSettings {
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct SettingsError(pub Diagnostic);
+pub struct SettingsError(pub Box<Diagnostic>);
 
 impl GatewaySettings {
     /// Reads `dir/gateway.yaml`; a missing file means every default.
@@ -279,10 +279,10 @@ impl GatewaySettings {
                 Ok(settings)
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(error) => Err(SettingsError(Diagnostic::error(
+            Err(error) => Err(SettingsError(Box::new(Diagnostic::error(
                 Origin::file(path.display()),
                 format!("cannot read: {error}"),
-            ))),
+            )))),
         }
     }
 
@@ -291,7 +291,7 @@ impl GatewaySettings {
         let error = |field: Option<String>, message: String| {
             let mut diagnostic = Diagnostic::error(Origin::file(source), message);
             diagnostic.field = field;
-            SettingsError(diagnostic)
+            SettingsError(Box::new(diagnostic))
         };
         if text.trim().is_empty() {
             return Ok(Self::default());

@@ -42,6 +42,29 @@ impl LoadError {
 /// Reads every cluster folder under `dir/clusters` and assembles the set.
 /// Any error finding fails the load; warnings travel with the result.
 pub fn load_clusters(dir: &Path, options: &TranslateOptions) -> Result<Loaded, LoadError> {
+    let usable = load_usable(dir, options)?;
+    if usable.diagnostics.iter().any(Diagnostic::is_error) {
+        return Err(LoadError::Invalid(Diagnostics(usable.diagnostics)));
+    }
+    Ok(Loaded {
+        set: usable.set,
+        warnings: usable.diagnostics,
+    })
+}
+
+/// The cluster set with every invalid object left out (each excludes only
+/// itself: an endpoint, a port, a Service and its export, a cluster), and
+/// every finding, errors included: what `strait run` routes with, so that
+/// one bad object stops nothing else.
+#[derive(Debug)]
+pub struct Usable {
+    pub set: ClusterSet,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Reads `dir/clusters/*/` as [`load_clusters`] does, keeping what is
+/// valid. Fails only when a file cannot be read or no cluster is left.
+pub fn load_usable(dir: &Path, options: &TranslateOptions) -> Result<Usable, LoadError> {
     let clusters_dir = dir.join(CLUSTERS_DIR);
     let mut diagnostics = Vec::new();
     let mut clusters = Vec::new();
@@ -54,6 +77,7 @@ pub fn load_clusters(dir: &Path, options: &TranslateOptions) -> Result<Loaded, L
             continue;
         }
         let mut objects = Vec::new();
+        let mut parsing = Vec::new();
         for file in sorted_entries(&folder)? {
             if !is_yaml(&file) {
                 continue;
@@ -61,33 +85,34 @@ pub fn load_clusters(dir: &Path, options: &TranslateOptions) -> Result<Loaded, L
             let text = fs::read_to_string(&file).map_err(LoadError::io(&file))?;
             let (parsed, findings) = parse_file(&file.display().to_string(), &text);
             objects.extend(parsed);
-            diagnostics.extend(findings);
+            parsing.extend(findings);
         }
-        let (cluster, findings) =
-            translate_cluster(&folder.display().to_string(), &objects, options);
+        let source = folder.display().to_string();
+        let (cluster, findings) = translate_cluster(&source, &objects, options);
+        // Findings of the files themselves (YAML) name the folder.
+        let label = cluster
+            .as_ref()
+            .map_or(source.as_str(), |cluster| cluster.id.as_str())
+            .to_owned();
+        diagnostics.extend(parsing.into_iter().map(|f| f.in_cluster(&label)));
         diagnostics.extend(findings);
         clusters.extend(cluster);
     }
-    if clusters.is_empty() && !diagnostics.iter().any(Diagnostic::is_error) {
+    let (set, findings) = assemble(clusters);
+    diagnostics.extend(findings);
+    if set.clusters.is_empty() {
+        let message = if diagnostics.iter().any(Diagnostic::is_error) {
+            "holds no valid cluster; a configuration needs at least one cluster"
+        } else {
+            "holds no cluster folders; a configuration needs at least one cluster"
+        };
         diagnostics.push(Diagnostic::error(
             Origin::file(clusters_dir.display()),
-            "holds no cluster folders; a configuration needs at least one cluster",
+            message,
         ));
+        return Err(LoadError::Invalid(Diagnostics(diagnostics)));
     }
-    let set = match assemble(clusters) {
-        Ok(set) => Some(set),
-        Err(findings) => {
-            diagnostics.extend(findings);
-            None
-        }
-    };
-    match set {
-        Some(set) if !diagnostics.iter().any(Diagnostic::is_error) => Ok(Loaded {
-            set,
-            warnings: diagnostics,
-        }),
-        _ => Err(LoadError::Invalid(Diagnostics(diagnostics))),
-    }
+    Ok(Usable { set, diagnostics })
 }
 
 /// Splits one file into its documents and decodes each. Pure, so that any

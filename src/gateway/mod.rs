@@ -144,24 +144,34 @@ pub struct Gateway {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// Loads the routes of `options.cluster` from the configuration directory.
-pub fn load_routes(options: &GatewayOptions) -> Result<RouteTable, GatewayError> {
+/// Routes, and the findings of the configuration they were built from.
+pub struct Routes {
+    pub table: RouteTable,
+    /// Invalid objects left out (errors) and warnings.
+    pub findings: Vec<crate::diagnostics::Diagnostic>,
+}
+
+/// Loads the routes of `options.cluster` from the configuration directory
+/// (or the Kubernetes source), with every invalid object left out: one bad
+/// object excludes only itself. Fails only when nothing usable is left
+/// (no cluster, or not this gateway's own).
+pub fn load_routes(options: &GatewayOptions) -> Result<Routes, GatewayError> {
     if let Some(kube) = &options.kube {
         return reload::kube_routes(kube, options);
     }
-    let loaded = crate::discovery::files::load_clusters(
+    let usable = crate::discovery::files::load_usable(
         &options.config_dir,
         &options.settings.translate_options(),
     )
     .map_err(|e| GatewayError::Routes(e.to_string()))?;
-    for warning in &loaded.warnings {
-        tracing::warn!("{warning}");
-    }
-    let merged = crate::merge::merge(&loaded.set);
-    let mut table = RouteTable::build(&loaded.set, &merged, &options.cluster)
+    let merged = crate::merge::merge(&usable.set);
+    let mut table = RouteTable::build(&usable.set, &merged, &options.cluster)
         .map_err(|e| GatewayError::Routes(e.to_string()))?;
     apply_file_imports(&mut table, &merged, &options.settings);
-    Ok(table)
+    Ok(Routes {
+        table,
+        findings: usable.diagnostics,
+    })
 }
 
 /// Gives a file setup's routes their import ports and remote pods'
@@ -195,7 +205,7 @@ impl Gateway {
         options: GatewayOptions,
         listeners: Listeners,
     ) -> Result<Self, GatewayError> {
-        let table = load_routes(&options)?;
+        let Routes { table, findings } = load_routes(&options)?;
         let zone = Arc::new(crate::dns::Zone::from_settings(&options.settings.dns)?);
         let tls = Arc::new(ReloadingTls::load(&options.tls_dir)?);
         let metrics = Arc::new(Metrics::new());
@@ -293,7 +303,9 @@ impl Gateway {
             overrides: options.overrides.clone(),
             connections: TaskTracker::new(),
             route_updates: tokio::sync::Notify::new(),
+            findings: std::sync::Mutex::new(Vec::new()),
         });
+        reload::report_findings(&state, findings, options.kube.is_none());
 
         let stop_accepting = CancellationToken::new();
         let stop_admin = CancellationToken::new();

@@ -16,9 +16,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::state::GatewayState;
-use super::{GatewayError, GatewayOptions, load_routes};
+use super::{GatewayError, GatewayOptions, Routes, load_routes};
 use crate::admin::JsonView;
 use crate::admin::metrics::{Metrics, ReloadKind, ReloadResult};
+use crate::diagnostics::Diagnostic;
 use crate::discovery::kube::{
     ExportStatusReport, ImportsReport, KubeHandle, SourceSnapshot, SyncState,
 };
@@ -86,7 +87,7 @@ pub(super) fn spawn(
 /// Rebuilds the routes and swaps them in, or keeps the old ones.
 pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) {
     match load_routes(options) {
-        Ok(table) => {
+        Ok(Routes { table, findings }) => {
             let services = table.services().count();
             let backends = table.backend_count();
             let (addressed, unaddressed) = table.remote_pod_counts();
@@ -102,28 +103,60 @@ pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) {
             state.metrics.set_route_sizes(services, backends);
             state.metrics.set_remote_pods(addressed, unaddressed);
             state.metrics.reload(ReloadKind::Routes, ReloadResult::Ok);
+            report_findings(state, findings, options.kube.is_none());
             tracing::info!(services, backends, "routes reloaded");
         }
         Err(error) => {
             state
                 .metrics
                 .reload(ReloadKind::Routes, ReloadResult::Error);
-            tracing::warn!(%error, "configuration update refused; the last good routes stay");
+            tracing::warn!(%error, "configuration update refused: nothing usable; the last good routes stay");
         }
     }
 }
 
-/// Routes of `options.cluster` from the Kubernetes source's latest snapshot.
+/// Records the findings of the configuration now in use: the invalid
+/// objects left out in `strait_invalid_objects`, and, when `log` (the
+/// Kubernetes source logs its own), each new finding once.
+pub(crate) fn report_findings(state: &GatewayState, findings: Vec<Diagnostic>, log: bool) {
+    let mut reported = state
+        .findings
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if *reported == findings {
+        return;
+    }
+    if log {
+        for finding in findings.iter().filter(|f| !reported.contains(f)) {
+            if finding.is_error() {
+                tracing::warn!("{finding}; left out, the rest of the cluster set is used");
+            } else {
+                tracing::info!("{finding}");
+            }
+        }
+    }
+    let mut invalid: std::collections::BTreeMap<(String, String), usize> = Default::default();
+    for finding in findings.iter().filter(|f| f.is_error()) {
+        let cluster = finding.cluster.clone().unwrap_or_default();
+        let kind = finding.kind().unwrap_or("file").to_owned();
+        *invalid.entry((cluster, kind)).or_default() += 1;
+    }
+    state.metrics.set_invalid_objects(&invalid);
+    *reported = findings;
+}
+
+/// Routes of `options.cluster` from the Kubernetes source's latest snapshot:
+/// its usable set, every invalid object left out.
 pub(super) fn kube_routes(
     kube: &KubeHandle,
     options: &GatewayOptions,
-) -> Result<RouteTable, GatewayError> {
+) -> Result<Routes, GatewayError> {
     let snapshot = kube.snapshot();
-    let set = snapshot.set.as_ref().map_err(|diagnostics| {
-        GatewayError::Routes(format!(
-            "{diagnostics}\nthe cluster set read from the Kubernetes API is not valid"
-        ))
-    })?;
+    let Some(set) = snapshot.usable_set.as_ref() else {
+        return Err(GatewayError::Routes(
+            "the cluster set has not been read from the Kubernetes API yet".to_owned(),
+        ));
+    };
     let merged = crate::merge::merge(set);
     let mut table = RouteTable::build(set, &merged, &options.cluster)
         .map_err(|e| GatewayError::Routes(e.to_string()))?;
@@ -140,7 +173,11 @@ pub(super) fn kube_routes(
         table.set_import_ports(allocation.by_import_port());
         table.set_pod_addresses(&local.observed.pod_addresses());
     }
-    Ok(table)
+    let findings = match &snapshot.set {
+        Ok(_) => snapshot.warnings.clone(),
+        Err(diagnostics) => diagnostics.0.clone(),
+    };
+    Ok(Routes { table, findings })
 }
 
 /// The `/debug/clusters` view: the Kubernetes source's per-cluster sync

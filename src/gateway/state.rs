@@ -59,4 +59,8 @@ pub struct GatewayState {
     pub connections: TaskTracker,
     /// Signalled after every route swap (the import listeners follow it).
     pub route_updates: tokio::sync::Notify,
+    /// The findings of the configuration in use (invalid objects left out,
+    /// warnings), as last reported: each is logged when it appears, not at
+    /// every reload.
+    pub findings: std::sync::Mutex<Vec<crate::diagnostics::Diagnostic>>,
 }

@@ -112,7 +112,8 @@ fn conflicting() -> (Translated, MergedSet) {
             export("cart", YOUNGER),
         ],
     );
-    let set = assemble(vec![c1.cluster.clone(), c2.cluster]).expect("a valid set");
+    let (set, errors) = assemble(vec![c1.cluster.clone(), c2.cluster]);
+    assert!(errors.is_empty(), "a valid set: {errors:?}");
     (c1, merge(&set))
 }
 
@@ -204,7 +205,7 @@ fn clearing_a_conflict_flips_only_that_condition() {
     .expect("a first write");
 
     // c2 withdraws its export: c1 is the only constituent.
-    let alone = merge(&assemble(vec![c1.cluster.clone()]).expect("a valid set"));
+    let alone = merge(&assemble(vec![c1.cluster.clone()]).0);
     let clear = wanted(&export, &id("c1"), Some(&alone));
     let second = updated_conditions(&first, &clear, Some(1), at(200)).expect("the flip is written");
     let conflict = condition(&second, CONFLICT_CONDITION);

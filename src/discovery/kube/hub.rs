@@ -591,26 +591,17 @@ impl Hub {
             findings.extend(cluster_findings);
             translated.extend(cluster);
         }
-        match assemble(translated) {
-            Ok(set) if !findings.iter().any(Diagnostic::is_error) => {
-                let set = Arc::new(set);
-                self.usable_set = Some(set.clone());
-                self.set = Ok(set);
-                self.warnings = findings;
-            }
-            Ok(set) => {
-                // Each invalid object left itself out of `set`.
-                self.usable_set = Some(Arc::new(set));
-                self.warnings = findings.iter().filter(|d| !d.is_error()).cloned().collect();
-                self.set = Err(Diagnostics(findings));
-            }
-            Err(assembly) => {
-                self.usable_set = None;
-                findings.extend(assembly);
-                self.warnings = findings.iter().filter(|d| !d.is_error()).cloned().collect();
-                self.set = Err(Diagnostics(findings));
-            }
-        }
+        // Each invalid object (or cluster) left itself out of `set`.
+        let (set, assembly) = assemble(translated);
+        findings.extend(assembly);
+        let set = Arc::new(set);
+        self.usable_set = Some(set.clone());
+        self.warnings = findings.iter().filter(|d| !d.is_error()).cloned().collect();
+        self.set = if findings.iter().any(Diagnostic::is_error) {
+            Err(Diagnostics(findings))
+        } else {
+            Ok(set)
+        };
         self.log_findings();
     }
 

@@ -384,9 +384,9 @@ pub struct SourceSnapshot {
     /// and the local cluster has been translated.
     pub local_exports: Option<Arc<LocalExports>>,
     /// The cluster set built from every object that translated, each
-    /// invalid object left out (so one bad object stops only itself); the
-    /// import reconciler works from it. `None` when the clusters cannot be
-    /// assembled at all (two clusters with one id, say).
+    /// invalid object (or cluster) left out, so one bad object stops only
+    /// itself: the routes, export status and the import reconciler work
+    /// from it. `None` until the clusters have been assembled once.
     pub usable_set: Option<Arc<ClusterSet>>,
     /// What the local cluster holds for its imports.
     pub local_imports: Option<Arc<LocalImports>>,

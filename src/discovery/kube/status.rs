@@ -269,10 +269,12 @@ impl Writer {
         }
     }
 
-    /// The merged set of the snapshot, merged once per set revision;
-    /// `None` while the set is invalid.
+    /// The merged usable set of the snapshot (invalid objects left out, so
+    /// one bad object does not stop Conflict from being judged for every
+    /// other service), merged once per set revision; `None` until the set
+    /// has been read.
     fn merged(&mut self, snapshot: &SourceSnapshot) -> Option<Arc<MergedSet>> {
-        let set = snapshot.set.as_ref().ok()?;
+        let set = snapshot.usable_set.as_ref()?;
         match &self.merged {
             Some((revision, merged)) if *revision == snapshot.set_revision => Some(merged.clone()),
             _ => {

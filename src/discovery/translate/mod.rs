@@ -4,7 +4,7 @@
 
 mod service;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 use crate::diagnostics::{Diagnostic, Origin};
@@ -120,6 +120,24 @@ pub fn translate_cluster(
     objects: &[SourcedObject],
     options: &TranslateOptions,
 ) -> (Option<Cluster>, Vec<Diagnostic>) {
+    let (cluster, findings) = translate_objects(source, objects, options);
+    // Each finding names its cluster: the id once read, else the source.
+    let label = cluster
+        .as_ref()
+        .map_or(source, |cluster| cluster.id.as_str())
+        .to_owned();
+    let findings = findings
+        .into_iter()
+        .map(|finding| finding.in_cluster(&label))
+        .collect();
+    (cluster, findings)
+}
+
+fn translate_objects(
+    source: &str,
+    objects: &[SourcedObject],
+    options: &TranslateOptions,
+) -> (Option<Cluster>, Vec<Diagnostic>) {
     let mut findings = Findings {
         diagnostics: Vec::new(),
         current: None,
@@ -203,48 +221,64 @@ pub fn translate_cluster(
 }
 
 /// Joins translated clusters into a set: cluster ids must be unique and
-/// clusters that state a cluster set id must agree on it.
-pub fn assemble(clusters: Vec<Cluster>) -> Result<ClusterSet, Vec<Diagnostic>> {
+/// clusters that state a cluster set id must agree on it. A cluster that
+/// breaks a rule leaves the set, and only it: every cluster claiming an id
+/// more than one claims (none of them can be told from the others), and a
+/// cluster stating another cluster set id than the first one stated. The
+/// findings say which and why.
+pub fn assemble(clusters: Vec<Cluster>) -> (ClusterSet, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
-    let mut set = ClusterSet::default();
     let mut clusterset: Option<(String, String)> = None;
+    let mut by_id: BTreeMap<ClusterId, Vec<Cluster>> = BTreeMap::new();
     for cluster in clusters {
         if let Some(stated) = &cluster.clusterset {
             match &clusterset {
                 Some((first, first_source)) if first != stated => {
-                    diagnostics.push(Diagnostic::error(
-                        Origin::file(&cluster.source),
-                        format!(
-                            "cluster set id {stated:?} differs from {first:?} stated by {first_source}"
-                        ),
-                    ).object(format!("ClusterProperty {CLUSTERSET_PROPERTY}")).field("spec.value"));
+                    diagnostics.push(
+                        Diagnostic::error(
+                            Origin::file(&cluster.source),
+                            format!(
+                                "cluster set id {stated:?} differs from {first:?} stated by {first_source}; this cluster is left out"
+                            ),
+                        )
+                        .object(format!("ClusterProperty {CLUSTERSET_PROPERTY}"))
+                        .field("spec.value")
+                        .in_cluster(cluster.id.as_str()),
+                    );
+                    continue;
                 }
                 Some(_) => {}
                 None => clusterset = Some((stated.clone(), cluster.source.clone())),
             }
         }
-        if let Some(existing) = set.clusters.get(&cluster.id) {
+        by_id.entry(cluster.id.clone()).or_default().push(cluster);
+    }
+    let mut set = ClusterSet::default();
+    for (id, mut claimants) in by_id {
+        if claimants.len() == 1
+            && let Some(cluster) = claimants.pop()
+        {
+            set.clusters.insert(id, cluster);
+            continue;
+        }
+        let sources: Vec<&str> = claimants.iter().map(|c| c.source.as_str()).collect();
+        for cluster in &claimants {
             diagnostics.push(
                 Diagnostic::error(
                     Origin::file(&cluster.source),
                     format!(
-                        "cluster id {:?} is already used by {}; cluster ids must be unique in the cluster set",
-                        cluster.id.as_str(),
-                        existing.source
+                        "cluster id {:?} is claimed by {}; cluster ids must be unique in the cluster set, so none of them is used",
+                        id.as_str(),
+                        sources.join(" and ")
                     ),
                 )
                 .object(format!("ClusterProperty {CLUSTER_ID_PROPERTY}"))
-                .field("spec.value"),
+                .field("spec.value")
+                .in_cluster(id.as_str()),
             );
-            continue;
         }
-        set.clusters.insert(cluster.id.clone(), cluster);
     }
-    if diagnostics.is_empty() {
-        Ok(set)
-    } else {
-        Err(diagnostics)
-    }
+    (set, diagnostics)
 }
 
 fn key_of(object: &KubeObject) -> ServiceKey {

@@ -234,37 +234,63 @@ fn a_folder_without_cluster_id_is_an_error_naming_the_folder() {
 fn assemble_joins_distinct_clusters() {
     let a = cluster_in("clusters/a", "a", Some("s"));
     let b = cluster_in("clusters/b", "b", None);
-    let set = assemble(vec![a, b]).expect("distinct ids");
+    let (set, errors) = assemble(vec![a, b]);
+    assert!(errors.is_empty(), "distinct ids: {errors:?}");
     assert_eq!(set.clusters.len(), 2);
     let b = set.cluster("b").expect("b is in the set");
     assert_eq!(b.source, "clusters/b");
 }
 
 #[test]
-fn two_folders_with_the_same_cluster_id_name_both_sources() {
+fn two_folders_with_the_same_cluster_id_both_leave_the_set_and_nothing_else() {
     let a = cluster_in("clusters/a", "c1", None);
     let b = cluster_in("clusters/b", "c1", None);
-    let errors = assemble(vec![a, b]).expect_err("same id");
-    let error = only(&errors);
-    assert!(error.is_error());
-    assert_eq!(error.origin, Origin::file("clusters/b"));
-    let message = &error.message;
-    let names = message.contains("clusters/a") && message.contains("\"c1\"");
-    assert!(names, "{error}");
-    assert_eq!(error.field.as_deref(), Some("spec.value"));
-    let object = format!("ClusterProperty {CLUSTER_ID_PROPERTY}");
-    assert_eq!(error.object, Some(object));
+    let other = cluster_in("clusters/o", "other", None);
+    let (set, errors) = assemble(vec![a, b, other]);
+    // Neither c1 can be told from the other: neither is used; `other` is.
+    assert_eq!(
+        set.clusters
+            .keys()
+            .map(|id| id.as_str())
+            .collect::<Vec<_>>(),
+        ["other"]
+    );
+    assert_eq!(errors.len(), 2, "one error per claimant: {errors:?}");
+    let origins: Vec<&Origin> = errors.iter().map(|e| &e.origin).collect();
+    assert_eq!(
+        origins,
+        [&Origin::file("clusters/a"), &Origin::file("clusters/b")]
+    );
+    for error in &errors {
+        assert!(error.is_error());
+        let message = &error.message;
+        let names = message.contains("clusters/a")
+            && message.contains("clusters/b")
+            && message.contains("\"c1\"");
+        assert!(names, "{error}");
+        assert_eq!(error.field.as_deref(), Some("spec.value"));
+        let object = format!("ClusterProperty {CLUSTER_ID_PROPERTY}");
+        assert_eq!(error.object, Some(object));
+        assert_eq!(error.cluster.as_deref(), Some("c1"));
+    }
 }
 
 #[test]
-fn clusters_stating_different_cluster_sets_are_an_error() {
+fn a_cluster_stating_another_cluster_set_leaves_the_set_alone() {
     let a = cluster_in("clusters/a", "a", Some("blue"));
     let b = cluster_in("clusters/b", "b", None);
     let c = cluster_in("clusters/c", "c", Some("green"));
-    let errors = assemble(vec![a, b, c]).expect_err("cluster set ids must agree");
+    let (set, errors) = assemble(vec![a, b, c]);
+    assert_eq!(
+        set.clusters
+            .keys()
+            .map(|id| id.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b"]
+    );
     let error = only(&errors);
     assert_eq!(error.origin, Origin::file("clusters/c"));
-    for says in ["\"green\"", "\"blue\"", "clusters/a"] {
+    for says in ["\"green\"", "\"blue\"", "clusters/a", "left out"] {
         assert!(error.message.contains(says), "{error}: {says}");
     }
     let object = format!("ClusterProperty {CLUSTERSET_PROPERTY}");
