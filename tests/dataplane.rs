@@ -618,6 +618,11 @@ async fn a_reload_keeps_open_connections_and_moves_new_ones(transport: Transport
         invalid.iter().any(|line| line.contains("clusters/c2")),
         "c2's broken file is counted: {invalid:?}"
     );
+    let clusters = admin_get(world.gateways[0].addresses().admin, "/debug/clusters").await;
+    assert!(
+        clusters.contains("\"excluded\"") && clusters.contains("clusters/c2"),
+        "/debug/clusters names the exclusion: {clusters}"
+    );
 
     // The connection opened before both reloads still carries bytes both ways.
     open.write_all(b"after!").await.expect("write after reload");

@@ -316,7 +316,7 @@ async fn dig_resolves_a_remote_pod_to_its_address_on_this_side() {
         .filter_map(|item| item["spec"]["clusterIP"].as_str())
         .collect();
     assert_eq!(asked, [remote[0].as_str()]);
-    let metrics = http_get(run.gateway.addresses().admin, "/metrics").await;
+    let metrics = admin_get(run.gateway.addresses().admin, "/metrics").await;
     assert!(
         metrics.contains("strait_headless_remote_pods_addressed 1\n")
             && metrics.contains("strait_headless_remote_pods_unaddressed 0\n"),
@@ -409,7 +409,7 @@ async fn answers_follow_a_route_swap_and_are_counted() {
     assert_eq!(status(&last), "NXDOMAIN", "{last}");
 
     let admin = run.gateway.addresses().admin;
-    let metrics = http_get(admin, "/metrics").await;
+    let metrics = admin_get(admin, "/metrics").await;
     assert!(
         metrics.contains(r#"strait_dns_queries_total{type="a",rcode="noerror"}"#),
         "{metrics}"
@@ -418,7 +418,7 @@ async fn answers_follow_a_route_swap_and_are_counted() {
         metrics.contains(r#"strait_dns_queries_total{type="a",rcode="nxdomain"}"#),
         "{metrics}"
     );
-    let debug = http_get(
+    let debug = admin_get(
         admin,
         "/debug/dns?name=postgres.db.svc.clusterset.local&type=A",
     )
@@ -426,24 +426,6 @@ async fn answers_follow_a_route_swap_and_are_counted() {
     assert!(debug.contains("\"rcode\": \"NOERROR\""), "{debug}");
     assert!(debug.contains("\"service\": \"db/postgres\""), "{debug}");
     run.gateway.shutdown(Duration::from_secs(1)).await;
-}
-
-/// One HTTP/1.1 GET on the admin listener; the whole response as text.
-async fn http_get(admin: SocketAddr, path: &str) -> String {
-    let mut stream = tokio::net::TcpStream::connect(admin)
-        .await
-        .expect("reach admin");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n");
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .expect("send request");
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .await
-        .expect("read response");
-    response
 }
 
 /// One query over an open TCP connection; the answer, or `None` when the
@@ -522,7 +504,7 @@ async fn tcp_clients_beyond_the_limit_are_closed_and_slots_come_back() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(answered, "the freed slot serves a new client");
-    let metrics = http_get(gateway.addresses().admin, "/metrics").await;
+    let metrics = admin_get(gateway.addresses().admin, "/metrics").await;
     assert!(
         metrics
             .lines()

@@ -374,7 +374,7 @@ impl Gateway {
                 let table = routes_state.routes.load();
                 serde_json::to_value(crate::routing::report::all_ports(&table)).unwrap_or_default()
             }),
-            clusters_json: reload::clusters_view(&options),
+            clusters_json: reload::clusters_view(&options, state.clone()),
             imports_json: reload::imports_view(&options, state.clone()),
             dns_json: Arc::new(move |query| {
                 let table = dns_state.routes.load();

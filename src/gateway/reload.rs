@@ -180,11 +180,31 @@ pub(super) fn kube_routes(
     Ok(Routes { table, findings })
 }
 
-/// The `/debug/clusters` view: the Kubernetes source's per-cluster sync
-/// state; `None` (404) for the file source.
-pub(super) fn clusters_view(options: &GatewayOptions) -> Option<JsonView> {
-    let kube = options.kube.clone()?;
-    Some(Arc::new(move || kube.snapshot().clusters_json()))
+/// The `/debug/clusters` view: the invalid objects left out of the
+/// configuration in use (`excluded`, each with its cluster, object, field
+/// and message) and its warnings, and with the Kubernetes source each
+/// cluster's sync state.
+pub(super) fn clusters_view(
+    options: &GatewayOptions,
+    state: Arc<GatewayState>,
+) -> Option<JsonView> {
+    let kube = options.kube.clone();
+    Some(Arc::new(move || {
+        let findings = state
+            .findings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let (excluded, warnings): (Vec<Diagnostic>, Vec<Diagnostic>) =
+            findings.into_iter().partition(Diagnostic::is_error);
+        let mut view = match &kube {
+            Some(kube) => kube.snapshot().clusters_json(),
+            None => serde_json::json!({"source": "files"}),
+        };
+        view["excluded"] = serde_json::to_value(excluded).unwrap_or_default();
+        view["warnings"] = serde_json::to_value(warnings).unwrap_or_default();
+        view
+    }))
 }
 
 /// The `/debug/imports` view: the import ports this gateway listens on and

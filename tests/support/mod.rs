@@ -182,6 +182,26 @@ endpoints:
     )
 }
 
+/// The whole HTTP/1.1 response (status line, headers, body) of `GET path`
+/// on an admin listener.
+pub async fn admin_get(admin: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(admin)
+        .await
+        .expect("reach admin");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("send request");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("read response");
+    response
+}
+
 /// What `strait imports --config CONFIG --cluster CLUSTER --output json`
 /// prints: the objects a file setup's gateway works from, as one `v1` List.
 pub fn strait_imports(config: &Path, cluster: &str) -> serde_json::Value {
