@@ -24,9 +24,12 @@ use support::*;
 
 #[path = "dataplane/import_ports.rs"]
 mod import_ports;
+#[path = "dataplane/isolation.rs"]
+mod isolation;
 use import_ports::{
     a_remote_pods_import_port_and_address_reach_that_pod, an_import_port_selects_service_and_port,
 };
+use isolation::a_bad_object_stops_only_itself_under_traffic;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const EXPORTED_EARLY: Option<&str> = Some("2026-01-01T00:00:00Z");
@@ -841,6 +844,7 @@ over_both_transports!(
     a_cluster_set_ip_selects_service_and_port,
     an_import_port_selects_service_and_port,
     a_remote_pods_import_port_and_address_reach_that_pod,
+    a_bad_object_stops_only_itself_under_traffic,
 );
 
 /// `auto` tries QUIC first; a peer that does not answer over UDP (here: a
