@@ -361,6 +361,11 @@ fn gateway_of(address: SocketAddr) -> GatewayAddress {
     }
 }
 
+/// `[::ffff:a.b.c.d]:port`: an IPv4 address spelled IPv4-mapped IPv6.
+fn mapped(address: SocketAddr) -> String {
+    format!("[::ffff:{}]:{}", address.ip(), address.port())
+}
+
 async fn the_tunnel_server_dials_nothing_it_should_not(transport: TransportMode) {
     let backends =
         backends_on_one_port(&[("c3-pod", pod_ip(3, 0)), ("c2-pod", pod_ip(2, 0))]).await;
@@ -415,6 +420,11 @@ async fn the_tunnel_server_dials_nothing_it_should_not(transport: TransportMode)
         (own.tunnel.to_string(), 403),
         (own.admin.to_string(), 403),
         (own.connect.to_string(), 403),
+        // The same listeners and addresses, spelled IPv4-mapped.
+        (mapped(own.admin), 403),
+        (mapped(own.tunnel), 403),
+        (mapped(stray.address), 403),
+        ("[::ffff:169.254.169.254]:80".into(), 403),
         (stray.address.to_string(), 403),
         (undeclared_port.address.to_string(), 403),
         (not_ready.address.to_string(), 403),

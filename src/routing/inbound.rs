@@ -76,6 +76,9 @@ pub fn authorize<'a>(
     };
     match target {
         Target::Address(address) => {
+            // `[::ffff:127.0.0.1]:15021` is `127.0.0.1:15021`: every check
+            // below, and the dial, sees the one spelling.
+            let address = SocketAddr::new(address.ip().to_canonical(), address.port());
             // The import listeners bind where the others do, on ports the
             // table names.
             let import_listener = table.lookup_import_port(address.port()).is_some()
@@ -225,6 +228,11 @@ mod tests {
     #[test]
     fn local_backends_and_services_are_allowed() {
         assert_eq!(decide("10.0.0.1:8042"), Ok("dial 10.0.0.1:8042".to_owned()));
+        // A mapped spelling of a backend is that backend, dialled as IPv4.
+        assert_eq!(
+            decide("[::ffff:10.0.0.1]:8042"),
+            Ok("dial 10.0.0.1:8042".to_owned())
+        );
         assert_eq!(decide("10.0.0.2:8042"), Ok("dial 10.0.0.2:8042".to_owned()));
         assert_eq!(
             decide("cart.shop.svc.clusterset.local:42"),
@@ -257,6 +265,13 @@ mod tests {
             ("10.0.0.9:8042", 403),
             ("10.9.0.3:8042", 403),
             ("[::1]:8042", 403),
+            // IPv4-mapped spellings of the same addresses.
+            ("[::ffff:127.0.0.1]:15021", 403),
+            ("[::ffff:127.0.0.1]:15008", 403),
+            ("[::ffff:7f00:1]:22", 403),
+            ("[::ffff:169.254.169.254]:80", 403),
+            ("[::ffff:0.0.0.0]:8042", 403),
+            ("[::ffff:10.9.0.3]:8042", 403),
             ("cart.shop.svc.clusterset.local:43", 403),
             ("hidden.shop.svc.clusterset.local:42", 404),
             ("nope.shop.svc.clusterset.local:42", 404),

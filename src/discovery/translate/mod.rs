@@ -61,6 +61,9 @@ impl Default for TranslateOptions {
 /// Why an endpoint address can never be a backend, as Kubernetes' own
 /// EndpointSlice validation decides; `None` when it can.
 pub fn unroutable_endpoint(address: &IpAddr, allow_loopback: bool) -> Option<&'static str> {
+    // An IPv4-mapped IPv6 address (`::ffff:127.0.0.1`) is judged as the
+    // IPv4 address it stands for: otherwise it would pass for none of these.
+    let address = &address.to_canonical();
     let link_local = match address {
         IpAddr::V4(v4) => v4.is_link_local(),
         IpAddr::V6(v6) => v6.is_unicast_link_local(),
@@ -496,6 +499,18 @@ fn endpoint_group(
             continue;
         };
         let address = match first.parse::<IpAddr>() {
+            Ok(IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_some() => {
+                // One address, two spellings: every check (loopback, own
+                // listeners, backends) would have to know both.
+                findings.error(
+                    &format!("{field}[0]"),
+                    format!(
+                        "{first} is an IPv4-mapped IPv6 address; list {} in an IPv4 slice instead",
+                        v6.to_canonical()
+                    ),
+                );
+                continue;
+            }
             Ok(address) if address.is_ipv6() == want_v6 => {
                 if let Some(class) = unroutable_endpoint(&address, allow_loopback) {
                     findings.error(

@@ -612,6 +612,29 @@ fn bad_endpoint_addresses_are_errors_on_their_field() {
     case("IPv4", mixed, "endpoints[1].addresses[0]", "IPv4");
     case("IPv4", "{addresses: []}", "endpoints[0].addresses", "empty");
     case("IPX", "", "addressType", "\"IPX\" is not an address type");
+    // One address, two spellings: the mapped one is refused, loopback or not.
+    let mapped = "{addresses: [\"::ffff:10.0.0.1\"]}";
+    case("IPv6", mapped, first, "IPv4-mapped");
+    let mapped_loopback = "{addresses: [\"::ffff:127.0.3.1\"]}";
+    case(
+        "IPv6",
+        mapped_loopback,
+        first,
+        "list 127.0.3.1 in an IPv4 slice",
+    );
+}
+
+#[test]
+fn mapped_spellings_are_judged_as_the_ipv4_address_they_stand_for() {
+    for (text, class) in [
+        ("::ffff:127.0.0.1", Some("loopback")),
+        ("::ffff:169.254.169.254", Some("link-local")),
+        ("::ffff:0.0.0.0", Some("unspecified")),
+        ("::ffff:10.0.0.1", None),
+    ] {
+        let address: IpAddr = text.parse().expect("an address");
+        assert_eq!(super::unroutable_endpoint(&address, false), class, "{text}");
+    }
 }
 
 #[test]
