@@ -26,6 +26,8 @@ use support::*;
 mod import_ports;
 #[path = "dataplane/isolation.rs"]
 mod isolation;
+#[path = "dataplane/silent_peer.rs"]
+mod silent_peer;
 use import_ports::{
     a_remote_pods_import_port_and_address_reach_that_pod, an_import_port_selects_service_and_port,
 };

@@ -51,6 +51,12 @@ pub enum TunnelError {
     Http { gateway: String, source: h2::Error },
     #[error("quic with gateway {gateway} failed: {reason}")]
     Quic { gateway: String, reason: String },
+    #[error("gateway {gateway} did not answer the CONNECT for {authority} within {waited:?}")]
+    ResponseTimeout {
+        gateway: String,
+        authority: String,
+        waited: Duration,
+    },
     #[error("gateway {gateway} refused {authority}: {status} {reason}")]
     Refused {
         gateway: String,
@@ -77,6 +83,7 @@ impl TunnelError {
     pub fn is_timeout(&self) -> bool {
         match self {
             TunnelError::Dial(error) => error.is_timeout(),
+            TunnelError::ResponseTimeout { .. } => true,
             TunnelError::Refused { status, .. } => *status == StatusCode::GATEWAY_TIMEOUT,
             _ => false,
         }
@@ -185,7 +192,23 @@ impl TunnelPool {
             let mut sender = sender;
             sender.send_request(request, false).map_err(http)?
         };
-        let response = response.await.map_err(http)?;
+        // A peer that keeps the connection alive (it answers PINGs) but
+        // never answers the CONNECT must not hold the client forever: after
+        // the handshake timeout, as over QUIC, the stream is given up (its
+        // reset goes with the dropped halves) and so is the connection,
+        // which takes no new streams; the caller tries another gateway.
+        let waited = self.settings.handshake_timeout;
+        let response = match tokio::time::timeout(waited, response).await {
+            Ok(response) => response.map_err(http)?,
+            Err(_) => {
+                connection.closed.cancel();
+                return Err(TunnelError::ResponseTimeout {
+                    gateway: peer.label.clone(),
+                    authority: authority.to_owned(),
+                    waited,
+                });
+            }
+        };
         if response.status() != StatusCode::OK {
             let reason = response
                 .headers()
