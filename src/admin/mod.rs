@@ -14,14 +14,16 @@
 //! Any other path is 404; any method but GET and HEAD is 405 with
 //! `allow: GET, HEAD`. Every connection is bounded: headers must arrive within
 //! a timeout (idle keep-alive connections included), a connection is asked to
-//! close after a maximum age, and the number of open connections is capped, so
-//! a slow or idle client cannot hold resources for long.
+//! close after a maximum age, and the number of open connections is capped
+//! (at the cap a new connection replaces the oldest), so a slow or idle
+//! client cannot hold resources for long, nor keep the probes out.
 
 pub mod metrics;
 
 #[cfg(test)]
 mod tests;
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
@@ -38,7 +40,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 
 pub use metrics::Metrics;
 
@@ -94,7 +96,9 @@ struct Limits {
     max_connection_age: Duration,
     /// Time a connection has to finish once asked to close.
     drain_grace: Duration,
-    /// Open connections beyond this are closed as soon as they are accepted.
+    /// Open connections at most: at the cap, a new connection takes the
+    /// place of the oldest open one (closed at once), so a neighbour holding
+    /// every slot with idle connections cannot turn the health probes away.
     max_connections: usize,
 }
 
@@ -143,6 +147,8 @@ async fn serve_with(
         .keep_alive(true);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
+    // The open connections, oldest first.
+    let mut by_age: VecDeque<AbortHandle> = VecDeque::new();
 
     tokio::pin!(shutdown);
     loop {
@@ -152,21 +158,24 @@ async fn serve_with(
             Some(joined) = tasks.join_next() => log_join(joined),
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    if tasks.len() >= limits.max_connections {
+                    by_age.retain(|task| !task.is_finished());
+                    if by_age.len() >= limits.max_connections.max(1)
+                        && let Some(oldest) = by_age.pop_front()
+                    {
                         tracing::debug!(%peer, limit = limits.max_connections,
-                            "admin connection limit reached; closing connection");
-                        continue;
+                            "admin connection limit reached; closing the oldest connection");
+                        oldest.abort();
                     }
                     if let Err(error) = stream.set_nodelay(true) {
                         tracing::debug!(%peer, %error, "admin: TCP_NODELAY failed");
                     }
-                    tasks.spawn(serve_connection(
+                    by_age.push_back(tasks.spawn(serve_connection(
                         builder.clone(),
                         stream,
                         Arc::clone(&state),
                         stop_rx.clone(),
                         limits,
-                    ));
+                    )));
                 }
                 Err(error) if is_connection_error(&error) => {
                     tracing::debug!(%error, "admin: accept failed for one connection");

@@ -292,20 +292,28 @@ async fn slow_client_is_cut_off_by_header_timeout() {
 }
 
 #[tokio::test]
-async fn connections_beyond_the_cap_are_closed() {
+async fn at_the_cap_a_new_connection_replaces_the_oldest_so_probes_get_through() {
     let limits = Limits {
-        max_connections: 1,
+        max_connections: 4,
         ..Limits::DEFAULT
     };
     let server = start(state(true, false), Some(limits)).await;
-    // Holds the only slot: connected, no request yet.
-    let _held = TcpStream::connect(server.addr).await.expect("connect");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut extra = TcpStream::connect(server.addr).await.expect("connect");
+    // A neighbour holds every slot with idle connections.
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        idle.push(TcpStream::connect(server.addr).await.expect("connect"));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The probe still gets its answer, again and again.
+    for _ in 0..3 {
+        let reply = request(server.addr, "GET", "/healthz").await;
+        assert_eq!(reply.status, 200, "{reply:?}");
+    }
+    // The oldest idle connection made room: the server closed it.
     let mut raw = Vec::new();
-    let read = tokio::time::timeout(WAIT, extra.read_to_end(&mut raw))
+    let read = tokio::time::timeout(WAIT, idle[0].read_to_end(&mut raw))
         .await
-        .expect("extra connection closed in time");
-    assert!(read.is_err() || raw.is_empty(), "no answer beyond the cap");
+        .expect("the oldest connection is closed in time");
+    assert!(read.is_err() || raw.is_empty(), "closed without an answer");
     server.shut_down().await;
 }
