@@ -552,6 +552,7 @@ impl Hub {
             let own_id = entry.store.cluster_id();
             let stale = entry.state == SyncState::Stale;
             let mut objects = Vec::new();
+            let mut undecoded = Vec::new();
             for (kind, key, stored) in entry.store.objects() {
                 let exported_service = stored
                     .service
@@ -574,14 +575,15 @@ impl Hub {
                 }
                 match &stored.item {
                     Ok(object) => objects.push(object.clone()),
-                    Err(finding) => findings.push(finding.clone()),
+                    Err(finding) => undecoded.push(finding.clone()),
                 }
             }
-            let (cluster, cluster_findings) = translate_cluster(
-                &format!("cluster {source} API"),
-                &objects,
-                &self.options.translate,
-            );
+            let label = format!("cluster {source} API");
+            let (cluster, cluster_findings) =
+                translate_cluster(&label, &objects, &self.options.translate);
+            // Objects that did not decode name their cluster too.
+            let named = cluster.as_ref().map_or(label.as_str(), |c| c.id.as_str());
+            findings.extend(undecoded.into_iter().map(|f| f.in_cluster(named)));
             if source.is_local()
                 && self.options.export_status.is_some()
                 && let Some(cluster) = &cluster
