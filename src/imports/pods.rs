@@ -19,9 +19,9 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::Serialize;
 
-use crate::merge::{Backend, BackendState};
-use crate::model::{ClusterId, ServiceKey, ServiceType};
-use crate::routing::{Path, RouteTable};
+use crate::merge::Backend;
+use crate::model::{ClusterId, ServiceKey};
+use crate::routing::RouteTable;
 
 /// One pod of a headless service, as its per-pod DNS name names it:
 /// `<label>.<cluster>.<svc>.<ns>.svc.<zone>`.
@@ -70,19 +70,7 @@ pub struct RemotePods {
 pub fn remote_pods(table: &RouteTable, cap: usize) -> BTreeMap<ServiceKey, RemotePods> {
     let mut all = BTreeMap::new();
     for service in table.services() {
-        if service.service_type != ServiceType::Headless {
-            continue;
-        }
-        let pods: BTreeSet<PodRef> = service
-            .ports
-            .iter()
-            .flat_map(|port| &port.backends)
-            .filter(|routed| {
-                routed.backend.state == BackendState::Ready
-                    && matches!(routed.path, Path::Tunnel { .. })
-            })
-            .map(|routed| PodRef::of(&routed.backend))
-            .collect();
+        let pods = service.remote_pods();
         if pods.is_empty() {
             continue;
         }

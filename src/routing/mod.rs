@@ -76,6 +76,25 @@ pub struct ServiceRoutes {
 }
 
 impl ServiceRoutes {
+    /// The ready pods of a headless service on other networks than the
+    /// viewer's (reached through a tunnel), once each, in (cluster, label)
+    /// order: the pods that need an address on the viewer's side. Empty for
+    /// a ClusterSetIP service.
+    pub fn remote_pods(&self) -> std::collections::BTreeSet<PodRef> {
+        if self.service_type != ServiceType::Headless {
+            return Default::default();
+        }
+        self.ports
+            .iter()
+            .flat_map(|port| &port.backends)
+            .filter(|routed| {
+                routed.backend.state == crate::merge::BackendState::Ready
+                    && matches!(routed.path, Path::Tunnel { .. })
+            })
+            .map(|routed| PodRef::of(&routed.backend))
+            .collect()
+    }
+
     pub fn port(&self, protocol: Protocol, port: u16) -> Option<&PortRoute> {
         self.ports
             .iter()
@@ -376,20 +395,7 @@ impl RouteTable {
     pub fn remote_pod_counts(&self) -> (usize, usize) {
         let mut counts = (0, 0);
         for service in self.services() {
-            if service.service_type != ServiceType::Headless {
-                continue;
-            }
-            let pods: std::collections::BTreeSet<PodRef> = service
-                .ports
-                .iter()
-                .flat_map(|port| &port.backends)
-                .filter(|routed| {
-                    routed.backend.state == crate::merge::BackendState::Ready
-                        && matches!(routed.path, Path::Tunnel { .. })
-                })
-                .map(|routed| PodRef::of(&routed.backend))
-                .collect();
-            for pod in &pods {
+            for pod in &service.remote_pods() {
                 if self.pod_addresses(&service.key, pod).is_empty() {
                     counts.1 += 1;
                 } else {
