@@ -28,11 +28,14 @@ mod import_ports;
 mod isolation;
 #[path = "dataplane/silent_peer.rs"]
 mod silent_peer;
+#[path = "dataplane/tunnel_server.rs"]
+mod tunnel_server;
 use import_ports::{
     a_remote_pods_import_port_and_address_reach_that_pod, an_import_port_selects_service_and_port,
 };
 use isolation::a_bad_object_stops_only_itself_under_traffic;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tunnel_server::the_tunnel_server_dials_nothing_it_should_not;
 
 const EXPORTED_EARLY: Option<&str> = Some("2026-01-01T00:00:00Z");
 const EXPORTED_LATE: Option<&str> = Some("2026-02-01T00:00:00Z");
@@ -361,118 +364,6 @@ fn gateway_of(address: SocketAddr) -> GatewayAddress {
         host: GatewayHost::Ip(address.ip()),
         port: address.port(),
     }
-}
-
-/// `[::ffff:a.b.c.d]:port`: an IPv4 address spelled IPv4-mapped IPv6.
-fn mapped(address: SocketAddr) -> String {
-    format!("[::ffff:{}]:{}", address.ip(), address.port())
-}
-
-async fn the_tunnel_server_dials_nothing_it_should_not(transport: TransportMode) {
-    let backends =
-        backends_on_one_port(&[("c3-pod", pod_ip(3, 0)), ("c2-pod", pod_ip(2, 0))]).await;
-    let target = backends[0].address.port();
-    let at = |ip| SocketAddr::new(ip, target);
-    // Listeners where a wrongly dialled connection would land.
-    let not_ready = Tripwire::start(at(pod_ip(3, 1))).await;
-    let unexported = Tripwire::start(at(pod_ip(3, 2))).await;
-    let stray = Tripwire::start(SocketAddr::new(pod_ip(3, 9), 0)).await;
-    let undeclared_port = Tripwire::start(SocketAddr::new(pod_ip(3, 0), 0)).await;
-    let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
-    let world = World::start(transport, |n| match n {
-        2 => vec![echo_service(
-            ports,
-            EXPORTED_EARLY,
-            vec![Pod::ready(pod_ip(2, 0))],
-        )],
-        3 => vec![
-            echo_service(
-                ports,
-                EXPORTED_LATE,
-                vec![
-                    Pod::ready(pod_ip(3, 0)),
-                    Pod {
-                        address: pod_ip(3, 1),
-                        ready: false,
-                    },
-                ],
-            ),
-            ServiceSpec {
-                namespace: "app",
-                name: "hidden",
-                ports,
-                exported_at: None,
-                pods: vec![Pod::ready(pod_ip(3, 2))],
-            },
-        ],
-        _ => Vec::new(),
-    })
-    .await;
-    let c3 = &world.gateways[2];
-    let own = c3.addresses().clone();
-    let client = TestClient::new(&world.certs, "c1", transport);
-    let gateway = gateway_of(world.tunnels[2]);
-    let allowed = [ClusterId::new("c3").expect("id")];
-
-    let forbidden: Vec<(String, u16)> = vec![
-        ("127.0.0.1:22".into(), 403),
-        (format!("127.0.0.1:{target}"), 403),
-        ("169.254.169.254:80".into(), 403),
-        (format!("[::1]:{target}"), 403),
-        (own.tunnel.to_string(), 403),
-        (own.admin.to_string(), 403),
-        (own.connect.to_string(), 403),
-        // The same listeners and addresses, spelled IPv4-mapped.
-        (mapped(own.admin), 403),
-        (mapped(own.tunnel), 403),
-        (mapped(stray.address), 403),
-        ("[::ffff:169.254.169.254]:80".into(), 403),
-        (stray.address.to_string(), 403),
-        (undeclared_port.address.to_string(), 403),
-        (not_ready.address.to_string(), 403),
-        (unexported.address.to_string(), 403),
-        (at(pod_ip(2, 0)).to_string(), 403),
-        ("echo.app.svc.clusterset.local:43".into(), 403),
-        (format!("echo.app.svc.clusterset.local:{target}"), 403),
-        ("hidden.app.svc.clusterset.local:42".into(), 404),
-        ("nope.app.svc.clusterset.local:42".into(), 404),
-        ("pod-0.c3.echo.app.svc.clusterset.local:42".into(), 404),
-        ("example.com:443".into(), 400),
-        ("localhost:80".into(), 400),
-        ("echo.app.svc.cluster.local:42".into(), 400),
-    ];
-    for (authority, status) in &forbidden {
-        match client.connect(&gateway, &allowed, authority).await {
-            Err(TunnelError::Refused { status: got, .. }) => {
-                assert_eq!(got.as_u16(), *status, "{authority}")
-            }
-            Err(other) => panic!("{authority}: unexpected error {other}"),
-            Ok(_) => panic!("{authority} was let through"),
-        }
-    }
-    for (name, tripwire) in [
-        ("non-ready endpoint", &not_ready),
-        ("unexported service", &unexported),
-        ("stray address", &stray),
-        ("undeclared port", &undeclared_port),
-    ] {
-        assert_eq!(tripwire.hits(), 0, "{name} was dialled");
-    }
-    assert_eq!(
-        backends[1].accepted(),
-        0,
-        "an address of another network was dialled"
-    );
-    assert_eq!(backends[0].accepted(), 0);
-
-    // The control: the same client, asking for a real backend, gets through.
-    let mut stream = client
-        .connect(&gateway, &allowed, &at(pod_ip(3, 0)).to_string())
-        .await
-        .expect("a ready backend of an exported service is allowed");
-    let mut greeting = vec![0u8; "c3-pod 127.0.3.1\n".len()];
-    stream.read_exact(&mut greeting).await.expect("greeting");
-    assert_eq!(greeting, b"c3-pod 127.0.3.1\n");
 }
 
 async fn a_caller_of_another_certificate_authority_is_refused(transport: TransportMode) {

@@ -308,14 +308,12 @@ async fn dig_resolves_a_remote_pod_to_its_address_on_this_side() {
     )
     .expect("write gateway.yaml");
     let list = strait_imports(&run.config, "c41");
-    let asked: Vec<&str> = list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|item| item["metadata"]["annotations"]["strait.dev/pod"] == "postgres-2")
-        .filter_map(|item| item["spec"]["clusterIP"].as_str())
-        .collect();
-    assert_eq!(asked, [remote[0].as_str()]);
+    let printed = per_pod_services(&list, "postgres");
+    assert_eq!(
+        printed["postgres-2"].cluster_ip,
+        Some(address),
+        "{printed:?}"
+    );
     let metrics = admin_get(run.gateway.addresses().admin, "/metrics").await;
     assert!(
         metrics.contains("strait_headless_remote_pods_addressed 1\n")

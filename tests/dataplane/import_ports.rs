@@ -179,13 +179,17 @@ pub async fn a_remote_pods_import_port_and_address_reach_that_pod(transport: Tra
     )
     .expect("write gateway.yaml");
     let gateway = world.gateways[0].addresses().tunnel.ip();
-    let printed = per_pod_services(&world.config, "c1", "pg");
+    let printed = per_pod_services(&strait_imports(&world.config, "c1"), "pg");
     assert_eq!(printed.len(), 2, "one per remote pod: {printed:?}");
     let mut addresses = std::collections::BTreeSet::new();
-    for (pod, (import, cluster_ip)) in &printed {
+    for (pod, service) in &printed {
+        let import = service.import_port;
         // The pod's name, and c3's gateway as the one that dialled it.
         let expected = format!("c3-{pod} {}", gateway_ip(3));
-        let cluster_ip = cluster_ip.unwrap_or_else(|| panic!("{pod} has an address: {printed:?}"));
+        let cluster_ip = service
+            .cluster_ip
+            .unwrap_or_else(|| panic!("{pod} has an address: {printed:?}"));
+        assert_eq!(service.port, target, "{pod} exposes the pod's own port");
         assert!(
             vips.contains(&cluster_ip),
             "{cluster_ip} is from {pod_range}"
@@ -193,7 +197,7 @@ pub async fn a_remote_pods_import_port_and_address_reach_that_pod(transport: Tra
         addresses.insert(cluster_ip);
         for _ in 0..3 {
             assert_eq!(
-                greeting_at(SocketAddr::new(gateway, *import)).await,
+                greeting_at(SocketAddr::new(gateway, import)).await,
                 expected,
                 "{pod} via its import port {import}"
             );
@@ -205,32 +209,4 @@ pub async fn a_remote_pods_import_port_and_address_reach_that_pod(transport: Tra
         }
     }
     assert_eq!(addresses.len(), 2, "two pods, two addresses");
-}
-
-/// The per-pod derived Services of `name` that `strait imports` prints for
-/// `cluster`: pod → (its import port, its `clusterIP` when one is chosen).
-fn per_pod_services(
-    config: &std::path::Path,
-    cluster: &str,
-    name: &str,
-) -> std::collections::BTreeMap<String, (u16, Option<std::net::IpAddr>)> {
-    strait_imports(config, cluster)["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|item| {
-            item["kind"] == "Service"
-                && item["metadata"]["labels"]["multicluster.kubernetes.io/service-name"] == name
-        })
-        .filter_map(|item| {
-            let pod = item["metadata"]["annotations"]["strait.dev/pod"].as_str()?;
-            let import = item["spec"]["ports"][0]["targetPort"]
-                .as_u64()
-                .and_then(|p| u16::try_from(p).ok())?;
-            let ip = item["spec"]["clusterIP"]
-                .as_str()
-                .and_then(|ip| ip.parse().ok());
-            Some((pod.to_owned(), (import, ip)))
-        })
-        .collect()
 }

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use crate::support::headless_yaml;
+use crate::support::{headless_yaml, per_pod_services, strait_imports};
 
 use super::Env;
 use super::backend::POD_PORT;
@@ -35,34 +35,6 @@ const PG: (&str, u16, u16) = ("pg", 5432, POD_PORT);
 
 fn pod_name(hostname: &str, cluster: &str) -> String {
     format!("{hostname}.{cluster}.pg.db.svc.clusterset.local")
-}
-
-/// The per-pod derived Services `strait imports` prints for c1: pod →
-/// (its `clusterIP`, the port it exposes, its import port).
-fn per_pod_services(world: &World) -> BTreeMap<String, (IpAddr, u16, u16)> {
-    let list = crate::support::strait_imports(&world.config, "c1");
-    let mut found = BTreeMap::new();
-    for item in list["items"].as_array().into_iter().flatten() {
-        let Some(pod) = item["metadata"]["annotations"]["strait.dev/pod"].as_str() else {
-            continue;
-        };
-        let port = &item["spec"]["ports"][0];
-        let number = |value: &serde_json::Value| {
-            value
-                .as_u64()
-                .and_then(|n| u16::try_from(n).ok())
-                .unwrap_or_else(|| panic!("a port in {item}"))
-        };
-        let ip: IpAddr = item["spec"]["clusterIP"]
-            .as_str()
-            .and_then(|ip| ip.parse().ok())
-            .unwrap_or_else(|| panic!("a clusterIP in {item}"));
-        found.insert(
-            pod.to_owned(),
-            (ip, number(&port["port"]), number(&port["targetPort"])),
-        );
-    }
-    found
 }
 
 /// Each per-pod name resolves (system resolver) to an address that
@@ -118,7 +90,7 @@ pub async fn per_pod_names(env: Env) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    let printed = per_pod_services(&world);
+    let printed = per_pod_services(&strait_imports(&world.config, "c1"), "pg");
     assert_eq!(
         printed.keys().map(String::as_str).collect::<Vec<_>>(),
         ["pg-1", "pg-2"],
@@ -126,18 +98,24 @@ pub async fn per_pod_names(env: Env) {
     );
     let range: ipnet::IpNet = POD_ADDRESSES.parse().expect("a range");
     let mut proxy = KubeProxy::new(&world, "c1p1");
-    for (pod, (ip, port, import)) in &printed {
-        assert!(range.contains(ip), "{pod}: {ip}");
-        assert_eq!(*port, POD_PORT, "{pod} exposes the pod's own port");
-        assert!(IMPORT_RANGE.contains(import), "{pod}: {import}");
-        proxy.forward(SocketAddr::new(*ip, POD_PORT), replica("c1", 1, *import));
+    let mut addresses = BTreeMap::new();
+    for (pod, service) in &printed {
+        let ip = service
+            .cluster_ip
+            .unwrap_or_else(|| panic!("{pod} has an address: {printed:?}"));
+        assert!(range.contains(&ip), "{pod}: {ip}");
+        assert_eq!(service.port, POD_PORT, "{pod} exposes the pod's own port");
+        let import = service.import_port;
+        assert!(IMPORT_RANGE.contains(&import), "{pod}: {import}");
+        proxy.forward(SocketAddr::new(ip, POD_PORT), replica("c1", 1, import));
+        addresses.insert(pod.as_str(), ip);
     }
 
     // The system resolver, and the connection to what it gave.
     let expected = [
         ("pg-0", "c2", "c2-pod1", None),
-        ("pg-1", "c3", "c3-pod1", Some(printed["pg-1"].0)),
-        ("pg-2", "c3", "c3-pod2", Some(printed["pg-2"].0)),
+        ("pg-1", "c3", "c3-pod1", Some(addresses["pg-1"])),
+        ("pg-2", "c3", "c3-pod2", Some(addresses["pg-2"])),
     ];
     for (hostname, cluster, pod, through) in expected {
         let name = pod_name(hostname, cluster);

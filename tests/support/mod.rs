@@ -221,6 +221,50 @@ pub fn strait_imports(config: &Path, cluster: &str) -> serde_json::Value {
     list
 }
 
+/// One per-pod derived Service (of a remote headless pod) as `strait
+/// imports` prints it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerPodService {
+    /// Its `clusterIP`, when one is chosen (a file setup's podAddresses).
+    pub cluster_ip: Option<IpAddr>,
+    /// The port it exposes (the pod's own) and the import port behind it.
+    pub port: u16,
+    pub import_port: u16,
+}
+
+/// The per-pod derived Services of service `name` in a `strait imports`
+/// List (see [`strait_imports`]), by the pod they stand for.
+pub fn per_pod_services(
+    list: &serde_json::Value,
+    name: &str,
+) -> std::collections::BTreeMap<String, PerPodService> {
+    let items = list["items"].as_array().into_iter().flatten();
+    items
+        .filter(|item| {
+            item["kind"] == "Service"
+                && item["metadata"]["labels"]["multicluster.kubernetes.io/service-name"] == name
+        })
+        .filter_map(|item| {
+            let pod = item["metadata"]["annotations"]["strait.dev/pod"].as_str()?;
+            let number = |value: &serde_json::Value| {
+                value
+                    .as_u64()
+                    .and_then(|n| u16::try_from(n).ok())
+                    .unwrap_or_else(|| panic!("a port in {item}"))
+            };
+            let port = &item["spec"]["ports"][0];
+            let service = PerPodService {
+                cluster_ip: item["spec"]["clusterIP"]
+                    .as_str()
+                    .and_then(|ip| ip.parse().ok()),
+                port: number(&port["port"]),
+                import_port: number(&port["targetPort"]),
+            };
+            Some((pod.to_owned(), service))
+        })
+        .collect()
+}
+
 /// A ServiceImport giving `app/<name>` the ClusterSetIP `vip` in this cluster.
 pub fn import_yaml(name: &str, vip: IpAddr) -> String {
     format!(
