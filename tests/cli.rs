@@ -393,3 +393,69 @@ metadata: {name: db, namespace: app}
     let output = strait(&["check", "--config", path]);
     assert_eq!(output.status.code(), Some(2));
 }
+
+/// A ServiceExport's `strait.dev/allowed-clusters` annotation, as `explain`
+/// shows it: the admitted cluster routes, another is explained as refused
+/// with the reason, and a policy that cannot be read leaves its export out
+/// (closed, never open).
+#[test]
+fn explain_shows_an_access_policy_and_refuses_whom_it_does_not_admit() {
+    let export_line =
+        "metadata: {name: echo, namespace: app, creationTimestamp: \"2026-01-01T00:00:00Z\"}";
+    let with_policy = |value: &str| {
+        (cluster_yaml("c2", "net-b", "192.0.2.2")
+            + &exported_service("http", 80, "2026-01-01T00:00:00Z", "10.2.0.5"))
+            .replace(
+                export_line,
+                &format!(
+                    "metadata:\n  name: echo\n  namespace: app\n  creationTimestamp: \"2026-01-01T00:00:00Z\"\n  annotations: {{strait.dev/allowed-clusters: \"{value}\"}}"
+                ),
+            )
+    };
+    let one = cluster_yaml("c1", "net-a", "192.0.2.1");
+    let three = cluster_yaml("c3", "net-a", "192.0.2.3");
+    let two = with_policy("c1");
+    assert!(two.contains("strait.dev/allowed-clusters"), "{two}");
+    let dir = config(&[("one", &one), ("two", &two), ("three", &three)]);
+    let path = dir.path().to_str().expect("path");
+    let explain = |from: &str| {
+        strait(&[
+            "explain",
+            "--config",
+            path,
+            "--from",
+            from,
+            "--output",
+            "json",
+            "app/echo:80",
+        ])
+    };
+    let admitted = json(&explain("c1"));
+    assert_eq!(admitted["access"], "admits clusters c1");
+    assert!(admitted.get("refused").is_none(), "{admitted:#}");
+    assert_eq!(admitted["backends"][0]["path"], "tunnel");
+    let refused = json(&explain("c3"));
+    assert_eq!(
+        refused["refused"],
+        "app/echo admits clusters c1; cluster c3 on network net-a is not one of them"
+    );
+    let text = strait(&["explain", "--config", path, "--from", "c3", "app/echo:80"]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(text.contains("access: admits clusters c1\n"), "{text}");
+    assert!(
+        text.contains("refused: app/echo admits clusters c1;"),
+        "{text}"
+    );
+
+    let dir = config(&[("one", &one), ("two", &with_policy("c1,Not_An_Id"))]);
+    let path = dir.path().to_str().expect("path");
+    let output = strait(&["check", "--config", path]);
+    assert_eq!(output.status.code(), Some(2));
+    let errors = stderr(&output);
+    assert!(
+        errors.contains("ServiceExport app/echo: field metadata.annotations[\"strait.dev/allowed-clusters\"]: entry \"Not_An_Id\""),
+        "{errors}"
+    );
+    let output = strait(&["explain", "--config", path, "--from", "c1", "app/echo:80"]);
+    assert_eq!(output.status.code(), Some(2), "left out, so not exported");
+}

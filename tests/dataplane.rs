@@ -22,6 +22,8 @@ use strait::tunnel::quic::client::QuicPool;
 use strait::tunnel::{TransportMode, TunnelSettings};
 use support::*;
 
+#[path = "dataplane/authorization.rs"]
+mod authorization;
 #[path = "dataplane/import_ports.rs"]
 mod import_ports;
 #[path = "dataplane/isolation.rs"]
@@ -30,6 +32,7 @@ mod isolation;
 mod silent_peer;
 #[path = "dataplane/tunnel_server.rs"]
 mod tunnel_server;
+use authorization::callers_are_authorised_by_their_certificate;
 use import_ports::{
     a_remote_pods_import_port_and_address_reach_that_pod, an_import_port_selects_service_and_port,
 };
@@ -93,7 +96,8 @@ impl World {
     ) -> World {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("config");
-        let certs = certificates(dir.path(), &["c1", "c2", "c3"]);
+        // `outsider`: signed by the cluster set's CA, but no cluster of the set.
+        let certs = certificates(dir.path(), &["c1", "c2", "c3", "outsider"]);
         let mut listeners = Vec::new();
         let mut tunnels = Vec::new();
         for n in 1..=3u8 {
@@ -748,6 +752,7 @@ over_both_transports!(
     an_import_port_selects_service_and_port,
     a_remote_pods_import_port_and_address_reach_that_pod,
     a_bad_object_stops_only_itself_under_traffic,
+    callers_are_authorised_by_their_certificate,
 );
 
 /// `auto` tries QUIC first; a peer that does not answer over UDP (here: a

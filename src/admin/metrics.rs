@@ -89,6 +89,9 @@ label_enum! {
     /// Why the tunnel server refused a request.
     RefusedReason {
         Malformed => "malformed",
+        UnknownCaller => "unknown_caller",
+        OwnCluster => "own_cluster",
+        NotAdmitted => "not_admitted",
         Forbidden => "forbidden",
         UnknownService => "unknown_service",
         NoBackend => "no_backend",

@@ -134,6 +134,15 @@ fn render(report: &PortReport) -> String {
     if !report.conflicts.is_empty() {
         let _ = writeln!(text, "conflicts: {}", report.conflicts.join(", "));
     }
+    if let Some(access) = &report.access {
+        let _ = writeln!(text, "access: {access}");
+    }
+    if let Some(refused) = &report.refused {
+        let _ = writeln!(
+            text,
+            "refused: {refused}; no backend is tried, and its gateways answer 403"
+        );
+    }
     let _ = writeln!(text, "backends ({}):", report.backends.len());
     for backend in &report.backends {
         let address = std::net::SocketAddr::new(backend.address, backend.port);

@@ -23,6 +23,11 @@ pub struct TunnelConfig {
     /// How long `auto` stays on HTTP/2 with a peer whose QUIC failed.
     #[serde(default = "default_quic_retry_after", with = "humantime_serde")]
     pub quic_retry_after: Duration,
+    /// Serve tunnel callers that present this gateway's own cluster. Off:
+    /// a gateway never tunnels to its own network, so such a caller holds
+    /// a copy of this cluster's key.
+    #[serde(default)]
+    pub admit_own_cluster: bool,
 }
 
 fn default_quic_connect_timeout() -> Duration {
@@ -40,6 +45,7 @@ impl Default for TunnelConfig {
             peers: HashMap::new(),
             quic_connect_timeout: default_quic_connect_timeout(),
             quic_retry_after: default_quic_retry_after(),
+            admit_own_cluster: false,
         }
     }
 }
@@ -52,6 +58,7 @@ impl TunnelConfig {
             peer_transports: self.peers.clone(),
             quic_connect_timeout: self.quic_connect_timeout,
             quic_retry_after: self.quic_retry_after,
+            admit_own_cluster: self.admit_own_cluster,
             ..TunnelSettings::default()
         }
     }

@@ -299,7 +299,10 @@ impl Gateway {
             idle_timeout: tuning.idle_timeout,
             dial_attempts: tuning.dial_attempts,
             tunnel: options.tunnel.clone(),
-            own_listeners,
+            inbound: crate::routing::inbound::InboundGuard {
+                own_listeners,
+                admit_own_cluster: options.tunnel.admit_own_cluster,
+            },
             overrides: options.overrides.clone(),
             connections: TaskTracker::new(),
             route_updates: tokio::sync::Notify::new(),

@@ -15,6 +15,7 @@ use crate::model::GatewayAddress;
 use crate::proxy::dial::DialOptions;
 use crate::routing::RouteTable;
 use crate::routing::balancer::Chooser;
+use crate::routing::inbound::InboundGuard;
 use crate::tls::ReloadingTls;
 use crate::tunnel::TunnelSettings;
 use crate::tunnel::client::TunnelPool;
@@ -52,8 +53,9 @@ pub struct GatewayState {
     pub idle_timeout: Duration,
     pub dial_attempts: u8,
     pub tunnel: TunnelSettings,
-    /// The gateway's own listening sockets, never dialled for a peer.
-    pub own_listeners: Vec<SocketAddr>,
+    /// What the tunnel server refuses besides the route table: the
+    /// gateway's own sockets, its own cluster as a caller.
+    pub inbound: InboundGuard,
     pub overrides: DialOverrides,
     /// Every proxied connection's task, so shutdown can wait for them.
     pub connections: TaskTracker,

@@ -20,6 +20,9 @@ pub enum ConflictReason {
     TrafficDistributionConflict,
     LabelsConflict,
     AnnotationsConflict,
+    /// Not a KEP-1645 reason: the constituents' `strait.dev/allowed-*`
+    /// annotations differ.
+    AccessPolicyConflict,
 }
 
 impl ConflictReason {
@@ -35,6 +38,7 @@ impl ConflictReason {
             ConflictReason::TrafficDistributionConflict => "traffic distribution",
             ConflictReason::LabelsConflict => "exported labels",
             ConflictReason::AnnotationsConflict => "exported annotations",
+            ConflictReason::AccessPolicyConflict => "access policy",
         }
     }
 }

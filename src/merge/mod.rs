@@ -10,6 +10,8 @@
 //! - a port's traffic goes only to constituents whose Service declares that
 //!   (protocol, number); the target port is resolved inside each cluster by the
 //!   Service port's name, as Kubernetes does;
+//! - the oldest export's access policy (`strait.dev/allowed-*`) is the
+//!   service's, `AccessPolicyConflict` when another constituent's differs;
 //! - not-ready endpoints carry no traffic; serving-and-terminating endpoints
 //!   are used only when a port has no ready backend at all.
 
@@ -18,14 +20,15 @@ mod conflict;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 pub use conflict::{Conflict, ConflictReason};
 
 use crate::model::{
-    Cluster, ClusterId, ClusterService, ClusterSet, IpFamily, Protocol, ServiceKey, ServicePort,
-    ServiceType, SessionAffinity,
+    AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, IpFamily, Protocol, ServiceKey,
+    ServicePort, ServiceType, SessionAffinity,
 };
 
 /// Every multi-cluster service of the set, by key.
@@ -53,6 +56,10 @@ pub struct MergedService {
     pub exported_labels: BTreeMap<String, String>,
     /// The oldest export's `exportedAnnotations`: the ServiceImport's annotations.
     pub exported_annotations: BTreeMap<String, String>,
+    /// Who may call: the oldest export's policy (`strait.dev/allowed-*`
+    /// annotations); `None` admits every cluster of the set. Shared: every
+    /// route table built from this merge holds it.
+    pub access: Option<Arc<AccessPolicy>>,
     /// The exporting clusters, oldest export first.
     pub constituents: Vec<ClusterId>,
     /// Clusters that hold the Service without exporting it.
@@ -249,6 +256,11 @@ fn merge_service(
             .as_ref()
             .map(|e| e.exported_annotations.clone())
             .unwrap_or_default(),
+        access: oldest
+            .export
+            .as_ref()
+            .and_then(|e| e.access.clone())
+            .map(Arc::new),
         constituents: constituents.iter().map(|(c, _)| c.id.clone()).collect(),
         not_exported,
     })
@@ -311,6 +323,13 @@ fn property_conflicts(constituents: &[(&Cluster, &ClusterService)]) -> Vec<Confl
     check(AnnotationsConflict, &|s| {
         describe_map(s.export.as_ref().map(|e| &e.exported_annotations))
     });
+    check(
+        AccessPolicyConflict,
+        &|s| match s.export.as_ref().and_then(|e| e.access.as_ref()) {
+            Some(policy) => policy.to_string(),
+            None => "every cluster of the cluster set".to_owned(),
+        },
+    );
 
     let specified_families: Vec<(&ClusterId, String)> = constituents
         .iter()

@@ -643,3 +643,44 @@ fn spec_defaults_match_kubernetes() {
     assert_eq!(spec.internal_traffic_policy, "Cluster");
     assert_eq!(spec.session_affinity, SessionAffinity::None);
 }
+
+#[test]
+fn the_oldest_exports_access_policy_wins_and_a_different_one_conflicts() {
+    use crate::model::{ALLOWED_CLUSTERS_ANNOTATION, AccessPolicy};
+    let policy = |clusters: &str| {
+        let annotations = [(ALLOWED_CLUSTERS_ANNOTATION.to_owned(), clusters.to_owned())].into();
+        AccessPolicy::from_annotations(&annotations).expect("valid")
+    };
+    let exported = |seconds, access: Option<AccessPolicy>| {
+        let mut service = ServiceBuilder::new()
+            .port("tcp", 42, 42)
+            .exported_at(seconds);
+        if let Some(export) = service.export.as_mut() {
+            export.access = access;
+        }
+        service
+    };
+    // Both say the same: no conflict, the policy is the service's.
+    let set = cluster_set(&[
+        ("c1", "net-a", exported(10, policy("c2"))),
+        ("c2", "net-a", exported(20, policy("c2"))),
+    ]);
+    let service = merged(&set);
+    assert!(service.conflicts.is_empty(), "{:?}", service.conflicts);
+    assert_eq!(service.access.as_deref(), policy("c2").as_ref());
+    // The oldest states none: the service is open, and the conflict says so.
+    let set = cluster_set(&[
+        ("c1", "net-a", exported(10, None)),
+        ("c2", "net-a", exported(20, policy("c1"))),
+    ]);
+    let service = merged(&set);
+    assert_eq!(service.access, None);
+    assert_eq!(
+        reasons(&service),
+        vec![ConflictReason::AccessPolicyConflict]
+    );
+    assert_eq!(
+        service.conflicts[0].message,
+        "Conflicting access policy. Using \"every cluster of the cluster set\" from oldest service export in \"c1\". 1/2 clusters disagree."
+    );
+}

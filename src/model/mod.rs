@@ -2,6 +2,7 @@
 //! their services and endpoints. Pure data, no I/O: `discovery` builds it from
 //! Kubernetes objects, `merge` and `routing` read it.
 
+mod access;
 mod ids;
 
 use std::collections::BTreeMap;
@@ -11,6 +12,9 @@ use std::net::IpAddr;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
+pub use access::{
+    ALLOWED_CLUSTERS_ANNOTATION, ALLOWED_NETWORKS_ANNOTATION, AccessPolicy, AccessPolicyError,
+};
 pub use ids::{
     ClusterId, DEFAULT_NETWORK, IdError, MAX_CLUSTER_ID_LEN, NetworkId, Protocol, ServiceKey,
     check_dns_subdomain, is_dns_label,
@@ -228,6 +232,9 @@ pub struct Export {
     pub created: Option<Timestamp>,
     pub exported_labels: BTreeMap<String, String>,
     pub exported_annotations: BTreeMap<String, String>,
+    /// Who may call, from the export's own annotations; `None` admits
+    /// every cluster of the set.
+    pub access: Option<AccessPolicy>,
 }
 
 /// The endpoints of one EndpointSlice and the ports they serve.

@@ -141,6 +141,7 @@ async fn handle(
         Ok(opened) => opened,
         Err(error) => {
             let status = match &error {
+                OpenError::NotAdmitted(_) => StatusCode::FORBIDDEN,
                 OpenError::NoBackend(_) => StatusCode::SERVICE_UNAVAILABLE,
                 OpenError::Failed(_) => StatusCode::BAD_GATEWAY,
                 OpenError::TimedOut(_) => StatusCode::GATEWAY_TIMEOUT,

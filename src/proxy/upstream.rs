@@ -72,6 +72,11 @@ impl Reached {
 /// Why no upstream could be opened; each maps to one HTTP status.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
+    /// The service's access policy does not admit this cluster: its
+    /// gateways would refuse the tunnel, and a direct backend is not dialled
+    /// either, so that the policy reads the same from every path.
+    #[error("{0}")]
+    NotAdmitted(String),
     #[error("no ready backend for {0}")]
     NoBackend(String),
     #[error("every attempt failed; last: {0}")]
@@ -98,6 +103,9 @@ pub async fn open(
     selection: Selection<'_>,
     client: IpAddr,
 ) -> Result<Opened, OpenError> {
+    if let Some(why) = service.not_admitted(table.viewer(), table.network()) {
+        return Err(OpenError::NotAdmitted(why));
+    }
     let mut tried: Vec<BackendId> = Vec::new();
     let mut rng = fastrand::Rng::new();
     let mut last: Option<(String, bool)> = None;

@@ -1,9 +1,13 @@
 //! Authorising what a peer gateway asks this gateway to dial. The tunnel
-//! server is never an open relay: it dials only backends of exported services
-//! on its own network, on target ports their constituents declare, and it
-//! decides before any socket is opened. Pure: the route table decides.
+//! server is never an open relay: it serves only callers whose certificate
+//! names a cluster of the current cluster set, dials only backends of
+//! exported services on its own network, on target ports their constituents
+//! declare, for callers the service's access policy admits, and it decides
+//! before any socket is opened. Pure: the route table decides.
 
 use std::net::SocketAddr;
+
+use crate::model::{ClusterId, NetworkId};
 
 use super::target::{Target, parse_authority};
 use super::{Path, PortRoute, RouteTable, ServiceRoutes};
@@ -26,6 +30,15 @@ pub enum InboundRefusal {
     /// 400: the request is not a well-formed tunnel request.
     #[error("malformed: {0}")]
     Malformed(String),
+    /// 403: the caller's cluster is not in the cluster set.
+    #[error("unknown caller: {0}")]
+    UnknownCaller(String),
+    /// 403: the caller presents this gateway's own cluster, which is not served.
+    #[error("own cluster: {0}")]
+    OwnCluster(String),
+    /// 403: the service's access policy does not admit the caller.
+    #[error("not admitted: {0}")]
+    NotAdmitted(String),
     /// 403: well-formed, but not something this gateway dials.
     #[error("forbidden: {0}")]
     Forbidden(String),
@@ -41,20 +54,65 @@ impl InboundRefusal {
     pub fn status(&self) -> u16 {
         match self {
             InboundRefusal::Malformed(_) => 400,
-            InboundRefusal::Forbidden(_) => 403,
+            InboundRefusal::UnknownCaller(_)
+            | InboundRefusal::OwnCluster(_)
+            | InboundRefusal::NotAdmitted(_)
+            | InboundRefusal::Forbidden(_) => 403,
             InboundRefusal::UnknownService(_) => 404,
             InboundRefusal::NoBackend(_) => 503,
         }
     }
 }
 
-/// Decides a tunnel request for `authority`. `own_listeners` are the
-/// gateway's own sockets, refused even if a backend claims one of them.
+/// What the tunnel server guards besides the route table.
+#[derive(Debug, Clone, Default)]
+pub struct InboundGuard {
+    /// The gateway's own sockets, refused even if a backend claims one.
+    pub own_listeners: Vec<SocketAddr>,
+    /// Whether a caller presenting this gateway's own cluster is served.
+    /// Off by default: a gateway never tunnels to its own network, so such
+    /// a caller holds a copy of this cluster's key, or is a test harness.
+    pub admit_own_cluster: bool,
+}
+
+/// The caller's network when the cluster set admits it at all.
+fn known_caller<'a>(
+    table: &'a RouteTable,
+    caller: &ClusterId,
+    guard: &InboundGuard,
+) -> Result<&'a NetworkId, InboundRefusal> {
+    let network = table.cluster_network(caller).ok_or_else(|| {
+        InboundRefusal::UnknownCaller(format!("cluster {caller} is not in the cluster set"))
+    })?;
+    if caller == table.viewer() && !guard.admit_own_cluster {
+        return Err(InboundRefusal::OwnCluster(format!(
+            "{caller} is this gateway's own cluster; tunnel.admitOwnCluster is off"
+        )));
+    }
+    Ok(network)
+}
+
+fn admitted(
+    routes: &ServiceRoutes,
+    caller: &ClusterId,
+    network: &NetworkId,
+) -> Result<(), InboundRefusal> {
+    match routes.not_admitted(caller, network) {
+        Some(why) => Err(InboundRefusal::NotAdmitted(why)),
+        None => Ok(()),
+    }
+}
+
+/// Decides a tunnel request from `caller` (the cluster its certificate
+/// names) for `authority`.
 pub fn authorize<'a>(
     table: &'a RouteTable,
+    caller: &ClusterId,
     authority: Option<&str>,
-    own_listeners: &[SocketAddr],
+    guard: &InboundGuard,
 ) -> Result<InboundPlan<'a>, InboundRefusal> {
+    let network = known_caller(table, caller, guard)?;
+    let own_listeners = guard.own_listeners.as_slice();
     let authority =
         authority.ok_or_else(|| InboundRefusal::Malformed("no :authority".to_owned()))?;
     let target =
@@ -102,17 +160,20 @@ pub fn authorize<'a>(
                     "{address} is a {class} address"
                 )));
             }
-            if table.is_local_backend(&address) {
-                Ok(InboundPlan::Dial(address))
-            } else {
-                Err(InboundRefusal::Forbidden(format!(
+            match table.local_backend_admits(&address, caller, network) {
+                Some(true) => Ok(InboundPlan::Dial(address)),
+                Some(false) => Err(InboundRefusal::NotAdmitted(format!(
+                    "{address} serves no service that admits cluster {caller} on network {network}"
+                ))),
+                None => Err(InboundRefusal::Forbidden(format!(
                     "{address} is not a ready backend of an exported service port on network {}",
                     table.network()
-                )))
+                ))),
             }
         }
         Target::Service { service, port } => {
             let (service, route) = lookup(&service, port)?;
+            admitted(service, caller, network)?;
             if route.backends.iter().any(|b| b.path == Path::Direct) {
                 Ok(InboundPlan::Pick { service, route })
             } else {
@@ -130,6 +191,7 @@ pub fn authorize<'a>(
             port,
         } => {
             let (routes, route) = lookup(&service, port)?;
+            admitted(routes, caller, network)?;
             let pod = route.pod(&hostname, &cluster).ok_or_else(|| {
                 InboundRefusal::UnknownService(format!(
                     "{} has no ready pod {hostname} in cluster {cluster}",
@@ -164,7 +226,7 @@ fn own_or_wildcard(own: &SocketAddr, target: &SocketAddr) -> bool {
 mod tests {
     use super::*;
     use crate::merge::merge;
-    use crate::model::{ClusterSet, ServiceKey};
+    use crate::model::{ClusterId, ClusterSet, ServiceKey};
     use crate::testing::{ServiceBuilder, cluster_set};
 
     /// c1 (viewer) and c2 on net-a, c3 on net-b; shop/cart declares tcp:42 → 8042.
@@ -217,9 +279,28 @@ mod tests {
         SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 15021),
     ];
 
+    fn guard(own: &[SocketAddr]) -> InboundGuard {
+        InboundGuard {
+            own_listeners: own.to_vec(),
+            admit_own_cluster: false,
+        }
+    }
+
+    fn cluster(id: &str) -> ClusterId {
+        ClusterId::new(id).expect("valid test id")
+    }
+
+    /// The request as c3's gateway (net-b) makes it.
     fn decide(authority: &str) -> Result<String, InboundRefusal> {
-        let table = table();
-        authorize(&table, Some(authority), &OWN).map(|plan| match plan {
+        decide_for(&table(), "c3", authority)
+    }
+
+    fn decide_for(
+        table: &RouteTable,
+        caller: &str,
+        authority: &str,
+    ) -> Result<String, InboundRefusal> {
+        authorize(table, &cluster(caller), Some(authority), &guard(&OWN)).map(|plan| match plan {
             InboundPlan::Dial(address) => format!("dial {address}"),
             InboundPlan::Pick { service, route } => format!("pick {}:{}", service.key, route.port),
         })
@@ -242,11 +323,12 @@ mod tests {
 
     #[test]
     fn a_backend_elsewhere_on_the_tunnel_port_number_is_not_the_gateway() {
-        let own = [SocketAddr::from(([0, 0, 0, 0], 8042))];
+        let own = guard(&[SocketAddr::from(([0, 0, 0, 0], 8042))]);
         let table = table();
-        let plan = authorize(&table, Some("10.0.0.1:8042"), &own).expect("a real backend");
+        let c3 = cluster("c3");
+        let plan = authorize(&table, &c3, Some("10.0.0.1:8042"), &own).expect("a real backend");
         assert!(matches!(plan, InboundPlan::Dial(_)));
-        let refusal = authorize(&table, Some("127.0.0.1:8042"), &own).expect_err("own port");
+        let refusal = authorize(&table, &c3, Some("127.0.0.1:8042"), &own).expect_err("own port");
         assert_eq!(refusal.status(), 403);
     }
 
@@ -286,7 +368,118 @@ mod tests {
             assert_eq!(refusal.status(), *status, "{authority}: {refusal}");
         }
         let table = table();
-        let missing = authorize(&table, None, &OWN).expect_err("no authority");
+        let missing =
+            authorize(&table, &cluster("c3"), None, &guard(&OWN)).expect_err("no authority");
         assert_eq!(missing.status(), 400);
+    }
+
+    #[test]
+    fn only_clusters_of_the_set_may_call_and_not_this_one() {
+        let table = table();
+        let target = "cart.shop.svc.clusterset.local:42";
+        let refusal = decide_for(&table, "evil", target).expect_err("unknown cluster");
+        assert!(
+            matches!(refusal, InboundRefusal::UnknownCaller(_)),
+            "{refusal}"
+        );
+        assert_eq!(refusal.status(), 403);
+        // Refused before the target is even read.
+        let refusal = decide_for(&table, "evil", "nonsense").expect_err("unknown cluster");
+        assert!(
+            matches!(refusal, InboundRefusal::UnknownCaller(_)),
+            "{refusal}"
+        );
+        let refusal = decide_for(&table, "c1", target).expect_err("own cluster");
+        assert!(
+            matches!(refusal, InboundRefusal::OwnCluster(_)),
+            "{refusal}"
+        );
+        let admitting = InboundGuard {
+            admit_own_cluster: true,
+            ..guard(&OWN)
+        };
+        assert!(authorize(&table, &cluster("c1"), Some(target), &admitting).is_ok());
+        // c2 shares the viewer's network and may call too.
+        assert_eq!(
+            decide_for(&table, "c2", target),
+            Ok("pick shop/cart:42".to_owned())
+        );
+    }
+
+    /// shop/cart as `set()` has it, with c1's (oldest) export admitting `policy`.
+    fn table_with_policy(pairs: &[(&str, &str)]) -> RouteTable {
+        let mut set = set();
+        let annotations = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let access = crate::model::AccessPolicy::from_annotations(&annotations).expect("valid");
+        for cluster in set.clusters.values_mut() {
+            for service in cluster.services.values_mut() {
+                if let Some(export) = service.export.as_mut() {
+                    export.access = access.clone();
+                }
+            }
+        }
+        RouteTable::build(&set, &merge(&set), "c1").expect("viewer")
+    }
+
+    #[test]
+    fn a_service_policy_admits_only_whom_it_names() {
+        use crate::model::{ALLOWED_CLUSTERS_ANNOTATION, ALLOWED_NETWORKS_ANNOTATION};
+        let table = table_with_policy(&[(ALLOWED_CLUSTERS_ANNOTATION, "c2")]);
+        for target in [
+            "cart.shop.svc.clusterset.local:42",
+            "10.0.0.1:8042",
+            "[::ffff:10.0.0.1]:8042",
+        ] {
+            let refusal = decide_for(&table, "c3", target).expect_err(target);
+            assert!(
+                matches!(refusal, InboundRefusal::NotAdmitted(_)),
+                "{target}: {refusal}"
+            );
+            assert_eq!(refusal.status(), 403);
+            assert!(decide_for(&table, "c2", target).is_ok(), "{target}");
+        }
+        let refusal = decide_for(&table, "c3", "cart.shop.svc.clusterset.local:42")
+            .expect_err("not admitted");
+        assert_eq!(
+            refusal.to_string(),
+            "not admitted: shop/cart admits clusters c2; cluster c3 on network net-b is not one of them"
+        );
+        // A network admits every cluster on it.
+        let table = table_with_policy(&[(ALLOWED_NETWORKS_ANNOTATION, "net-b")]);
+        assert!(decide_for(&table, "c3", "10.0.0.2:8042").is_ok());
+        assert!(decide_for(&table, "c2", "10.0.0.2:8042").is_err());
+    }
+
+    #[test]
+    fn an_address_of_an_open_service_stays_open_beside_a_closed_one() {
+        use crate::model::ALLOWED_CLUSTERS_ANNOTATION;
+        let mut set = set();
+        // shop/till, open to all, shares c1's backend 10.0.0.1:8042 with shop/cart.
+        let mut till = ServiceBuilder::new()
+            .port("tcp", 7, 8042)
+            .exported_at(1)
+            .endpoint("10.0.0.1");
+        till.key = ServiceKey::new("shop", "till");
+        let closed = crate::model::AccessPolicy::from_annotations(
+            &[(ALLOWED_CLUSTERS_ANNOTATION.to_owned(), "c2".to_owned())].into(),
+        )
+        .expect("valid");
+        for cluster in set.clusters.values_mut() {
+            for service in cluster.services.values_mut() {
+                if let Some(export) = service.export.as_mut() {
+                    export.access = closed.clone();
+                }
+            }
+        }
+        if let Some(c1) = set.clusters.values_mut().next() {
+            c1.services.insert(till.key.clone(), till);
+        }
+        let table = RouteTable::build(&set, &merge(&set), "c1").expect("viewer");
+        assert!(decide_for(&table, "c3", "10.0.0.1:8042").is_ok());
+        // c2's own backend serves only the closed service.
+        assert!(decide_for(&table, "c3", "10.0.0.2:8042").is_err());
     }
 }

@@ -17,8 +17,8 @@ use crate::merge::{
     Backend, Conflict, Exclusion, ExclusionReason, MergedPort, MergedService, MergedSet,
 };
 use crate::model::{
-    ClusterId, ClusterSet, GatewayAddress, NetworkId, Protocol, ServiceKey, ServiceType,
-    SessionAffinity,
+    AccessPolicy, ClusterId, ClusterSet, GatewayAddress, NetworkId, Protocol, ServiceKey,
+    ServiceType, SessionAffinity,
 };
 
 pub mod balancer;
@@ -73,9 +73,23 @@ pub struct ServiceRoutes {
     /// `<svc>.<ns>.svc.clusterset.local`. Kept here so that a query looks
     /// the service up once.
     pub vips: Vec<IpAddr>,
+    /// Who may call through a gateway; `None` admits every cluster of the set.
+    pub access: Option<Arc<AccessPolicy>>,
 }
 
 impl ServiceRoutes {
+    /// Why the service's policy refuses a caller of `cluster` on `network`;
+    /// `None` when it admits it.
+    pub fn not_admitted(&self, cluster: &ClusterId, network: &NetworkId) -> Option<String> {
+        let policy = self.access.as_ref()?;
+        (!policy.admits(cluster, network)).then(|| {
+            format!(
+                "{} admits {policy}; cluster {cluster} on network {network} is not one of them",
+                self.key
+            )
+        })
+    }
+
     /// The ready pods of a headless service on other networks than the
     /// viewer's (reached through a tunnel), once each, in (cluster, label)
     /// order: the pods that need an address on the viewer's side. Empty for
@@ -128,12 +142,16 @@ pub struct RouteTable {
     /// redirected to a ClusterSetIP listener with that destination goes to
     /// that one pod.
     pod_vips: HashMap<IpAddr, (ServiceKey, PodRef)>,
-    /// Every backend address (target port included) on the viewer's network:
-    /// the only addresses a tunnel server may dial for a peer.
-    /// Sorted and deduplicated: built once per reload, searched per request.
-    local_backends: Vec<SocketAddr>,
+    /// Every backend address (target port included) on the viewer's network,
+    /// with the access policy of a service it serves: the only addresses a
+    /// tunnel server may dial for a peer. Sorted and deduplicated, an open
+    /// service's entry (`None`) first: built once per reload, searched per
+    /// request.
+    local_backends: Vec<(SocketAddr, Option<Arc<AccessPolicy>>)>,
     /// The clusters of each network: who may answer for a network's gateways.
     network_clusters: HashMap<NetworkId, Arc<[ClusterId]>>,
+    /// Each cluster's network: a caller is known when its cluster is here.
+    cluster_networks: HashMap<ClusterId, NetworkId>,
 }
 
 impl RouteTable {
@@ -196,16 +214,25 @@ impl RouteTable {
             }
         }
 
-        let mut local_backends: Vec<SocketAddr> = services
-            .values()
-            .flat_map(HashMap::values)
-            .flat_map(|service| &service.ports)
-            .flat_map(|port| &port.backends)
-            .filter(|routed| routed.path == Path::Direct)
-            .map(|routed| SocketAddr::new(routed.backend.address, routed.backend.port))
-            .collect();
-        local_backends.sort_unstable();
-        local_backends.dedup();
+        let mut local_backends: Vec<(SocketAddr, Option<Arc<AccessPolicy>>)> = Vec::new();
+        for service in merged.services.values() {
+            for backend in service.ports.iter().flat_map(|port| &port.backends) {
+                let direct = paths
+                    .get(&backend.cluster)
+                    .is_some_and(|(_, path)| path == &Some(Path::Direct));
+                if direct {
+                    let address = SocketAddr::new(backend.address, backend.port);
+                    local_backends.push((address, service.access.clone()));
+                }
+            }
+        }
+        local_backends.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| a.1.is_some().cmp(&b.1.is_some()))
+        });
+        // One entry per address when an open service serves it.
+        local_backends
+            .dedup_by(|later, kept| later.0 == kept.0 && (kept.1.is_none() || later.1 == kept.1));
         let mut by_network: HashMap<NetworkId, Vec<ClusterId>> = HashMap::new();
         for cluster in set.clusters.values() {
             by_network
@@ -216,6 +243,11 @@ impl RouteTable {
         let network_clusters = by_network
             .into_iter()
             .map(|(network, clusters)| (network, clusters.into()))
+            .collect();
+        let cluster_networks = set
+            .clusters
+            .values()
+            .map(|cluster| (cluster.id.clone(), cluster.network.clone()))
             .collect();
 
         Ok(Self {
@@ -228,6 +260,7 @@ impl RouteTable {
             pod_vips: HashMap::new(),
             local_backends,
             network_clusters,
+            cluster_networks,
         })
     }
 
@@ -377,9 +410,34 @@ impl RouteTable {
         self.services.values().flat_map(HashMap::values)
     }
 
-    /// Whether `address` is a backend (with its target port) on the viewer's network.
-    pub fn is_local_backend(&self, address: &SocketAddr) -> bool {
-        self.local_backends.binary_search(address).is_ok()
+    /// Whether `address` is a backend (with its target port) on the viewer's
+    /// network: `None` when it is not, else whether a service it serves
+    /// admits a caller of `cluster` on `network`.
+    pub fn local_backend_admits(
+        &self,
+        address: &SocketAddr,
+        cluster: &ClusterId,
+        network: &NetworkId,
+    ) -> Option<bool> {
+        let first = self
+            .local_backends
+            .partition_point(|(backend, _)| backend < address);
+        let mut entries = self.local_backends[first..]
+            .iter()
+            .take_while(|(backend, _)| backend == address)
+            .peekable();
+        entries.peek()?;
+        Some(entries.any(|(_, access)| {
+            access
+                .as_ref()
+                .is_none_or(|policy| policy.admits(cluster, network))
+        }))
+    }
+
+    /// The network of a cluster of the set; `None` for a cluster the set
+    /// does not hold.
+    pub fn cluster_network(&self, cluster: &ClusterId) -> Option<&NetworkId> {
+        self.cluster_networks.get(cluster)
     }
 
     /// The clusters on `network`; empty when the network is unknown.
@@ -437,6 +495,7 @@ fn route_service(
         session_affinity_timeout: service.session_affinity_timeout,
         conflicts: service.conflicts.clone(),
         vips: Vec::new(),
+        access: service.access.clone(),
         ports: service
             .ports
             .iter()

@@ -46,6 +46,13 @@ pub struct PortReport {
     pub port_name: String,
     pub from: Viewer,
     pub conflicts: Vec<String>,
+    /// The service's access policy, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access: Option<String>,
+    /// Why a connection from the viewer is refused whatever the backends:
+    /// the service's access policy does not admit it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
     pub backends: Vec<BackendReport>,
     pub excluded: Vec<ExcludedReport>,
 }
@@ -67,6 +74,11 @@ impl PortReport {
                 .iter()
                 .map(|c| c.reason.to_string())
                 .collect(),
+            access: service
+                .access
+                .as_ref()
+                .map(|policy| format!("admits {policy}")),
+            refused: service.not_admitted(table.viewer(), table.network()),
             backends: route
                 .backends
                 .iter()

@@ -46,6 +46,9 @@ pub fn refuse(
 ) -> Refusal {
     state.metrics.refused(match &refusal {
         InboundRefusal::Malformed(_) => RefusedReason::Malformed,
+        InboundRefusal::UnknownCaller(_) => RefusedReason::UnknownCaller,
+        InboundRefusal::OwnCluster(_) => RefusedReason::OwnCluster,
+        InboundRefusal::NotAdmitted(_) => RefusedReason::NotAdmitted,
         InboundRefusal::Forbidden(_) => RefusedReason::Forbidden,
         InboundRefusal::UnknownService(_) => RefusedReason::UnknownService,
         InboundRefusal::NoBackend(_) => RefusedReason::NoBackend,
@@ -67,8 +70,13 @@ pub async fn open(
 ) -> Result<Accepted, Refusal> {
     let started = Instant::now();
     let table = state.routes.load_full();
-    let plan = authorize(&table, authority.as_deref(), &state.own_listeners)
-        .map_err(|refusal| refuse(state, caller, authority.as_deref(), refusal))?;
+    let plan = authorize(
+        &table,
+        &caller.cluster,
+        authority.as_deref(),
+        &state.inbound,
+    )
+    .map_err(|refusal| refuse(state, caller, authority.as_deref(), refusal))?;
     let metrics = state.metrics.connection(RoutePath::Inbound, transport);
     let mut tried: Vec<BackendId> = Vec::new();
     let mut last_error = None;

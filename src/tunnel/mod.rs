@@ -74,6 +74,8 @@ pub struct TunnelSettings {
     /// First and longest wait before redialling a peer that failed.
     pub backoff_base: Duration,
     pub backoff_max: Duration,
+    /// Whether the tunnel server serves callers presenting its own cluster.
+    pub admit_own_cluster: bool,
 }
 
 impl Default for TunnelSettings {
@@ -97,6 +99,7 @@ impl Default for TunnelSettings {
             handshake_timeout: Duration::from_secs(10),
             backoff_base: Duration::from_millis(200),
             backoff_max: Duration::from_secs(30),
+            admit_own_cluster: false,
         }
     }
 }

@@ -9,8 +9,8 @@ use std::net::IpAddr;
 
 use crate::diagnostics::{Diagnostic, Origin};
 use crate::model::{
-    Cluster, ClusterId, ClusterService, ClusterSet, Endpoint, EndpointGroup, EndpointPort, Export,
-    NetworkId, Protocol, ServiceKey,
+    AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, Endpoint, EndpointGroup,
+    EndpointPort, Export, NetworkId, Protocol, ServiceKey,
 };
 
 use super::objects::{ClusterProperty, KubeObject};
@@ -400,10 +400,24 @@ fn attach_export<'a>(
             ),
         );
     }
+    // A policy that cannot be read fails closed: the export is left out,
+    // never read as admitting everyone.
+    let annotations = export.metadata.annotations.clone().unwrap_or_default();
+    let access = match AccessPolicy::from_annotations(&annotations) {
+        Ok(access) => access,
+        Err((annotation, error)) => {
+            findings.error(
+                &format!("metadata.annotations[{annotation:?}]"),
+                format!("{error}; the export is left out until it is mended"),
+            );
+            return;
+        }
+    };
     service.export = Some(Export {
         created: export.metadata.creation_timestamp.as_ref().map(|t| t.0),
         exported_labels: export.spec.exported_labels.clone(),
         exported_annotations: export.spec.exported_annotations.clone(),
+        access,
     });
 }
 
