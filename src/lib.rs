@@ -14,6 +14,7 @@ pub mod discovery;
 pub mod dns;
 pub mod gateway;
 pub mod imports;
+pub mod logging;
 pub mod merge;
 pub mod model;
 pub mod proxy;

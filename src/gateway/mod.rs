@@ -307,6 +307,7 @@ impl Gateway {
             connections: TaskTracker::new(),
             route_updates: tokio::sync::Notify::new(),
             findings: std::sync::Mutex::new(Vec::new()),
+            quiet: crate::logging::QuietLogs::default(),
         });
         reload::report_findings(&state, findings, options.kube.is_none());
 
@@ -367,6 +368,18 @@ impl Gateway {
                 stop_admin.clone(),
             )));
         }
+        let quiet_state = state.clone();
+        let quiet_stop = stop_admin.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut every = tokio::time::interval(crate::logging::DEFAULT_INTERVAL);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => quiet_state.quiet.flush(),
+                    () = quiet_stop.cancelled() => return,
+                }
+            }
+        }));
         let routes_state = state.clone();
         let dns_state = state.clone();
         let dns_listening = addresses.dns;

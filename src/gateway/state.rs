@@ -65,4 +65,6 @@ pub struct GatewayState {
     /// warnings), as last reported: each is logged when it appears, not at
     /// every reload.
     pub findings: std::sync::Mutex<Vec<crate::diagnostics::Diagnostic>>,
+    /// Budgets of the lines a peer or a client can cause at will.
+    pub quiet: crate::logging::QuietLogs,
 }

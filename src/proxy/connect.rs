@@ -146,7 +146,9 @@ async fn handle(
                 OpenError::Failed(_) => StatusCode::BAD_GATEWAY,
                 OpenError::TimedOut(_) => StatusCode::GATEWAY_TIMEOUT,
             };
-            tracing::info!(client = %remote, %authority, %error, "connect refused");
+            if state.quiet.local_connections.check(error.kind()) {
+                tracing::info!(client = %remote, %authority, %error, "connect refused");
+            }
             return respond(status, error.to_string());
         }
     };

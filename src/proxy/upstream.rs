@@ -69,6 +69,18 @@ impl Reached {
     }
 }
 
+impl OpenError {
+    /// A short name of the kind of failure, for log summaries.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            OpenError::NotAdmitted(_) => "not_admitted",
+            OpenError::NoBackend(_) => "no_backend",
+            OpenError::Failed(_) => "failed",
+            OpenError::TimedOut(_) => "timed_out",
+        }
+    }
+}
+
 /// Why no upstream could be opened; each maps to one HTTP status.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {

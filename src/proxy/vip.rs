@@ -135,7 +135,9 @@ fn serve_connection(
         let (upstream, finish) = match opened {
             Ok(opened) => opened,
             Err(error) => {
-                tracing::info!(client = %remote, %dialled, %error, "cluster-set-ip connection refused");
+                if state.quiet.local_connections.check(error.kind()) {
+                    tracing::info!(client = %remote, %dialled, %error, "cluster-set-ip connection refused");
+                }
                 return;
             }
         };

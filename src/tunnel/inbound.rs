@@ -44,7 +44,7 @@ pub fn refuse(
     authority: Option<&str>,
     refusal: InboundRefusal,
 ) -> Refusal {
-    state.metrics.refused(match &refusal {
+    let reason = match &refusal {
         InboundRefusal::Malformed(_) => RefusedReason::Malformed,
         InboundRefusal::UnknownCaller(_) => RefusedReason::UnknownCaller,
         InboundRefusal::OwnCluster(_) => RefusedReason::OwnCluster,
@@ -52,8 +52,11 @@ pub fn refuse(
         InboundRefusal::Forbidden(_) => RefusedReason::Forbidden,
         InboundRefusal::UnknownService(_) => RefusedReason::UnknownService,
         InboundRefusal::NoBackend(_) => RefusedReason::NoBackend,
-    });
-    tracing::info!(caller = %caller, authority = authority.unwrap_or(""), %refusal, "tunnel request refused");
+    };
+    state.metrics.refused(reason);
+    if state.quiet.tunnel_requests.check(reason.as_str()) {
+        tracing::info!(caller = %caller, authority = authority.unwrap_or(""), %refusal, "tunnel request refused");
+    }
     Refusal {
         status: refusal.status(),
         reason: refusal.to_string(),

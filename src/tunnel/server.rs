@@ -51,12 +51,16 @@ async fn serve_connection(
             }
             Ok(Err(error)) => {
                 state.metrics.refused(RefusedReason::Unauthenticated);
-                tracing::info!(%remote, %error, "tunnel handshake refused");
+                if state.quiet.tunnel_handshakes.check("tls") {
+                    tracing::info!(%remote, %error, "tunnel handshake refused");
+                }
                 return;
             }
             Err(_) => {
                 state.metrics.refused(RefusedReason::Unauthenticated);
-                tracing::info!(%remote, "tunnel handshake timed out");
+                if state.quiet.tunnel_handshakes.check("timeout") {
+                    tracing::info!(%remote, "tunnel handshake timed out");
+                }
                 return;
             }
         };
@@ -67,7 +71,9 @@ async fn serve_connection(
         Ok(identity) => Arc::new(identity),
         Err(error) => {
             state.metrics.refused(RefusedReason::Unauthenticated);
-            tracing::info!(%remote, %error, "tunnel peer has no gateway identity");
+            if state.quiet.tunnel_handshakes.check("identity") {
+                tracing::info!(%remote, %error, "tunnel peer has no gateway identity");
+            }
             return;
         }
     };

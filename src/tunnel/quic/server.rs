@@ -70,12 +70,16 @@ async fn serve_connection(
         Ok(Ok(connection)) => connection,
         Ok(Err(error)) => {
             state.metrics.refused(RefusedReason::Unauthenticated);
-            tracing::info!(%remote, %error, "quic handshake refused");
+            if state.quiet.tunnel_handshakes.check("tls") {
+                tracing::info!(%remote, %error, "quic handshake refused");
+            }
             return;
         }
         Err(_) => {
             state.metrics.refused(RefusedReason::Unauthenticated);
-            tracing::info!(%remote, "quic handshake timed out");
+            if state.quiet.tunnel_handshakes.check("timeout") {
+                tracing::info!(%remote, "quic handshake timed out");
+            }
             return;
         }
     };
@@ -94,7 +98,9 @@ async fn serve_connection(
         Ok(identity) => Arc::new(identity),
         Err(error) => {
             state.metrics.refused(RefusedReason::Unauthenticated);
-            tracing::info!(%remote, %error, "quic peer has no gateway identity");
+            if state.quiet.tunnel_handshakes.check("identity") {
+                tracing::info!(%remote, %error, "quic peer has no gateway identity");
+            }
             connection.close(1u32.into(), b"unauthenticated");
             return;
         }
