@@ -45,6 +45,9 @@ macro_rules! label_enum {
     };
 }
 
+mod limits;
+pub use limits::{Limit, Listener};
+
 label_enum! {
     /// How a connection reaches its backend, as seen by this gateway.
     RoutePath {
@@ -95,6 +98,7 @@ label_enum! {
         Forbidden => "forbidden",
         UnknownService => "unknown_service",
         NoBackend => "no_backend",
+        OverLimit => "over_limit",
         Unauthenticated => "unauthenticated",
     }
 }
@@ -275,6 +279,7 @@ pub struct Metrics {
     dns_queries: Family<DnsQueryLabels, Counter>,
     dns_truncated: Family<DnsTransportLabels, Counter>,
     dns_tcp_refused: Counter,
+    limits: limits::LimitMetrics,
 }
 
 impl Default for Metrics {
@@ -322,7 +327,9 @@ impl Metrics {
             dns_queries: Family::default(),
             dns_truncated: Family::default(),
             dns_tcp_refused: Counter::default(),
+            limits: limits::LimitMetrics::default(),
         };
+        metrics.limits.register(&mut metrics.registry);
         metrics.registry.register(
             "connections_opened",
             "Connections accepted, by path and tunnel transport",

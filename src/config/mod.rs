@@ -181,6 +181,11 @@ pub struct Tuning {
     /// How long configuration changes settle before routes are rebuilt.
     #[serde(default = "default_reload_debounce", with = "humantime_serde")]
     pub reload_debounce: Duration,
+    /// Descriptors kept free for the admin listener and open connections:
+    /// new work is refused within this many of the process limit. `None`:
+    /// a sixteenth of the limit, 64 to 1,024.
+    #[serde(default)]
+    pub descriptor_reserve: Option<u64>,
 }
 
 fn default_connect_timeout() -> Duration {
@@ -205,6 +210,7 @@ impl Default for Tuning {
             balancer: Balancer::default(),
             locality: Locality::default(),
             reload_debounce: default_reload_debounce(),
+            descriptor_reserve: None,
         }
     }
 }

@@ -28,6 +28,44 @@ pub struct TunnelConfig {
     /// a copy of this cluster's key.
     #[serde(default)]
     pub admit_own_cluster: bool,
+    /// Streams one caller cluster may have open on this gateway's tunnel
+    /// server, over all its connections and both transports.
+    #[serde(default = "default_max_streams_per_peer")]
+    pub max_streams_per_peer: usize,
+    /// Backend dials one caller cluster may have in flight.
+    #[serde(default = "default_max_pending_dials_per_peer")]
+    pub max_pending_dials_per_peer: usize,
+    /// Control frames (PING, SETTINGS, WINDOW_UPDATE, PRIORITY,
+    /// RST_STREAM; QUIC's equivalents) a peer's connection may send per
+    /// second once its burst is spent; past it the connection is closed.
+    #[serde(default = "default_control_frames_per_second")]
+    pub max_control_frames_per_second: u32,
+    #[serde(default = "default_control_frame_burst")]
+    pub control_frame_burst: u32,
+    /// How long an inbound tunnel stream may hold bytes its peer does not
+    /// read (a zero flow-control window) before it is closed.
+    #[serde(default = "default_stream_stall_timeout", with = "humantime_serde")]
+    pub stream_stall_timeout: Duration,
+}
+
+fn default_stream_stall_timeout() -> Duration {
+    TunnelSettings::default().stream_stall_timeout
+}
+
+fn default_control_frames_per_second() -> u32 {
+    crate::tunnel::frames::ControlFrameLimit::default().per_second
+}
+
+fn default_control_frame_burst() -> u32 {
+    crate::tunnel::frames::ControlFrameLimit::default().burst
+}
+
+fn default_max_streams_per_peer() -> usize {
+    crate::tunnel::limits::PeerLimits::default().max_streams
+}
+
+fn default_max_pending_dials_per_peer() -> usize {
+    crate::tunnel::limits::PeerLimits::default().max_pending_dials
 }
 
 fn default_quic_connect_timeout() -> Duration {
@@ -46,6 +84,11 @@ impl Default for TunnelConfig {
             quic_connect_timeout: default_quic_connect_timeout(),
             quic_retry_after: default_quic_retry_after(),
             admit_own_cluster: false,
+            max_streams_per_peer: default_max_streams_per_peer(),
+            max_pending_dials_per_peer: default_max_pending_dials_per_peer(),
+            max_control_frames_per_second: default_control_frames_per_second(),
+            control_frame_burst: default_control_frame_burst(),
+            stream_stall_timeout: default_stream_stall_timeout(),
         }
     }
 }
@@ -59,6 +102,15 @@ impl TunnelConfig {
             quic_connect_timeout: self.quic_connect_timeout,
             quic_retry_after: self.quic_retry_after,
             admit_own_cluster: self.admit_own_cluster,
+            peer_limits: crate::tunnel::limits::PeerLimits {
+                max_streams: self.max_streams_per_peer.max(1),
+                max_pending_dials: self.max_pending_dials_per_peer.max(1),
+            },
+            control_frames: crate::tunnel::frames::ControlFrameLimit {
+                per_second: self.max_control_frames_per_second,
+                burst: self.control_frame_burst.max(1),
+            },
+            stream_stall_timeout: self.stream_stall_timeout,
             ..TunnelSettings::default()
         }
     }

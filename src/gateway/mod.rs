@@ -2,6 +2,7 @@
 //! clients and peers, swaps routes when the configuration changes, and drains
 //! open connections on shutdown.
 
+pub mod overload;
 mod reload;
 pub mod state;
 
@@ -308,6 +309,10 @@ impl Gateway {
             route_updates: tokio::sync::Notify::new(),
             findings: std::sync::Mutex::new(Vec::new()),
             quiet: crate::logging::QuietLogs::default(),
+            overload: overload::Overload::for_process(tuning.descriptor_reserve),
+            peer_budgets: Arc::new(crate::tunnel::limits::PeerBudgets::new(
+                options.tunnel.peer_limits,
+            )),
         });
         reload::report_findings(&state, findings, options.kube.is_none());
 
@@ -368,18 +373,10 @@ impl Gateway {
                 stop_admin.clone(),
             )));
         }
-        let quiet_state = state.clone();
-        let quiet_stop = stop_admin.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut every = tokio::time::interval(crate::logging::DEFAULT_INTERVAL);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = every.tick() => quiet_state.quiet.flush(),
-                    () = quiet_stop.cancelled() => return,
-                }
-            }
-        }));
+        tasks.push(tokio::spawn(housekeeping(
+            state.clone(),
+            stop_admin.clone(),
+        )));
         let routes_state = state.clone();
         let dns_state = state.clone();
         let dns_listening = addresses.dns;
@@ -467,4 +464,26 @@ fn local(listener: &TcpListener) -> SocketAddr {
     listener
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+}
+
+/// How often the descriptor count is sampled: often enough that a flood
+/// meets the reserve within a fraction of a second.
+const DESCRIPTOR_SAMPLE_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Samples the descriptor budget and writes the quiet logs' summaries.
+async fn housekeeping(state: Arc<GatewayState>, stop: CancellationToken) {
+    let mut sample = tokio::time::interval(DESCRIPTOR_SAMPLE_INTERVAL);
+    sample.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut summaries = tokio::time::interval(crate::logging::DEFAULT_INTERVAL);
+    summaries.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = sample.tick() => {
+                let open = state.overload.sample();
+                state.metrics.set_descriptors(open, state.overload.limit());
+            }
+            _ = summaries.tick() => state.quiet.flush(),
+            () = stop.cancelled() => return,
+        }
+    }
 }

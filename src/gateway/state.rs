@@ -65,6 +65,10 @@ pub struct GatewayState {
     /// warnings), as last reported: each is logged when it appears, not at
     /// every reload.
     pub findings: std::sync::Mutex<Vec<crate::diagnostics::Diagnostic>>,
+    /// The descriptor budget new work is admitted against.
+    pub overload: super::overload::Overload,
+    /// What each caller cluster has in flight on the tunnel server.
+    pub peer_budgets: Arc<crate::tunnel::limits::PeerBudgets>,
     /// Budgets of the lines a peer or a client can cause at will.
     pub quiet: crate::logging::QuietLogs,
 }

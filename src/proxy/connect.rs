@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::Finish;
 use super::splice::splice;
 use super::upstream::{OpenError, Selection, open};
+use crate::admin::metrics::Listener;
 use crate::gateway::state::GatewayState;
 use crate::model::Protocol;
 use crate::routing::target::{Target, parse_authority};
@@ -32,7 +33,8 @@ pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: Ca
     let tracker = state.connections.clone();
     super::accept_until(
         listener,
-        "connect",
+        Listener::Connect,
+        &state.clone(),
         shutdown,
         tracker,
         move |stream, remote| serve_connection(stream, remote, state.clone()),

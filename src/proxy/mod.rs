@@ -18,19 +18,40 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admin::metrics::{ClosedResult, ConnectionMetrics};
+use crate::admin::metrics::{ClosedResult, ConnectionMetrics, Limit, Listener, Transport};
+use crate::gateway::state::GatewayState;
 use crate::model::ServiceKey;
 use crate::routing::balancer::ActiveGuard;
 use splice::{SpliceEnd, SpliceOutcome};
 use upstream::{Opened, Reached, Upstream};
 
+/// The first and the longest pause of an accept loop that failed for want
+/// of descriptors or memory: it must neither spin nor stay deaf for long.
+const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Whether an accept error means the process is out of a resource (and
+/// the next accept would fail the same way), rather than one connection
+/// going wrong before it was accepted.
+fn out_of_resources(error: &std::io::Error) -> bool {
+    use nix::errno::Errno;
+    error.raw_os_error().is_some_and(|code| {
+        [Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM]
+            .iter()
+            .any(|errno| *errno as i32 == code)
+    })
+}
+
 /// Accepts connections on `listener` until `shutdown`, serving each in its
 /// own task on `tracker` (so a drain can wait for them), with TCP_NODELAY
-/// and keep-alive set. Accept errors (out of file descriptors, say) are
-/// logged and retried after a short pause.
+/// and keep-alive set. A connection accepted while descriptors are within
+/// the reserve is closed at once. Accept errors are counted; when the
+/// process is out of descriptors the loop backs off (10 ms doubling to 1 s)
+/// instead of spinning.
 pub(crate) async fn accept_until<F, Fut>(
     listener: TcpListener,
-    what: &'static str,
+    which: Listener,
+    state: &GatewayState,
     shutdown: CancellationToken,
     tracker: TaskTracker,
     mut serve: F,
@@ -41,18 +62,36 @@ pub(crate) async fn accept_until<F, Fut>(
     // Set once on the listener, the options come with every accepted
     // connection; otherwise each connection is tuned on its own.
     let inherited = dial::tune_listener(&listener).is_ok();
+    let mut backoff = ACCEPT_BACKOFF_FIRST;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => {
+                    backoff = ACCEPT_BACKOFF_FIRST;
+                    if !state.overload.admit() {
+                        state.metrics.limited(Limit::Descriptors, Transport::None);
+                        drop(stream);
+                        continue;
+                    }
                     if !inherited {
                         let _ = dial::tune_accepted(&stream);
                     }
                     tracker.spawn(serve(stream, remote));
                 }
                 Err(error) => {
-                    tracing::warn!(%error, listener = what, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    state.metrics.accept_error(which);
+                    if !out_of_resources(&error) {
+                        tracing::debug!(%error, listener = which.as_str(), "accept failed");
+                        continue;
+                    }
+                    if backoff == ACCEPT_BACKOFF_FIRST {
+                        tracing::warn!(%error, listener = which.as_str(), "accept failed; backing off");
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        () = shutdown.cancelled() => return,
+                    }
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
                 }
             },
             () = shutdown.cancelled() => return,
@@ -115,7 +154,7 @@ impl Finish {
         drop(active);
         let result = match &outcome.end {
             SpliceEnd::Closed => ClosedResult::Ok,
-            SpliceEnd::IdleTimeout => ClosedResult::Timeout,
+            SpliceEnd::IdleTimeout | SpliceEnd::Stalled => ClosedResult::Timeout,
             SpliceEnd::Error(_) => ClosedResult::Error,
         };
         tracing::info!(

@@ -30,6 +30,8 @@ pub enum SpliceEnd {
     Closed,
     /// Nothing moved for the idle timeout.
     IdleTimeout,
+    /// A side held bytes the other would not take for the stall timeout.
+    Stalled,
     Error(io::Error),
 }
 
@@ -55,6 +57,8 @@ where
         up: Direction::default(),
         down: Direction::default(),
         idle_timeout,
+        stall_timeout: None,
+        stall_armed: false,
         last_activity: now,
         idle: Box::pin(tokio::time::sleep_until(now + idle_timeout)),
     }
@@ -72,8 +76,23 @@ pub struct Splice<C, B> {
     /// Backend to client.
     down: Direction,
     idle_timeout: Duration,
+    /// How long a direction may hold bytes its writer does not take (a
+    /// peer that stopped reading, a zero flow-control window): `None`, as
+    /// long as the idle timeout.
+    stall_timeout: Option<Duration>,
+    /// The timer is set for the stall deadline.
+    stall_armed: bool,
     last_activity: Instant,
     idle: Pin<Box<Sleep>>,
+}
+
+impl<C, B> Splice<C, B> {
+    /// Ends the splice when a side holds bytes the other does not take for
+    /// `timeout`, even while the idle timeout is far off.
+    pub fn stall_timeout(mut self, timeout: Duration) -> Self {
+        self.stall_timeout = Some(timeout);
+        self
+    }
 }
 
 impl<C, B> Future for Splice<C, B>
@@ -100,7 +119,7 @@ where
     B: SpliceIo,
 {
     fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<SpliceEnd> {
-        let moved = self.up.bytes + self.down.bytes;
+        let moved = self.moved();
         let up = self.up.poll_copy(cx, &mut self.client, &mut self.backend);
         if let Poll::Ready(Err(error)) = up {
             return Poll::Ready(SpliceEnd::Error(error));
@@ -112,19 +131,37 @@ where
         if self.up.done && self.down.done {
             return Poll::Ready(SpliceEnd::Closed);
         }
-        if self.up.bytes + self.down.bytes != moved {
+        if self.moved() != moved {
             self.last_activity = Instant::now();
         }
+        let stall_timeout = self
+            .stall_timeout
+            .filter(|_| self.up.holds_unsent() || self.down.holds_unsent());
+        let timeout = stall_timeout.unwrap_or(self.idle_timeout);
+        if stall_timeout.is_some() && !self.stall_armed {
+            // The stall deadline comes before the idle one.
+            self.idle.as_mut().reset(self.last_activity + timeout);
+        }
+        self.stall_armed = stall_timeout.is_some();
         // The timer is moved when it fires, not on every read: a busy
         // connection touches the timer wheel once per idle period.
         while self.idle.as_mut().poll(cx).is_ready() {
-            let deadline = self.last_activity + self.idle_timeout;
+            let deadline = self.last_activity + timeout;
             if Instant::now() >= deadline {
-                return Poll::Ready(SpliceEnd::IdleTimeout);
+                return Poll::Ready(if stall_timeout.is_some() {
+                    SpliceEnd::Stalled
+                } else {
+                    SpliceEnd::IdleTimeout
+                });
             }
             self.idle.as_mut().reset(deadline);
         }
         Poll::Pending
+    }
+
+    /// Bytes read and written so far, both ways: what counts as activity.
+    fn moved(&self) -> u64 {
+        self.up.bytes + self.down.bytes + self.up.sent + self.down.sent
     }
 }
 
@@ -192,6 +229,8 @@ struct Direction {
     need_flush: bool,
     /// Bytes read so far.
     bytes: u64,
+    /// Bytes written so far.
+    sent: u64,
 }
 
 impl Direction {
@@ -217,6 +256,7 @@ impl Direction {
                 if written == 0 {
                     return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
                 }
+                self.sent += written as u64;
                 self.need_flush = true;
             }
             if self.eof {
@@ -246,6 +286,11 @@ impl Direction {
                 }
             }
         }
+    }
+
+    /// Read bytes are waiting for the writer.
+    fn holds_unsent(&self) -> bool {
+        self.held.as_ref().is_some_and(Buf::has_remaining)
     }
 
     #[cfg(test)]

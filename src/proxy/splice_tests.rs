@@ -209,3 +209,44 @@ fn a_splice_between_two_sockets_stays_small() {
     let size = std::mem::size_of::<Splice<TcpStream, TcpStream>>();
     assert!(size <= 256, "Splice<TcpStream, TcpStream> is {size} bytes");
 }
+
+/// A client that stops reading while the backend has bytes for it (a peer
+/// advertising a zero window) is cut off after the stall timeout, long
+/// before the idle timeout; a client that is only quiet is not.
+#[tokio::test(start_paused = true)]
+async fn a_side_that_stops_reading_is_cut_off_after_the_stall_timeout() {
+    // A 1-byte pipe to the client: it fills at once and nobody reads it.
+    let (_client, client_end) = duplex(1);
+    let (backend_end, mut backend) = duplex(BUFFER_SIZE);
+    let stalled = tokio::spawn(
+        splice(client_end, backend_end, Duration::from_secs(3600))
+            .stall_timeout(Duration::from_secs(60)),
+    );
+    let started = Instant::now();
+    backend.write_all(&[7u8; 4096]).await.expect("write");
+    let outcome = stalled.await.expect("splice task");
+    assert!(
+        matches!(outcome.end, SpliceEnd::Stalled),
+        "{:?}",
+        outcome.end
+    );
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(60) && elapsed < Duration::from_secs(120),
+        "{elapsed:?}"
+    );
+
+    // Quiet both ways, nothing held: only the idle timeout applies.
+    let (_client, client_end) = duplex(1024);
+    let (backend_end, _backend) = duplex(1024);
+    let started = Instant::now();
+    let outcome = splice(client_end, backend_end, Duration::from_secs(600))
+        .stall_timeout(Duration::from_secs(60))
+        .await;
+    assert!(
+        matches!(outcome.end, SpliceEnd::IdleTimeout),
+        "{:?}",
+        outcome.end
+    );
+    assert!(started.elapsed() >= Duration::from_secs(600));
+}

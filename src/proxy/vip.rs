@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::Finish;
 use super::splice::splice;
 use super::upstream::{Selection, open};
+use crate::admin::metrics::Listener;
 use crate::gateway::state::GatewayState;
 use crate::model::Protocol;
 
@@ -32,10 +33,10 @@ pub(crate) enum Selector {
 }
 
 impl Selector {
-    fn listener(self) -> &'static str {
+    fn listener(self) -> Listener {
         match self {
-            Selector::DialledAddress => "cluster-set-ip",
-            Selector::ImportPort => "import",
+            Selector::DialledAddress => Listener::ClusterSetIp,
+            Selector::ImportPort => Listener::Import,
         }
     }
 }
@@ -56,6 +57,7 @@ pub(crate) async fn serve_with(
     super::accept_until(
         listener,
         selector.listener(),
+        &state.clone(),
         shutdown,
         tracker,
         move |stream, remote| serve_connection(stream, remote, state.clone(), selector),

@@ -48,6 +48,9 @@ pub enum InboundRefusal {
     /// 503: the service port exists but has no ready backend on this network.
     #[error("no ready backend: {0}")]
     NoBackend(String),
+    /// 503: the caller, or the gateway as a whole, is at a limit.
+    #[error("over limit: {0}")]
+    OverLimit(String),
 }
 
 impl InboundRefusal {
@@ -59,7 +62,7 @@ impl InboundRefusal {
             | InboundRefusal::NotAdmitted(_)
             | InboundRefusal::Forbidden(_) => 403,
             InboundRefusal::UnknownService(_) => 404,
-            InboundRefusal::NoBackend(_) => 503,
+            InboundRefusal::NoBackend(_) | InboundRefusal::OverLimit(_) => 503,
         }
     }
 }

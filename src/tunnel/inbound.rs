@@ -5,11 +5,13 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::net::TcpStream;
 
-use crate::admin::metrics::{ClosedResult, ConnectionMetrics, RefusedReason, RoutePath, Transport};
+use crate::admin::metrics::{
+    ClosedResult, ConnectionMetrics, Limit, RefusedReason, RoutePath, Transport,
+};
 use crate::gateway::state::GatewayState;
 use crate::model::ClusterId;
 use crate::proxy::dial::dial;
@@ -52,6 +54,7 @@ pub fn refuse(
         InboundRefusal::Forbidden(_) => RefusedReason::Forbidden,
         InboundRefusal::UnknownService(_) => RefusedReason::UnknownService,
         InboundRefusal::NoBackend(_) => RefusedReason::NoBackend,
+        InboundRefusal::OverLimit(_) => RefusedReason::OverLimit,
     };
     state.metrics.refused(reason);
     if state.quiet.tunnel_requests.check(reason.as_str()) {
@@ -80,6 +83,26 @@ pub async fn open(
         &state.inbound,
     )
     .map_err(|refusal| refuse(state, caller, authority.as_deref(), refusal))?;
+    // Held until the dial is over: a peer that resets its streams cannot
+    // keep more dials than this in flight.
+    let _dialling = state.peer_budgets.dial(&caller.cluster).map_err(|over| {
+        refuse(
+            state,
+            caller,
+            authority.as_deref(),
+            InboundRefusal::OverLimit(over.to_string()),
+        )
+    })?;
+    // The backend socket is new work: refused while descriptors are short.
+    if !state.overload.admit() {
+        state.metrics.limited(Limit::Descriptors, transport);
+        return Err(refuse(
+            state,
+            caller,
+            authority.as_deref(),
+            InboundRefusal::OverLimit("this gateway is short of descriptors".to_owned()),
+        ));
+    }
     let metrics = state.metrics.connection(RoutePath::Inbound, transport);
     let mut tried: Vec<BackendId> = Vec::new();
     let mut last_error = None;
@@ -152,10 +175,16 @@ impl Accepted {
     /// Splices the peer's stream to the backend until both sides are done,
     /// then writes the access-log line. Not an `async fn`: that would keep
     /// `self` and `stream` beside the splice future that owns them.
-    pub fn relay<S>(self, stream: S, idle_timeout: Duration) -> impl Future<Output = ()>
+    pub fn relay<S>(
+        self,
+        stream: S,
+        state: &GatewayState,
+        transport: Transport,
+    ) -> impl Future<Output = ()>
     where
         S: SpliceIo,
     {
+        let limits = state.metrics.clone();
         let Accepted {
             caller,
             authority,
@@ -164,13 +193,19 @@ impl Accepted {
             metrics,
             started,
         } = self;
-        let mut splice = splice(stream, backend, idle_timeout);
+        // A peer that stops reading (a zero window) must not hold the
+        // backend's bytes for the whole idle timeout.
+        let mut splice = splice(stream, backend, state.idle_timeout)
+            .stall_timeout(state.tunnel.stream_stall_timeout);
         async move {
             // By reference: awaiting by value would move it into a second slot.
             let outcome = (&mut splice).await;
+            if matches!(outcome.end, SpliceEnd::Stalled) {
+                limits.limited(Limit::StalledStream, transport);
+            }
             let result = match outcome.end {
                 SpliceEnd::Closed => ClosedResult::Ok,
-                SpliceEnd::IdleTimeout => ClosedResult::Timeout,
+                SpliceEnd::IdleTimeout | SpliceEnd::Stalled => ClosedResult::Timeout,
                 SpliceEnd::Error(_) => ClosedResult::Error,
             };
             tracing::info!(

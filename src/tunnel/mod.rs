@@ -5,8 +5,10 @@
 //! `docs/tunnel-protocol.md`.
 
 pub mod client;
+pub mod frames;
 pub mod inbound;
 mod keepalive;
+pub mod limits;
 pub mod quic;
 pub mod server;
 mod stream;
@@ -76,6 +78,13 @@ pub struct TunnelSettings {
     pub backoff_max: Duration,
     /// Whether the tunnel server serves callers presenting its own cluster.
     pub admit_own_cluster: bool,
+    /// What one caller cluster may have in flight on the tunnel server.
+    pub peer_limits: limits::PeerLimits,
+    /// Control frames one tunnel connection may send the server.
+    pub control_frames: frames::ControlFrameLimit,
+    /// How long an inbound tunnel stream may hold backend bytes its peer
+    /// does not take (a zero window) before it is closed.
+    pub stream_stall_timeout: Duration,
 }
 
 impl Default for TunnelSettings {
@@ -100,6 +109,9 @@ impl Default for TunnelSettings {
             backoff_base: Duration::from_millis(200),
             backoff_max: Duration::from_secs(30),
             admit_own_cluster: false,
+            peer_limits: limits::PeerLimits::default(),
+            control_frames: frames::ControlFrameLimit::default(),
+            stream_stall_timeout: Duration::from_secs(300),
         }
     }
 }

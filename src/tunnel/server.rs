@@ -14,10 +14,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use super::frames::{GOAWAY_GRACE, Guarded};
 use super::keepalive::keep_alive;
 use super::stream::H2Stream;
 use super::{ERROR_HEADER, TLS_SEND_BUFFER, inbound};
-use crate::admin::metrics::{RefusedReason, Transport};
+use crate::admin::metrics::{Limit, Listener, RefusedReason, Transport};
 use crate::gateway::state::GatewayState;
 use crate::proxy::buffer::Chunk;
 use crate::routing::inbound::InboundRefusal;
@@ -28,7 +29,8 @@ pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: Ca
     let tracker = state.connections.clone();
     crate::proxy::accept_until(
         listener,
-        "tunnel",
+        Listener::Tunnel,
+        &state.clone(),
         shutdown.clone(),
         tracker,
         move |stream, remote| serve_connection(stream, remote, state.clone(), shutdown.clone()),
@@ -79,6 +81,7 @@ async fn serve_connection(
     };
     tracing::debug!(%remote, caller = %caller, "tunnel peer connected");
     let settings = &state.tunnel;
+    let (tls, tripped) = Guarded::new(tls, settings.control_frames);
     let handshake = h2::server::Builder::new()
         .max_concurrent_streams(settings.server_max_concurrent_streams)
         .max_header_list_size(settings.max_header_list_size)
@@ -106,6 +109,20 @@ async fn serve_connection(
     let mut draining = false;
     loop {
         tokio::select! {
+            () = tripped.wait() => {
+                state.metrics.limited(Limit::ControlFrames, Transport::H2);
+                if state.quiet.tunnel_requests.check("control_frames") {
+                    tracing::info!(%remote, caller = %caller, "tunnel peer sent control frames past its limit; GOAWAY");
+                }
+                connection.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+                // Drive the connection until the GOAWAY is out (the peer's
+                // bytes are no longer read), then drop it.
+                let _ = tokio::time::timeout(GOAWAY_GRACE, async {
+                    while let Some(Ok(_)) = connection.accept().await {}
+                })
+                .await;
+                return;
+            }
             accepted = connection.accept() => match accepted {
                 Some(Ok((request, respond))) => serve_request(request, respond, &caller, remote, &state),
                 Some(Err(error)) => {
@@ -193,6 +210,21 @@ fn serve_stream(
     state: Arc<GatewayState>,
 ) -> impl Future<Output = ()> + Send {
     async move {
+        // Held for the stream's lifetime, whatever ends it.
+        let _stream = match state.peer_budgets.stream(&caller.cluster) {
+            Ok(permit) => permit,
+            Err(over) => {
+                let refusal = inbound::refuse(
+                    &state,
+                    &caller,
+                    authority.as_deref(),
+                    InboundRefusal::OverLimit(over.to_string()),
+                );
+                let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
+                let _ = respond.send_response(respond_with(status, &refusal.reason), true);
+                return;
+            }
+        };
         // Boxed: the dial's state is large and over once the backend
         // answers, so the long-lived splice does not carry its space. No
         // `match` spans the splice either: its scrutinee would be kept.
@@ -203,11 +235,26 @@ fn serve_stream(
             remote,
             Transport::H2,
         ));
-        let accepted = match opened.await {
-            Ok(accepted) => accepted,
-            Err(refusal) => {
+        // A peer that resets the stream while the backend is being dialled
+        // cancels the dial: dropping it closes the half-open socket.
+        let raced = {
+            let reset = std::future::poll_fn(|cx| respond.poll_reset(cx));
+            tokio::select! {
+                biased;
+                reason = reset => Err(reason),
+                opened = opened => Ok(opened),
+            }
+        };
+        let accepted = match raced {
+            Ok(Ok(accepted)) => accepted,
+            Ok(Err(refusal)) => {
                 let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
                 let _ = respond.send_response(respond_with(status, &refusal.reason), true);
+                return;
+            }
+            Err(reason) => {
+                state.metrics.stream_cancelled(Transport::H2);
+                tracing::debug!(caller = %caller, ?reason, "tunnel stream reset while dialling");
                 return;
             }
         };
@@ -219,7 +266,7 @@ fn serve_stream(
             }
         };
         accepted
-            .relay(H2Stream::new(send, recv), state.idle_timeout)
+            .relay(H2Stream::new(send, recv), &state, Transport::H2)
             .await;
     }
 }

@@ -6,17 +6,47 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use quinn::{Endpoint, RecvStream, SendStream};
 use tokio_util::sync::CancellationToken;
 
 use super::{QuicStream, encode_response, peer_certificate, read_request, server_config};
-use crate::admin::metrics::{RefusedReason, Transport};
+use crate::admin::metrics::{Limit, RefusedReason, Transport};
 use crate::gateway::state::GatewayState;
 use crate::routing::inbound::InboundRefusal;
 use crate::tls::{Identity, identity_of};
+use crate::tunnel::frames::TokenBucket;
 use crate::tunnel::inbound;
+
+/// The application error code of a connection closed for going over a limit.
+const OVER_LIMIT: u32 = 2;
+/// How often a connection's received control frames are counted.
+const CONTROL_FRAME_SAMPLE: Duration = Duration::from_millis(250);
+
+/// The control frames a peer sent on `connection` so far: everything but
+/// stream data, ACKs, crypto and the handshake's own frames.
+fn control_frames(connection: &quinn::Connection) -> u64 {
+    let frames = connection.stats().frame_rx;
+    [
+        frames.ping,
+        frames.reset_stream,
+        frames.stop_sending,
+        frames.max_data,
+        frames.max_stream_data,
+        frames.max_streams_bidi,
+        frames.max_streams_uni,
+        frames.data_blocked,
+        frames.stream_data_blocked,
+        frames.streams_blocked_bidi,
+        frames.streams_blocked_uni,
+        frames.path_challenge,
+        frames.new_connection_id,
+        frames.retire_connection_id,
+    ]
+    .iter()
+    .sum()
+}
 
 /// How long a peer may take to send its request frame.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -106,8 +136,26 @@ async fn serve_connection(
         }
     };
     tracing::debug!(%remote, caller = %caller, "quic tunnel peer connected");
+    // quinn counts the frames it receives; the count is sampled here.
+    let mut bucket = TokenBucket::new(state.tunnel.control_frames, Instant::now());
+    let mut counted = control_frames(&connection);
+    let mut sample = tokio::time::interval(CONTROL_FRAME_SAMPLE);
     loop {
         let (send, recv) = tokio::select! {
+            _ = sample.tick() => {
+                let now_counted = control_frames(&connection);
+                let spent = now_counted.saturating_sub(counted);
+                counted = now_counted;
+                if !bucket.spend(spent, Instant::now()) {
+                    state.metrics.limited(Limit::ControlFrames, Transport::Quic);
+                    if state.quiet.tunnel_requests.check("control_frames") {
+                        tracing::info!(%remote, caller = %caller, "quic peer sent control frames past its limit; closed");
+                    }
+                    connection.close(OVER_LIMIT.into(), b"control frames over limit");
+                    return;
+                }
+                continue;
+            }
             stream = connection.accept_bi() => match stream {
                 Ok(stream) => stream,
                 Err(error) => {
@@ -142,6 +190,23 @@ fn serve_stream(
     state: Arc<GatewayState>,
 ) -> impl Future<Output = ()> + Send {
     async move {
+        // Held for the stream's lifetime, whatever ends it.
+        let _stream = match state.peer_budgets.stream(&caller.cluster) {
+            Ok(permit) => permit,
+            Err(over) => {
+                let refusal = inbound::refuse(
+                    &state,
+                    &caller,
+                    None,
+                    InboundRefusal::OverLimit(over.to_string()),
+                );
+                let _ = send
+                    .write_all(&encode_response(refusal.status, &refusal.reason))
+                    .await;
+                let _ = send.finish();
+                return;
+            }
+        };
         let authority = match tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut recv)).await {
             Ok(Ok(authority)) => authority,
             Ok(Err(error)) => {
@@ -171,8 +236,36 @@ fn serve_stream(
             remote,
             Transport::Quic,
         ));
+        // A peer that resets or stops the stream while the backend is
+        // being dialled cancels the dial.
+        // Only a reset or STOP_SENDING counts: a peer that finished its
+        // side early is still waiting for the answer.
+        let stopped = send.stopped();
+        let stopped = async {
+            // `Ok(None)`: the stream was finished, which this side has not done.
+            if let Ok(None) = stopped.await {
+                std::future::pending::<()>().await;
+            }
+        };
+        let reset = async {
+            match recv.received_reset().await {
+                Ok(Some(_)) => (),
+                Ok(None) | Err(_) => std::future::pending().await,
+            }
+        };
+        let raced = tokio::select! {
+            biased;
+            () = stopped => None,
+            () = reset => None,
+            opened = opened => Some(opened),
+        };
+        let Some(opened) = raced else {
+            state.metrics.stream_cancelled(Transport::Quic);
+            tracing::debug!(caller = %caller, "quic tunnel stream reset while dialling");
+            return;
+        };
         // No `match` spans the splice: its scrutinee would be kept beside it.
-        let accepted = match opened.await {
+        let accepted = match opened {
             Ok(accepted) => accepted,
             Err(refusal) => {
                 let _ = send
@@ -187,7 +280,7 @@ fn serve_stream(
             return;
         }
         accepted
-            .relay(QuicStream::new(send, recv), state.idle_timeout)
+            .relay(QuicStream::new(send, recv), &state, Transport::Quic)
             .await;
     }
 }

@@ -1,0 +1,122 @@
+//! The metrics of the tunnel server's limits: what a peer or the gateway's
+//! own descriptor budget cut short, so an operator sees a limit at work
+//! rather than guessing from refusals.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::Transport;
+
+label_enum! {
+    /// Which limit ended a connection or refused new work.
+    Limit {
+        /// Control frames over their rate (`tunnel.maxControlFramesPerSecond`).
+        ControlFrames => "control_frames",
+        /// A tunnel stream whose peer stopped reading (`tunnel.streamStallTimeout`).
+        StalledStream => "stalled_stream",
+        /// Descriptors near the process limit (`overload.descriptorReserve`).
+        Descriptors => "descriptors",
+    }
+}
+
+label_enum! {
+    /// A listener, for accept errors.
+    Listener {
+        Tunnel => "tunnel",
+        Connect => "connect",
+        ClusterSetIp => "cluster_set_ip",
+        Import => "import",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct TransportLabels {
+    transport: Transport,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LimitLabels {
+    limit: Limit,
+    transport: Transport,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ListenerLabels {
+    listener: Listener,
+}
+
+/// The families; registered by [`super::Metrics::new`].
+#[derive(Default)]
+pub(super) struct LimitMetrics {
+    streams_cancelled: Family<TransportLabels, Counter>,
+    limited: Family<LimitLabels, Counter>,
+    accept_errors: Family<ListenerLabels, Counter>,
+    open_descriptors: Gauge,
+    descriptor_limit: Gauge,
+}
+
+impl LimitMetrics {
+    pub(super) fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "tunnel_streams_cancelled",
+            "Tunnel streams the peer reset while their backend was being dialled (the dial is cancelled), by transport",
+            self.streams_cancelled.clone(),
+        );
+        registry.register(
+            "limited",
+            "Connections ended or new work refused by a limit, by limit and transport (none: not a tunnel)",
+            self.limited.clone(),
+        );
+        registry.register(
+            "accept_errors",
+            "Failed accepts (out of descriptors, say), by listener; the listener backs off",
+            self.accept_errors.clone(),
+        );
+        registry.register(
+            "open_descriptors",
+            "File descriptors the process has open, as last sampled",
+            self.open_descriptors.clone(),
+        );
+        registry.register(
+            "descriptor_limit",
+            "The process's descriptor limit (RLIMIT_NOFILE)",
+            self.descriptor_limit.clone(),
+        );
+    }
+}
+
+impl super::Metrics {
+    /// Counts a tunnel stream reset by its peer during the backend dial.
+    pub fn stream_cancelled(&self, transport: Transport) {
+        self.limits
+            .streams_cancelled
+            .get_or_create(&TransportLabels { transport })
+            .inc();
+    }
+
+    /// Counts a connection ended, or work refused, by `limit`.
+    pub fn limited(&self, limit: Limit, transport: Transport) {
+        self.limits
+            .limited
+            .get_or_create(&LimitLabels { limit, transport })
+            .inc();
+    }
+
+    /// Counts a failed accept on `listener`.
+    pub fn accept_error(&self, listener: Listener) {
+        self.limits
+            .accept_errors
+            .get_or_create(&ListenerLabels { listener })
+            .inc();
+    }
+
+    /// Records the sampled descriptor count and the limit.
+    pub fn set_descriptors(&self, open: u64, limit: u64) {
+        let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        self.limits.open_descriptors.set(gauge(open));
+        self.limits.descriptor_limit.set(gauge(limit));
+    }
+}

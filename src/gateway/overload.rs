@@ -1,0 +1,109 @@
+//! The gateway's descriptor budget: new work (an accepted connection, a
+//! tunnel stream's backend dial) is refused while the process's open
+//! descriptors are within a reserve of its limit, so that the admin
+//! listener, DNS and the connections already open keep working when a
+//! flood would otherwise take every descriptor. The count is sampled from
+//! `/proc/self/fd` and every admission since the last sample is added to
+//! it, so between samples the estimate errs high, never low.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Descriptors kept free when the configuration does not say: a sixteenth
+/// of the limit, at least 64 and at most 1,024.
+pub fn default_reserve(limit: u64) -> u64 {
+    (limit / 16).clamp(64, 1024)
+}
+
+#[derive(Debug)]
+pub struct Overload {
+    limit: u64,
+    reserve: u64,
+    /// The last sample plus every admission since.
+    open: AtomicU64,
+}
+
+impl Overload {
+    /// A budget under the process's soft `RLIMIT_NOFILE` (unbounded when
+    /// it cannot be read) keeping `reserve` descriptors free.
+    pub fn for_process(reserve: Option<u64>) -> Self {
+        let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(u64::MAX, |(soft, _)| soft);
+        let reserve = reserve.unwrap_or_else(|| default_reserve(limit));
+        let overload = Self::new(limit, reserve);
+        overload.sample();
+        overload
+    }
+
+    pub fn new(limit: u64, reserve: u64) -> Self {
+        Self {
+            limit,
+            reserve,
+            open: AtomicU64::new(0),
+        }
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Whether one more descriptor may be spent on new work; counts it when so.
+    pub fn admit(&self) -> bool {
+        let open = self.open.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        if open.saturating_add(self.reserve) > self.limit {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Replaces the estimate with the real count; returns it. Keeps the
+    /// estimate when `/proc` cannot be read.
+    pub fn sample(&self) -> u64 {
+        match std::fs::read_dir("/proc/self/fd") {
+            Ok(entries) => {
+                // The directory being read holds a descriptor of its own.
+                let open = (entries.count() as u64).saturating_sub(1);
+                self.open.store(open, Ordering::Relaxed);
+                open
+            }
+            Err(_) => self.open.load(Ordering::Relaxed),
+        }
+    }
+
+    #[cfg(test)]
+    fn set_open(&self, open: u64) {
+        self.open.store(open, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_is_refused_within_the_reserve_and_admitted_after_a_sample_shows_room() {
+        let overload = Overload::new(100, 10);
+        overload.set_open(88);
+        assert!(overload.admit(), "89 open, 11 free");
+        assert!(overload.admit(), "90 open, 10 free");
+        assert!(!overload.admit(), "the reserve is kept");
+        assert!(!overload.admit(), "a refusal spends nothing");
+        overload.set_open(50);
+        assert!(overload.admit());
+    }
+
+    #[test]
+    fn the_sample_reads_this_process_descriptors() {
+        let overload = Overload::new(u64::MAX, 0);
+        // At least stdin, stdout and stderr; the exact count moves with
+        // the other tests of this process.
+        assert!(overload.sample() >= 3);
+    }
+
+    #[test]
+    fn the_default_reserve_scales_within_bounds() {
+        assert_eq!(default_reserve(1024), 64);
+        assert_eq!(default_reserve(4096), 256);
+        assert_eq!(default_reserve(1 << 20), 1024);
+    }
+}

@@ -1,0 +1,172 @@
+//! What one peer may cost the tunnel server: concurrent streams and pending
+//! backend dials per caller cluster, counted over all of its connections
+//! and both transports. A permit is held while the work lasts and given
+//! back when dropped, so a stream that ends in any way (served, refused,
+//! reset by the peer) frees its slot. Over a cap the request is refused
+//! before any socket is opened.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::model::ClusterId;
+
+/// The caps, from `tunnel:` in `gateway.yaml`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerLimits {
+    /// Streams one caller cluster may have open at once (being dialled or spliced).
+    pub max_streams: usize,
+    /// Backend dials one caller cluster may have in flight at once.
+    pub max_pending_dials: usize,
+}
+
+impl Default for PeerLimits {
+    fn default() -> Self {
+        Self {
+            max_streams: 16_384,
+            max_pending_dials: 256,
+        }
+    }
+}
+
+/// Which cap a request went over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum OverLimit {
+    #[error("the caller has {0} streams open, its limit (tunnel.maxStreamsPerPeer)")]
+    Streams(usize),
+    #[error(
+        "the caller has {0} backend dials in flight, its limit (tunnel.maxPendingDialsPerPeer)"
+    )]
+    PendingDials(usize),
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Usage {
+    streams: usize,
+    dials: usize,
+}
+
+/// The usage of every caller cluster with work in flight.
+#[derive(Debug, Default)]
+pub struct PeerBudgets {
+    limits: PeerLimits,
+    usage: Mutex<HashMap<ClusterId, Usage>>,
+}
+
+/// One unit of a caller's budget, given back on drop.
+#[derive(Debug)]
+pub struct Permit {
+    budgets: Arc<PeerBudgets>,
+    caller: ClusterId,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Stream,
+    Dial,
+}
+
+impl PeerBudgets {
+    pub fn new(limits: PeerLimits) -> Self {
+        Self {
+            limits,
+            usage: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A stream slot for `caller`, or which cap it would go over.
+    pub fn stream(self: &Arc<Self>, caller: &ClusterId) -> Result<Permit, OverLimit> {
+        self.take(caller, Kind::Stream)
+    }
+
+    /// A pending-dial slot for `caller`, or which cap it would go over.
+    pub fn dial(self: &Arc<Self>, caller: &ClusterId) -> Result<Permit, OverLimit> {
+        self.take(caller, Kind::Dial)
+    }
+
+    /// Open streams and pending dials of `caller`.
+    pub fn usage(&self, caller: &ClusterId) -> (usize, usize) {
+        self.usage
+            .lock()
+            .ok()
+            .and_then(|usage| usage.get(caller).map(|u| (u.streams, u.dials)))
+            .unwrap_or_default()
+    }
+
+    fn take(self: &Arc<Self>, caller: &ClusterId, kind: Kind) -> Result<Permit, OverLimit> {
+        // A poisoned lock means a panic while counting; refusing then
+        // would stop the tunnel for good, so the recovered map is used.
+        let mut usage = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = usage.entry(caller.clone()).or_default();
+        match kind {
+            Kind::Stream if entry.streams >= self.limits.max_streams => {
+                return Err(OverLimit::Streams(entry.streams));
+            }
+            Kind::Dial if entry.dials >= self.limits.max_pending_dials => {
+                return Err(OverLimit::PendingDials(entry.dials));
+            }
+            Kind::Stream => entry.streams += 1,
+            Kind::Dial => entry.dials += 1,
+        }
+        Ok(Permit {
+            budgets: self.clone(),
+            caller: caller.clone(),
+            kind,
+        })
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut usage = self.budgets.usage.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(entry) = usage.get_mut(&self.caller) else {
+            return;
+        };
+        match self.kind {
+            Kind::Stream => entry.streams = entry.streams.saturating_sub(1),
+            Kind::Dial => entry.dials = entry.dials.saturating_sub(1),
+        }
+        if entry.streams == 0 && entry.dials == 0 {
+            // Callers come and go: an idle one holds no entry.
+            usage.remove(&self.caller);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(id: &str) -> ClusterId {
+        ClusterId::new(id).expect("valid test id")
+    }
+
+    #[test]
+    fn each_caller_has_its_own_caps_and_permits_give_back() {
+        let budgets = Arc::new(PeerBudgets::new(PeerLimits {
+            max_streams: 2,
+            max_pending_dials: 1,
+        }));
+        let (c1, c2) = (cluster("c1"), cluster("c2"));
+        let first = budgets.stream(&c1).expect("first stream");
+        let _second = budgets.stream(&c1).expect("second stream");
+        assert_eq!(budgets.stream(&c1).err(), Some(OverLimit::Streams(2)));
+        // Another caller is not held back by c1.
+        let _other = budgets.stream(&c2).expect("c2's own budget");
+        let dial = budgets.dial(&c1).expect("a dial");
+        assert_eq!(budgets.dial(&c1).err(), Some(OverLimit::PendingDials(1)));
+        drop(dial);
+        drop(first);
+        assert_eq!(budgets.usage(&c1), (1, 0));
+        let _again = budgets.stream(&c1).expect("a slot was given back");
+        assert!(budgets.dial(&c1).is_ok());
+    }
+
+    #[test]
+    fn an_idle_caller_holds_no_entry() {
+        let budgets = Arc::new(PeerBudgets::default());
+        let c1 = cluster("c1");
+        drop(budgets.stream(&c1).expect("stream"));
+        assert!(budgets.usage.lock().expect("lock").is_empty());
+    }
+}
