@@ -455,14 +455,39 @@ pub async fn start_gateway_importing(
     transport: TransportMode,
     imports: strait::config::ImportSettings,
 ) -> Gateway {
+    let tunnel = TunnelSettings {
+        transport,
+        ..TunnelSettings::default()
+    };
+    start_gateway_tuned(config, certs, id, n, listeners, tunnel, |settings| {
+        settings.imports = imports;
+    })
+    .await
+}
+
+/// As [`start_gateway`], with these tunnel settings and `tune` applied to
+/// the test defaults of `gateway.yaml`.
+pub async fn start_gateway_tuned(
+    config: &Path,
+    certs: &Path,
+    id: &str,
+    n: u8,
+    listeners: Listeners,
+    tunnel: TunnelSettings,
+    tune: impl FnOnce(&mut GatewaySettings),
+) -> Gateway {
     let mut settings = GatewaySettings {
-        imports,
+        imports: strait::config::ImportSettings {
+            listen: false,
+            ..Default::default()
+        },
         ..GatewaySettings::default()
     };
     settings.tuning.reload_debounce = Duration::from_millis(100);
     settings.tuning.connect_timeout = Duration::from_secs(2);
     // Pods of this loopback world live on 127.0.0.0/8.
     settings.allow_loopback_endpoints = true;
+    tune(&mut settings);
     let options = GatewayOptions {
         config_dir: config.to_owned(),
         settings,
@@ -470,10 +495,7 @@ pub async fn start_gateway_importing(
         tls_dir: certs.join(id),
         dial_source: Some(gateway_ip(n)),
         overrides: DialOverrides::default(),
-        tunnel: TunnelSettings {
-            transport,
-            ..TunnelSettings::default()
-        },
+        tunnel,
         kube: None,
     };
     Gateway::start(options, listeners)
