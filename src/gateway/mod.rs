@@ -302,6 +302,7 @@ impl Gateway {
             tunnel: options.tunnel.clone(),
             inbound: crate::routing::inbound::InboundGuard {
                 own_listeners,
+                interface_addresses: interface_addresses(),
                 admit_own_cluster: options.tunnel.admit_own_cluster,
             },
             overrides: options.overrides.clone(),
@@ -486,4 +487,25 @@ async fn housekeeping(state: Arc<GatewayState>, stop: CancellationToken) {
             () = stop.cancelled() => return,
         }
     }
+}
+
+/// The addresses of the host's interfaces, where a wildcard-bound listener
+/// also answers; empty when they cannot be listed (the loopback and
+/// unspecified checks still apply).
+fn interface_addresses() -> Vec<IpAddr> {
+    let Ok(interfaces) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    let mut addresses: Vec<IpAddr> = interfaces
+        .filter_map(|interface| {
+            let address = interface.address?;
+            address
+                .as_sockaddr_in()
+                .map(|v4| IpAddr::V4(v4.ip()))
+                .or_else(|| address.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
+        })
+        .collect();
+    addresses.sort_unstable();
+    addresses.dedup();
+    addresses
 }

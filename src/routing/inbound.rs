@@ -5,7 +5,7 @@
 //! declare, for callers the service's access policy admits, and it decides
 //! before any socket is opened. Pure: the route table decides.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use crate::model::{ClusterId, NetworkId};
 
@@ -72,6 +72,9 @@ impl InboundRefusal {
 pub struct InboundGuard {
     /// The gateway's own sockets, refused even if a backend claims one.
     pub own_listeners: Vec<SocketAddr>,
+    /// The host's interface addresses: a listener bound to a wildcard
+    /// address answers on each of them too.
+    pub interface_addresses: Vec<IpAddr>,
     /// Whether a caller presenting this gateway's own cluster is served.
     /// Off by default: a gateway never tunnels to its own network, so such
     /// a caller holds a copy of this cluster's key, or is a test harness.
@@ -144,12 +147,16 @@ pub fn authorize<'a>(
             // table names.
             let import_listener = table.lookup_import_port(address.port()).is_some()
                 && own_listeners.iter().any(|own| {
-                    own_or_wildcard(&SocketAddr::new(own.ip(), address.port()), &address)
+                    own_or_wildcard(
+                        &SocketAddr::new(own.ip(), address.port()),
+                        &address,
+                        &guard.interface_addresses,
+                    )
                 });
             if import_listener
                 || own_listeners
                     .iter()
-                    .any(|own| own_or_wildcard(own, &address))
+                    .any(|own| own_or_wildcard(own, &address, &guard.interface_addresses))
             {
                 return Err(InboundRefusal::Forbidden(format!(
                     "{address} is this gateway's own listener"
@@ -216,13 +223,16 @@ pub fn authorize<'a>(
 }
 
 /// Whether `target` reaches the listener `own`. A listener bound to a
-/// wildcard address also answers on loopback; a backend elsewhere that
-/// happens to use the same port number is not the gateway.
-fn own_or_wildcard(own: &SocketAddr, target: &SocketAddr) -> bool {
+/// wildcard address also answers on loopback and on every address of the
+/// host's interfaces; a backend elsewhere that happens to use the same port
+/// number is not the gateway.
+fn own_or_wildcard(own: &SocketAddr, target: &SocketAddr, interfaces: &[IpAddr]) -> bool {
     own.port() == target.port()
         && (own.ip() == target.ip()
             || (own.ip().is_unspecified()
-                && (target.ip().is_loopback() || target.ip().is_unspecified())))
+                && (target.ip().is_loopback()
+                    || target.ip().is_unspecified()
+                    || interfaces.contains(&target.ip()))))
 }
 
 #[cfg(test)]
@@ -285,6 +295,7 @@ mod tests {
     fn guard(own: &[SocketAddr]) -> InboundGuard {
         InboundGuard {
             own_listeners: own.to_vec(),
+            interface_addresses: Vec::new(),
             admit_own_cluster: false,
         }
     }
@@ -330,6 +341,7 @@ mod tests {
         let table = table();
         let c3 = cluster("c3");
         let plan = authorize(&table, &c3, Some("10.0.0.1:8042"), &own).expect("a real backend");
+        // Unless that address is one of this host's.
         assert!(matches!(plan, InboundPlan::Dial(_)));
         let refusal = authorize(&table, &c3, Some("127.0.0.1:8042"), &own).expect_err("own port");
         assert_eq!(refusal.status(), 403);
