@@ -5,24 +5,40 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
+use std::time::Duration;
 
 use crate::model::{ClusterId, check_dns_subdomain};
-use crate::tls::{MAX_TRUST_DOMAIN_LEN, cluster_set_files, write_cluster_set};
+use crate::tls::{MAX_TRUST_DOMAIN_LEN, cluster_set_files, write_cluster_set_valid_for};
 
 use super::{Refused, emit};
 
 /// Writes the certificates under `out` and lists the files written on stdout.
-pub(super) fn run(out: &Path, clusterset: &str, clusters: &[String]) -> Result<(), Refused> {
+pub(super) fn run(
+    out: &Path,
+    clusterset: &str,
+    clusters: &[String],
+    validity: Duration,
+) -> Result<(), Refused> {
     let mut stdout = std::io::stdout().lock();
-    run_to(out, clusterset, clusters, &mut stdout)
+    run_to(out, clusterset, clusters, validity, &mut stdout)
 }
+
+/// The shortest validity accepted: a leaf must outlive a gateway's start.
+const MIN_VALIDITY: Duration = Duration::from_secs(3600);
 
 fn run_to(
     out: &Path,
     clusterset: &str,
     clusters: &[String],
+    validity: Duration,
     report: &mut dyn Write,
 ) -> Result<(), Refused> {
+    if validity < MIN_VALIDITY {
+        return Err(Refused(format!(
+            "--validity {} is shorter than an hour",
+            humantime::format_duration(validity)
+        )));
+    }
     check_dns_subdomain(clusterset, MAX_TRUST_DOMAIN_LEN)
         .map_err(|e| Refused(format!("invalid cluster set id {clusterset:?}: {e}")))?;
     if clusters.is_empty() {
@@ -38,7 +54,8 @@ fn run_to(
         }
         ids.push(id);
     }
-    write_cluster_set(out, clusterset, &ids).map_err(|e| Refused(e.to_string()))?;
+    write_cluster_set_valid_for(out, clusterset, &ids, validity)
+        .map_err(|e| Refused(e.to_string()))?;
     let listing: String = cluster_set_files(out, &ids)
         .iter()
         .map(|file| format!("wrote {}\n", file.display()))
@@ -49,6 +66,33 @@ fn run_to(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::DEFAULT_LEAF_VALIDITY;
+
+    #[test]
+    fn leaves_are_valid_for_what_validity_says_and_an_hour_at_least() {
+        let out = tempfile::tempdir().expect("tempdir");
+        let week = Duration::from_secs(7 * 86_400);
+        run_to(out.path(), "set", &strings(&["c1"]), week, &mut Vec::new()).expect("written");
+        let material = crate::tls::TlsMaterial::load(&out.path().join("c1")).expect("loads");
+        let left = material
+            .not_after()
+            .duration_since(std::time::SystemTime::now())
+            .expect("in the future");
+        assert!(
+            left > week - Duration::from_secs(60) && left <= week,
+            "{left:?}"
+        );
+        let other = tempfile::tempdir().expect("tempdir");
+        let refused = run_to(
+            other.path(),
+            "set",
+            &strings(&["c1"]),
+            Duration::from_secs(60),
+            &mut Vec::new(),
+        )
+        .expect_err("too short");
+        assert_eq!(refused.0, "--validity 1m is shorter than an hour");
+    }
 
     fn strings(values: &[&str]) -> Vec<String> {
         values.iter().map(|v| (*v).to_owned()).collect()
@@ -58,7 +102,14 @@ mod tests {
     fn writes_and_lists_every_file() {
         let out = tempfile::tempdir().expect("tempdir");
         let mut report = Vec::new();
-        run_to(out.path(), "set", &strings(&["c1", "c2"]), &mut report).expect("written");
+        run_to(
+            out.path(),
+            "set",
+            &strings(&["c1", "c2"]),
+            DEFAULT_LEAF_VALIDITY,
+            &mut report,
+        )
+        .expect("written");
         let report = String::from_utf8(report).expect("utf-8");
         let lines: Vec<&str> = report.lines().collect();
         assert_eq!(lines.len(), 7, "{report}");
@@ -73,9 +124,15 @@ mod tests {
     fn refuses_bad_input_before_writing() {
         let out = tempfile::tempdir().expect("tempdir");
         let refused = |set: &str, clusters: &[&str]| {
-            run_to(out.path(), set, &strings(clusters), &mut Vec::new())
-                .expect_err("refused")
-                .0
+            run_to(
+                out.path(),
+                set,
+                &strings(clusters),
+                DEFAULT_LEAF_VALIDITY,
+                &mut Vec::new(),
+            )
+            .expect_err("refused")
+            .0
         };
         assert!(refused("Set", &["c1"]).starts_with("invalid cluster set id \"Set\""));
         assert!(refused("set", &["c1", "C2"]).starts_with("invalid cluster id \"C2\""));

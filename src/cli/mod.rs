@@ -85,6 +85,10 @@ enum Command {
         /// A cluster to issue a gateway certificate for (repeatable).
         #[arg(long = "cluster", value_name = "ID", required = true)]
         clusters: Vec<String>,
+        /// How long the gateway certificates are valid (the CA: ten years).
+        /// Short by default: nothing revokes a certificate before it expires.
+        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = humantime::parse_duration)]
+        validity: std::time::Duration,
     },
 }
 
@@ -122,7 +126,8 @@ pub fn main() -> ExitCode {
             out,
             clusterset,
             clusters,
-        } => certs::run(&out, &clusterset, &clusters),
+            validity,
+        } => certs::run(&out, &clusterset, &clusters, validity),
     };
     let _ = stdout.flush();
     match result {

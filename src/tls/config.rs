@@ -154,10 +154,11 @@ impl TlsMaterial {
         let parsed = ParsedCertificate::try_from(leaf)
             .map_err(|e| TlsError::file(&paths.cert, FileProblem::BadCertificate(e)))?;
         let now = UnixTime::now();
+        // Issued by ca.crt itself: peers accept no intermediate either.
         rustls::client::verify_server_cert_signed_by_trust_anchor(
             &parsed,
             &roots,
-            &chain[1..],
+            &[],
             now,
             algorithms.all,
         )
@@ -170,7 +171,7 @@ impl TlsMaterial {
         });
         client_verifier
             .inner
-            .verify_client_cert(leaf, &chain[1..], now)
+            .verify_client_cert(leaf, &[], now)
             .map_err(untrusted)?;
 
         let mut server = ServerConfig::builder_with_provider(provider.clone())
@@ -345,12 +346,13 @@ impl ClientCertVerifier for GatewayClientVerifier {
     fn verify_client_cert(
         &self,
         end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
+        _intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        let verified = self
-            .inner
-            .verify_client_cert(end_entity, intermediates, now)?;
+        // No intermediates: a leaf must be issued by a certificate of
+        // ca.crt itself (the CA's path length 0, which webpki does not
+        // read from a trust anchor).
+        let verified = self.inner.verify_client_cert(end_entity, &[], now)?;
         check_peer_leaf(&self.trust_domain, end_entity)?;
         Ok(verified)
     }
@@ -393,16 +395,17 @@ impl ServerCertVerifier for GatewayServerVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
+        _intermediates: &[CertificateDer<'_>],
         _server_name: &ServerName<'_>,
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         let parsed = ParsedCertificate::try_from(end_entity)?;
+        // No intermediates: issued by ca.crt itself, as the client verifier.
         rustls::client::verify_server_cert_signed_by_trust_anchor(
             &parsed,
             &self.roots,
-            intermediates,
+            &[],
             now,
             self.algorithms.all,
         )?;

@@ -31,7 +31,9 @@ pub const CA_FILE: &str = "ca.crt";
 
 const HOUR: i64 = 3600;
 const DAY: i64 = 24 * HOUR;
-const LEAF_LIFETIME: i64 = 365 * DAY;
+/// How long a leaf from `strait certs` is valid unless `--validity` says:
+/// short, because nothing revokes a leaf before it expires.
+pub const DEFAULT_LEAF_VALIDITY: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
 const CA_LIFETIME: i64 = 10 * 365 * DAY;
 
 /// A cluster set's CA, held in memory to sign gateway leaves.
@@ -113,16 +115,36 @@ pub fn generate_ca(clusterset: &str) -> Result<CertificateAuthority, TlsError> {
 /// Generates the gateway leaf of `cluster`, signed by `ca`: ECDSA P-256, URI
 /// SAN `spiffe://<clusterset>/cluster/<cluster>/gateway`, DNS SAN
 /// `<cluster>.gateway.<clusterset>` when that is a valid DNS name, usable as
-/// TLS server and client, valid from an hour ago for 365 days.
+/// TLS server and client, valid from an hour ago for
+/// [`DEFAULT_LEAF_VALIDITY`].
 pub fn generate_leaf(ca: &CertificateAuthority, cluster: &ClusterId) -> Result<LeafPem, TlsError> {
-    sign_leaf(ca, Identity::new(&ca.clusterset, cluster.clone())?)
+    generate_leaf_valid_for(ca, cluster, DEFAULT_LEAF_VALIDITY)
+}
+
+/// As [`generate_leaf`], valid for `validity` from now.
+pub fn generate_leaf_valid_for(
+    ca: &CertificateAuthority,
+    cluster: &ClusterId,
+    validity: std::time::Duration,
+) -> Result<LeafPem, TlsError> {
+    let identity = Identity::new(&ca.clusterset, cluster.clone())?;
+    sign_leaf_valid_for(ca, identity, validity)
 }
 
 /// Signs a gateway leaf for `identity`, whatever its trust domain (tests use
 /// this to make a certificate that names another cluster set).
+#[cfg(test)]
 pub(super) fn sign_leaf(
     ca: &CertificateAuthority,
     identity: Identity,
+) -> Result<LeafPem, TlsError> {
+    sign_leaf_valid_for(ca, identity, DEFAULT_LEAF_VALIDITY)
+}
+
+fn sign_leaf_valid_for(
+    ca: &CertificateAuthority,
+    identity: Identity,
+    validity: std::time::Duration,
 ) -> Result<LeafPem, TlsError> {
     let mut params = CertificateParams::default();
     let mut name = DistinguishedName::new();
@@ -142,7 +164,8 @@ pub(super) fn sign_leaf(
         ExtendedKeyUsagePurpose::ClientAuth,
     ];
     params.use_authority_key_identifier_extension = true;
-    let (not_before, not_after) = validity(LEAF_LIFETIME)?;
+    let lifetime = i64::try_from(validity.as_secs()).unwrap_or(i64::MAX);
+    let (not_before, not_after) = self::validity(lifetime)?;
     params.not_before = not_before.to_datetime();
     params.not_after = not_after.to_datetime();
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
@@ -176,6 +199,16 @@ pub fn write_cluster_set(
     clusterset: &str,
     clusters: &[ClusterId],
 ) -> Result<(), TlsError> {
+    write_cluster_set_valid_for(out, clusterset, clusters, DEFAULT_LEAF_VALIDITY)
+}
+
+/// As [`write_cluster_set`], with leaves valid for `leaf_validity`.
+pub fn write_cluster_set_valid_for(
+    out: &Path,
+    clusterset: &str,
+    clusters: &[ClusterId],
+    leaf_validity: std::time::Duration,
+) -> Result<(), TlsError> {
     check_clusterset(clusterset)?;
     let mut seen = BTreeSet::new();
     if let Some(dup) = clusters.iter().find(|c| !seen.insert(*c)) {
@@ -192,7 +225,7 @@ pub fn write_cluster_set(
     create_dir(out)?;
     write_new(&out.join(CA_FILE), &ca_pem, false)?;
     for cluster in clusters {
-        let leaf = generate_leaf(&ca, cluster)?;
+        let leaf = generate_leaf_valid_for(&ca, cluster, leaf_validity)?;
         let dir = out.join(cluster.as_str());
         create_dir(&dir)?;
         write_new(&dir.join(CERT_FILE), &leaf.cert_pem, false)?;
@@ -249,6 +282,48 @@ fn write_new(path: &Path, contents: &str, secret: bool) -> Result<(), TlsError> 
     file.write_all(contents.as_bytes())
         .and_then(|()| file.sync_all())
         .map_err(|e| TlsError::file(path, FileProblem::Unwritable(e)))
+}
+
+/// An intermediate CA signed by `ca`, for tests of what peers refuse.
+#[cfg(test)]
+pub(super) fn sign_intermediate(
+    ca: &CertificateAuthority,
+) -> Result<CertificateAuthority, TlsError> {
+    let mut params = CertificateParams::default();
+    let mut name = DistinguishedName::new();
+    name.push(DnType::CommonName, "intermediate");
+    params.distinguished_name = name;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let (not_before, not_after) = validity(DAY)?;
+    params.not_before = not_before.to_datetime();
+    params.not_after = not_after.to_datetime();
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+    let issuer = Issuer::from_params(&ca.params, &ca.key);
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok(CertificateAuthority {
+        clusterset: ca.clusterset.clone(),
+        params,
+        key,
+        cert,
+    })
+}
+
+/// A leaf signed by `ca` whose only SANs are these URIs.
+#[cfg(test)]
+pub(super) fn sign_leaf_with_uris(
+    ca: &CertificateAuthority,
+    uris: &[&str],
+) -> Result<CertificateDer<'static>, TlsError> {
+    let mut params = CertificateParams::default();
+    params.subject_alt_names = uris
+        .iter()
+        .map(|uri| Ia5String::try_from(*uri).map(SanType::URI))
+        .collect::<Result<_, _>>()?;
+    params.is_ca = IsCa::ExplicitNoCa;
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+    let issuer = Issuer::from_params(&ca.params, &ca.key);
+    Ok(params.signed_by(&key, &issuer)?.der().clone())
 }
 
 #[cfg(test)]

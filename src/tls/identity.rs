@@ -87,7 +87,10 @@ fn check_trust_domain(value: &str) -> Result<(), crate::model::IdError> {
 }
 
 /// The identity named by an end-entity certificate: its single `spiffe://`
-/// URI SAN. Other URI SANs are ignored; none or several spiffe ones is an error.
+/// URI SAN. Other URI SANs are ignored; none or several spiffe ones is an
+/// error. The scheme is matched without regard to case (URI schemes are
+/// case-insensitive), so `SPIFFE://…` beside `spiffe://…` is two identities
+/// and refused; a lone `SPIFFE://…` is refused by the strict parser.
 pub fn identity_of(cert: &CertificateDer<'_>) -> Result<Identity, TlsError> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
         .map_err(|e| IdentityError::BadCertificate(e.to_string()))?;
@@ -98,7 +101,13 @@ pub fn identity_of(cert: &CertificateDer<'_>) -> Result<Identity, TlsError> {
         .iter()
         .flat_map(|ext| ext.value.general_names.iter())
         .filter_map(|name| match name {
-            GeneralName::URI(uri) if uri.starts_with(SCHEME) => Some(*uri),
+            GeneralName::URI(uri)
+                if uri
+                    .get(..SCHEME.len())
+                    .is_some_and(|scheme| scheme.eq_ignore_ascii_case(SCHEME)) =>
+            {
+                Some(*uri)
+            }
             _ => None,
         })
         .collect();

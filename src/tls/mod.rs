@@ -16,8 +16,9 @@ use crate::model::{ClusterId, IdError};
 
 pub use config::{ALPN_H2, TlsMaterial, peer_identity};
 pub use generate::{
-    CA_FILE, CERT_FILE, CertificateAuthority, KEY_FILE, LeafPem, cluster_set_files, generate_ca,
-    generate_leaf, write_cluster_set,
+    CA_FILE, CERT_FILE, CertificateAuthority, DEFAULT_LEAF_VALIDITY, KEY_FILE, LeafPem,
+    cluster_set_files, generate_ca, generate_leaf, generate_leaf_valid_for, write_cluster_set,
+    write_cluster_set_valid_for,
 };
 pub use identity::{Identity, MAX_TRUST_DOMAIN_LEN, identity_of};
 pub use reload::ReloadingTls;

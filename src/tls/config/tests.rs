@@ -12,7 +12,8 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use super::*;
 use crate::model::ClusterId;
 use crate::tls::generate::{
-    CertificateAuthority, LeafPem, generate_ca, generate_leaf, sign_leaf, write_cluster_set,
+    CertificateAuthority, LeafPem, generate_ca, generate_leaf, sign_intermediate, sign_leaf,
+    sign_leaf_with_uris, write_cluster_set,
 };
 
 fn cluster(id: &str) -> ClusterId {
@@ -216,7 +217,8 @@ fn generated_cluster_set_loads_with_the_right_identities() {
             .expect("in the future")
             .as_secs()
             / 86_400;
-        assert!((363..=365).contains(&days), "{days}");
+        // The default leaf validity: 30 days.
+        assert!((28..=30).contains(&days), "{days}");
     }
 }
 
@@ -354,4 +356,89 @@ async fn a_gateway_of_another_cluster_set_is_refused() {
         .expect_err("client refuses a foreign trust domain");
     assert!(err.contains("ForeignTrustDomain"), "{err}");
     assert!(outcome.server.is_err());
+}
+
+/// The CA's path length 0, enforced: a leaf issued by an intermediate the
+/// CA signed is refused at load and by both verifiers, even when the
+/// intermediate comes along in the chain.
+#[tokio::test]
+async fn a_leaf_issued_through_an_intermediate_is_refused() {
+    let pki = pki();
+    let intermediate = sign_intermediate(&pki.ca).expect("intermediate");
+    let leaf = generate_leaf(&intermediate, &cluster("c3")).expect("leaf");
+    let chain_pem = format!("{}{}", leaf.cert_pem, intermediate.cert_pem());
+    let err = TlsMaterial::from_pem(&chain_pem, &leaf.key_pem, pki.ca.cert_pem())
+        .expect_err("refused at load");
+    assert!(
+        err.to_string()
+            .starts_with("tls.crt: certificate is not trusted by ca.crt"),
+        "{err}"
+    );
+    let mut roots = RootCertStore::empty();
+    roots.add(pki.ca.cert_der().clone()).expect("root");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = Arc::new(roots);
+    let verifier = GatewayClientVerifier {
+        inner: WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+            .build()
+            .expect("verifier"),
+        trust_domain: "set".to_owned(),
+    };
+    let now = UnixTime::now();
+    let intermediates = [intermediate.cert_der().clone()];
+    assert!(
+        verifier
+            .verify_client_cert(&leaf.cert_der(), &intermediates, now)
+            .is_err(),
+        "the server refuses it"
+    );
+    assert!(
+        verifier
+            .verify_client_cert(&pki.c2.cert_der(), &[], now)
+            .is_ok(),
+        "a leaf of the CA itself is accepted"
+    );
+    let client_side = GatewayServerVerifier {
+        roots,
+        algorithms: provider.signature_verification_algorithms,
+        trust_domain: "set".to_owned(),
+    };
+    let name = ServerName::try_from("198.51.100.7").expect("name");
+    assert!(
+        client_side
+            .verify_server_cert(&leaf.cert_der(), &intermediates, &name, &[], now)
+            .is_err(),
+        "the client refuses it"
+    );
+    assert!(
+        client_side
+            .verify_server_cert(&pki.c2.cert_der(), &[], &name, &[], now)
+            .is_ok()
+    );
+}
+
+#[test]
+fn two_identities_that_differ_only_in_case_are_two_and_refused() {
+    let pki = pki();
+    let both = sign_leaf_with_uris(
+        &pki.ca,
+        &[
+            "spiffe://set/cluster/c1/gateway",
+            "SPIFFE://set/cluster/c2/gateway",
+        ],
+    )
+    .expect("leaf");
+    let err = identity_of(&both).expect_err("two identities");
+    assert!(
+        matches!(
+            err,
+            TlsError::Identity(crate::tls::IdentityError::Several(2))
+        ),
+        "{err}"
+    );
+    let upper = sign_leaf_with_uris(&pki.ca, &["SPIFFE://set/cluster/c1/gateway"]).expect("leaf");
+    assert!(
+        identity_of(&upper).is_err(),
+        "the strict parser wants lowercase"
+    );
 }
