@@ -37,6 +37,8 @@
 //! an error. `STRAIT_BENCH_KEEP=1` keeps the configurations and logs.
 //! Figures and what limits them: docs/performance.md.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 #[path = "dns/dnsperf.rs"]
 mod dnsperf;
 #[path = "common/flags.rs"]

@@ -46,6 +46,8 @@
 //! `STRAIT_BENCH_KEEP=1` keeps the temporary directory (configurations,
 //! logs). What limits the figures: docs/performance.md.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 #[path = "e2e/bulk.rs"]
 mod bulk;
 #[path = "e2e/clients.rs"]

@@ -36,6 +36,8 @@
 //! `CI=true`. `STRAIT_BENCH_KEEP=1` keeps the configurations and logs.
 //! Figures and what limits them: docs/performance.md.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 #[path = "common/flags.rs"]
 mod flags;
 #[path = "e2e/haproxy.rs"]

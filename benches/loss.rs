@@ -36,6 +36,8 @@
 //! Ctrl-C); `STRAIT_BENCH_KEEP=1` keeps the gateways' logs. What limits the
 //! figures: docs/performance.md.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 #[path = "../tests/netns/mod.rs"]
 #[allow(dead_code)]
 mod netns;

@@ -18,6 +18,8 @@
 //!
 //! Run with `cargo bench --bench routes`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! The `strait check` and `strait explain` commands, run as the real binary on
 //! the shipped demo configuration and on small hand-made ones.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};

@@ -6,6 +6,8 @@
 //!
 //! Topology: c1 and c2 share network net-a; c3 is alone on net-b.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 mod support;
 
 use std::net::SocketAddr;

@@ -16,6 +16,8 @@
 //! | `checks_rbac` | the ServiceAccount, its bindings, least privilege |
 //! | `checks_crds` | the CRDs against docs/configuration.md |
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 #[path = "deploy/manifests.rs"]
 mod manifests;
 

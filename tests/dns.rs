@@ -7,6 +7,8 @@
 //! Topology: c41 (net-a, the gateway under test on 127.0.41.1) and c42
 //! (net-b, only in the configuration: its pods are on another network).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 mod support;
 
 use std::net::{IpAddr, SocketAddr};

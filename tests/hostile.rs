@@ -11,6 +11,8 @@
 //!
 //! The scenarios run one at a time (they count the process's descriptors).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 mod support;
 
 use std::net::SocketAddr;

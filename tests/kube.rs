@@ -9,6 +9,8 @@
 //! TLS, RBAC, API priority and fairness, real EndpointSlice controllers) is
 //! not covered here.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 mod kube_api;
 
 use std::path::Path;

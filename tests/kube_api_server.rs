@@ -4,6 +4,8 @@
 //! MCS controller relies on these behaving as a real server's do; each test
 //! checks what a wrong server would get wrong.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 mod kube_api;
 
 use std::time::Duration;

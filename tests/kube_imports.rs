@@ -16,6 +16,8 @@
 //! programming the derived Service) is not covered here; the multi-network
 //! suite covers the data path with iptables standing in for kube-proxy.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 mod kube_api;
 
 use std::path::Path;

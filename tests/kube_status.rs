@@ -12,6 +12,8 @@
 //! only a real server shows (RBAC, admission, validation of the conditions
 //! against the CRD schema, clock skew between nodes) is not covered here.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 mod kube_api;
 
 use std::path::Path;

@@ -15,6 +15,8 @@
 //! and `ip`; without them it prints `SKIPPED: …`, and fails under
 //! `CI=true`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
 mod netns;
 mod support;
 

@@ -214,11 +214,5 @@ fn send(writer: &mut std::net::TcpStream, mut message: &[u8]) -> std::io::Result
 /// Asks Linux to wake this thread's sleeps within 1 µs of their deadline
 /// (the default timer slack is 50 µs, which would count as latency).
 fn set_fine_timer_slack() {
-    const PR_SET_TIMERSLACK: std::ffi::c_int = 29;
-    unsafe extern "C" {
-        fn prctl(option: std::ffi::c_int, ...) -> std::ffi::c_int;
-    }
-    // SAFETY: PR_SET_TIMERSLACK reads one unsigned long argument and only
-    // changes this thread's timer slack; no memory is passed.
-    let _ = unsafe { prctl(PR_SET_TIMERSLACK, 1 as std::ffi::c_ulong) };
+    let _ = nix::sys::prctl::set_timerslack(1);
 }

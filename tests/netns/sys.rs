@@ -12,16 +12,13 @@
 use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::process::Command;
 
-const CLONE_NEWNET: i32 = 0x4000_0000;
-pub const SIGKILL: i32 = 9;
+use nix::sched::CloneFlags;
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 
-unsafe extern "C" {
-    fn setns(fd: i32, nstype: i32) -> i32;
-    fn kill(pid: i32, signal: i32) -> i32;
-}
+pub const SIGKILL: Signal = Signal::SIGKILL;
 
 /// Runs `program args…` and returns its stdout, or an error naming the
 /// command and quoting its stderr.
@@ -72,14 +69,9 @@ pub fn pids_in(ns: &str) -> Vec<i32> {
 }
 
 /// Sends `signal` to one process this harness started.
-pub fn signal(pid: u32, signal: i32) -> io::Result<()> {
+pub fn signal(pid: u32, signal: Signal) -> io::Result<()> {
     let pid = i32::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
-    // SAFETY: kill(2) takes plain integers and has no memory effects.
-    if unsafe { kill(pid, signal) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    nix::sys::signal::kill(Pid::from_raw(pid), signal).map_err(io::Error::from)
 }
 
 /// Runs `f` on a new thread that has entered the network namespace `ns`.
@@ -91,12 +83,9 @@ where
     let path = format!("/run/netns/{ns}");
     std::thread::spawn(move || {
         let handle = File::open(&path).map_err(|e| io::Error::other(format!("{path}: {e}")))?;
-        // SAFETY: the descriptor is open for the duration of the call and
-        // CLONE_NEWNET only changes this thread's network namespace.
-        if unsafe { setns(handle.as_raw_fd(), CLONE_NEWNET) } != 0 {
-            let error = io::Error::last_os_error();
-            return Err(io::Error::other(format!("setns {path}: {error}")));
-        }
+        // CLONE_NEWNET changes only this thread's network namespace.
+        nix::sched::setns(&handle, CloneFlags::CLONE_NEWNET)
+            .map_err(|error| io::Error::other(format!("setns {path}: {error}")))?;
         f()
     })
     .join()
