@@ -117,7 +117,7 @@ pub(super) fn run(
             for item in list["items"].as_array().into_iter().flatten() {
                 text.push_str("---\n");
                 text.push_str(
-                    &serde_yaml_ng::to_string(item)
+                    &crate::discovery::yaml::to_string(item)
                         .map_err(|e| Refused(format!("cannot encode: {e}")))?,
                 );
             }

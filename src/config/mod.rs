@@ -302,8 +302,9 @@ impl GatewaySettings {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
-        let deserializer = serde_yaml_ng::Deserializer::from_str(text);
-        let settings: Self = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let value = crate::discovery::yaml::parse_single(text)
+            .map_err(|e| error(None, format!("invalid YAML: {e}")))?;
+        let settings: Self = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             error((path != ".").then_some(path), e.into_inner().to_string())
         })?;

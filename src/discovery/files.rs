@@ -120,18 +120,18 @@ pub fn load_usable(dir: &Path, options: &TranslateOptions) -> Result<Usable, Loa
 pub fn parse_file(source: &str, text: &str) -> (Vec<SourcedObject>, Vec<Diagnostic>) {
     let mut objects = Vec::new();
     let mut diagnostics = Vec::new();
-    for (index, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let origin = Origin::document(source, index + 1);
-        let value = match serde::Deserialize::deserialize(document) {
-            Ok(serde_yaml_ng::Value::Null) => continue,
+    for document in super::yaml::documents(text) {
+        let origin = Origin::document(source, document.number);
+        let value = match super::yaml::parse_document(&document) {
+            Ok(serde_json::Value::Null) => continue,
             Ok(value) => value,
             Err(error) => {
-                // After a syntax error the stream cannot be trusted: stop here.
+                // Only this document is lost: the next one starts at its marker.
                 diagnostics.push(Diagnostic::error(origin, format!("invalid YAML: {error}")));
-                break;
+                continue;
             }
         };
-        if !value.is_mapping() {
+        if !value.is_object() {
             diagnostics.push(Diagnostic::error(
                 origin,
                 "is not a Kubernetes object (expected a mapping with apiVersion and kind)",

@@ -8,3 +8,4 @@ pub mod files;
 pub mod kube;
 pub mod objects;
 pub mod translate;
+pub mod yaml;

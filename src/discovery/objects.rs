@@ -142,8 +142,8 @@ pub struct DecodeError {
     pub message: String,
 }
 
-/// Decodes a YAML value into the object its `apiVersion` and `kind` name.
-pub fn decode_value(document: serde_yaml_ng::Value) -> Result<Decoded, DecodeError> {
+/// Decodes a value (read from YAML, or from the API server's JSON) into the object its `apiVersion` and `kind` name.
+pub fn decode_value(document: serde_json::Value) -> Result<Decoded, DecodeError> {
     let text = |key: &str| {
         document
             .get(key)
@@ -190,7 +190,7 @@ pub fn decode_value(document: serde_yaml_ng::Value) -> Result<Decoded, DecodeErr
 }
 
 fn typed<T: serde::de::DeserializeOwned>(
-    document: serde_yaml_ng::Value,
+    document: serde_json::Value,
     kind: &str,
     name: &str,
 ) -> Result<T, DecodeError> {
@@ -208,8 +208,8 @@ fn typed<T: serde::de::DeserializeOwned>(
 mod tests {
     use super::*;
 
-    fn yaml(text: &str) -> serde_yaml_ng::Value {
-        serde_yaml_ng::from_str(text).expect("test yaml parses")
+    fn yaml(text: &str) -> serde_json::Value {
+        crate::discovery::yaml::parse_single(text).expect("test yaml parses")
     }
 
     #[test]

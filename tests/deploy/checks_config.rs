@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use serde_yaml_ng::Value;
+use serde_json::Value;
 use strait::config::GatewaySettings;
 use strait::discovery::kube::{POD_NAMESPACE_ENV, REMOTE_CLUSTER_LABEL};
 use strait::tls::Identity;
@@ -190,7 +190,7 @@ fn examples_agree_with_the_manifests() {
                     let spec = value.get("spec").expect("has spec");
                     let uris: Vec<&str> = spec
                         .get("uris")
-                        .and_then(Value::as_sequence)
+                        .and_then(Value::as_array)
                         .into_iter()
                         .flatten()
                         .filter_map(Value::as_str)
@@ -202,7 +202,7 @@ fn examples_agree_with_the_manifests() {
                     trust_domain = Some(identity.trust_domain.clone());
                     let usages: BTreeSet<&str> = spec
                         .get("usages")
-                        .and_then(Value::as_sequence)
+                        .and_then(Value::as_array)
                         .into_iter()
                         .flatten()
                         .filter_map(Value::as_str)
@@ -248,7 +248,7 @@ fn examples_agree_with_the_manifests() {
                     let dir = path.parent().expect("a file has a folder");
                     for patch in value
                         .get("patches")
-                        .and_then(Value::as_sequence)
+                        .and_then(Value::as_array)
                         .into_iter()
                         .flatten()
                     {

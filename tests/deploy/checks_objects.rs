@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde_yaml_ng::Value;
+use serde_json::Value;
 
 use crate::gateway::gateway;
 use crate::manifests::{deploy_dir, manifests, string_at};
@@ -31,7 +31,8 @@ fn every_manifest_parses_into_its_type() {
 fn kustomization_lists_every_manifest() {
     let path = deploy_dir().join("kustomization.yaml");
     let text = std::fs::read_to_string(&path).expect("deploy/kustomization.yaml exists");
-    let value: Value = serde_yaml_ng::from_str(&text).expect("deploy/kustomization.yaml is YAML");
+    let value: Value =
+        strait::discovery::yaml::parse_single(&text).expect("deploy/kustomization.yaml is YAML");
     assert_eq!(
         string_at(&value, &["kind"]),
         Some("Kustomization"),
@@ -39,7 +40,7 @@ fn kustomization_lists_every_manifest() {
     );
     let listed: BTreeSet<String> = value
         .get("resources")
-        .and_then(Value::as_sequence)
+        .and_then(Value::as_array)
         .expect("deploy/kustomization.yaml: resources is a list")
         .iter()
         .map(|r| {

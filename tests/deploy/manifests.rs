@@ -10,9 +10,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_yaml_ng::Value;
+use serde_json::Value;
 
 /// The manifest directory.
 pub(crate) fn deploy_dir() -> PathBuf {
@@ -80,12 +79,12 @@ pub(crate) fn relative(path: &Path) -> String {
 
 /// The non-empty documents of a multi-document YAML file, numbered from 1.
 pub(crate) fn documents(file: &str, text: &str) -> Vec<(usize, Value)> {
-    serde_yaml_ng::Deserializer::from_str(text)
-        .enumerate()
-        .map(|(index, document)| {
-            let value = Value::deserialize(document)
-                .unwrap_or_else(|e| panic!("{file}, document {}: not YAML: {e}", index + 1));
-            (index + 1, value)
+    strait::discovery::yaml::documents(text)
+        .iter()
+        .map(|document| {
+            let value = strait::discovery::yaml::parse_document(document)
+                .unwrap_or_else(|e| panic!("{file}, document {}: not YAML: {e}", document.number));
+            (document.number, value)
         })
         .filter(|(_, value)| !value.is_null())
         .collect()
@@ -101,10 +100,9 @@ pub(crate) fn string_at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a str> 
 /// lost a field of the document: a misspelt or misplaced field would be
 /// silently ignored by Kubernetes' own decoding of unknown fields.
 fn typed<T: DeserializeOwned + serde::Serialize>(origin: &str, value: Value) -> T {
-    let original = serde_json::to_value(&value)
-        .unwrap_or_else(|e| panic!("{origin}: cannot convert to JSON: {e}"));
-    let object: T = serde_yaml_ng::from_value(value)
-        .unwrap_or_else(|e| panic!("{origin}: does not parse: {e}"));
+    let original = value.clone();
+    let object: T =
+        serde_json::from_value(value).unwrap_or_else(|e| panic!("{origin}: does not parse: {e}"));
     let written = serde_json::to_value(&object).expect("k8s-openapi objects serialize");
     let mut lost = Vec::new();
     lost_fields(&original, &written, String::new(), &mut lost);

@@ -284,11 +284,7 @@ pub(super) fn decode(
         }
         raw = Some(std::sync::Arc::new(kept));
     }
-    let document = match serde_yaml_ng::to_value(json) {
-        Ok(document) => document,
-        Err(error) => return (key, invalid(format!("cannot convert: {error}"), None)),
-    };
-    let decoded = match decode_value(document) {
+    let decoded = match decode_value(json) {
         Ok(Decoded::Object(object)) => stored(
             Ok(SourcedObject {
                 origin: origin.clone(),

@@ -369,8 +369,8 @@ fn malformed_gateway_addresses_are_errors_on_their_field() {
     let text = status("{hostname: Bad_Host}, {ip: 203.0.113.7}");
     let at = "2 Service strait/gw status.loadBalancer.ingress[0].hostname";
     expect_error(&text, at, "\"Bad_Host\"");
-    let text = gateway(&format!("spec: {{externalIPs: [1.2.3.4, no], {TUNNEL}}}"));
-    expect_error(&text, "2 Service strait/gw spec.externalIPs[1]", "\"no\"");
+    let text = gateway(&format!("spec: {{externalIPs: [1.2.3.4, nope], {TUNNEL}}}"));
+    expect_error(&text, "2 Service strait/gw spec.externalIPs[1]", "\"nope\"");
 }
 
 #[test]
