@@ -66,6 +66,23 @@ pub fn refuse(
     }
 }
 
+/// A stream slot of `caller`'s budget, held for the stream's lifetime, or
+/// the refusal to send back when the caller is at its cap.
+pub fn stream_slot(
+    state: &GatewayState,
+    caller: &Identity,
+    authority: Option<&str>,
+) -> Result<crate::tunnel::limits::Permit, Refusal> {
+    state.peer_budgets.stream(&caller.cluster).map_err(|over| {
+        refuse(
+            state,
+            caller,
+            authority,
+            InboundRefusal::OverLimit(over.to_string()),
+        )
+    })
+}
+
 /// Authorises `authority` for `caller` and dials the backend.
 pub async fn open(
     state: &GatewayState,

@@ -211,15 +211,9 @@ fn serve_stream(
 ) -> impl Future<Output = ()> + Send {
     async move {
         // Held for the stream's lifetime, whatever ends it.
-        let _stream = match state.peer_budgets.stream(&caller.cluster) {
+        let _stream = match inbound::stream_slot(&state, &caller, authority.as_deref()) {
             Ok(permit) => permit,
-            Err(over) => {
-                let refusal = inbound::refuse(
-                    &state,
-                    &caller,
-                    authority.as_deref(),
-                    InboundRefusal::OverLimit(over.to_string()),
-                );
+            Err(refusal) => {
                 let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
                 let _ = respond.send_response(respond_with(status, &refusal.reason), true);
                 return;

@@ -191,15 +191,9 @@ fn serve_stream(
 ) -> impl Future<Output = ()> + Send {
     async move {
         // Held for the stream's lifetime, whatever ends it.
-        let _stream = match state.peer_budgets.stream(&caller.cluster) {
+        let _stream = match inbound::stream_slot(&state, &caller, None) {
             Ok(permit) => permit,
-            Err(over) => {
-                let refusal = inbound::refuse(
-                    &state,
-                    &caller,
-                    None,
-                    InboundRefusal::OverLimit(over.to_string()),
-                );
+            Err(refusal) => {
                 let _ = send
                     .write_all(&encode_response(refusal.status, &refusal.reason))
                     .await;
