@@ -10,6 +10,7 @@
 //! the connect timeout: the stand-in for a black-holed backend.
 //!
 //! The scenarios run one at a time (they count the process's descriptors).
+//! Last, 130 idle connections to the admin listener leave `/healthz` working.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
 
@@ -592,4 +593,22 @@ async fn the_descriptor_reserve_keeps_health_and_open_streams_working() {
     for (mut send, _) in streams {
         let _ = send.reset(0u32.into());
     }
+}
+
+/// 130 idle connections to the admin listener (its cap is 128) do not
+/// switch `/healthz` off: at the cap the oldest idle one makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_admin_connections_cannot_starve_the_health_probe() {
+    let _serial = SERIAL.lock().await;
+    let site = Site::start(settings(), None).await;
+    let admin = site.gateway.addresses().admin;
+    let mut idle = Vec::new();
+    for _ in 0..130 {
+        idle.push(TcpStream::connect(admin).await.expect("reach admin"));
+    }
+    for _ in 0..5 {
+        let health = admin_get(admin, "/healthz").await;
+        assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    }
+    drop(idle);
 }
