@@ -24,6 +24,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
 use super::generate::{CA_FILE, CERT_FILE, KEY_FILE};
 use super::identity::{Identity, identity_of};
+use super::revocation::{CRL_FILE, Revocations};
 use super::{FileProblem, TlsError};
 
 /// The one application protocol of the tunnel, offered and required by both sides.
@@ -52,6 +53,8 @@ pub(super) struct SecretPaths {
     cert: PathBuf,
     key: PathBuf,
     ca: PathBuf,
+    /// Optional: the revocation list.
+    crl: PathBuf,
 }
 
 impl SecretPaths {
@@ -60,6 +63,7 @@ impl SecretPaths {
             cert: dir.join(CERT_FILE),
             key: dir.join(KEY_FILE),
             ca: dir.join(CA_FILE),
+            crl: dir.join(CRL_FILE),
         }
     }
 
@@ -70,6 +74,7 @@ impl SecretPaths {
             cert: read(&self.cert),
             key: read(&self.key),
             ca: read(&self.ca),
+            crl: read(&self.crl),
         }
     }
 }
@@ -80,6 +85,7 @@ pub(super) struct SecretFiles {
     cert: Result<Vec<u8>, io::ErrorKind>,
     key: Result<Vec<u8>, io::ErrorKind>,
     ca: Result<Vec<u8>, io::ErrorKind>,
+    crl: Result<Vec<u8>, io::ErrorKind>,
 }
 
 impl TlsMaterial {
@@ -98,7 +104,13 @@ impl TlsMaterial {
         ca_pem: impl AsRef<[u8]>,
     ) -> Result<TlsMaterial, TlsError> {
         let paths = SecretPaths::in_dir(Path::new(""));
-        Self::build(&paths, cert_pem.as_ref(), key_pem.as_ref(), ca_pem.as_ref())
+        Self::build(
+            &paths,
+            cert_pem.as_ref(),
+            key_pem.as_ref(),
+            ca_pem.as_ref(),
+            None,
+        )
     }
 
     pub(super) fn from_files(
@@ -116,7 +128,15 @@ impl TlsMaterial {
         let cert = contents(&paths.cert, &files.cert)?;
         let key = contents(&paths.key, &files.key)?;
         let ca = contents(&paths.ca, &files.ca)?;
-        Self::build(paths, &cert, &key, &ca)
+        let crl = match &files.crl {
+            Ok(bytes) => Some(bytes.as_slice()),
+            Err(io::ErrorKind::NotFound) => None,
+            Err(kind) => {
+                let error = FileProblem::Unreadable(io::Error::from(*kind));
+                return Err(TlsError::file(&paths.crl, error));
+            }
+        };
+        Self::build(paths, &cert, &key, &ca, crl)
     }
 
     fn build(
@@ -124,7 +144,9 @@ impl TlsMaterial {
         cert_pem: &[u8],
         key_pem: &[u8],
         ca_pem: &[u8],
+        crl_pem: Option<&[u8]>,
     ) -> Result<TlsMaterial, TlsError> {
+        let revocations = Arc::new(Revocations::parse(&paths.crl, crl_pem)?);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let chain = certificates(&paths.cert, cert_pem)?;
         let leaf = &chain[0];
@@ -163,8 +185,18 @@ impl TlsMaterial {
             algorithms.all,
         )
         .map_err(untrusted)?;
+        let mut client_verifier =
+            WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone());
+        if !revocations.is_empty() {
+            // Leaves only: there is no intermediate. A leaf whose issuer
+            // has no list here is not refused for it.
+            client_verifier = client_verifier
+                .with_crls(revocations.ders())
+                .only_check_end_entity_revocation()
+                .allow_unknown_revocation_status();
+        }
         let client_verifier = Arc::new(GatewayClientVerifier {
-            inner: WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+            inner: client_verifier
                 .build()
                 .map_err(|_| TlsError::file(&paths.ca, FileProblem::NoCertificate))?,
             trust_domain: identity.trust_domain.clone(),
@@ -182,6 +214,7 @@ impl TlsMaterial {
 
         let server_verifier = Arc::new(GatewayServerVerifier {
             roots,
+            revocations,
             algorithms,
             trust_domain: identity.trust_domain.clone(),
         });
@@ -387,6 +420,7 @@ impl ClientCertVerifier for GatewayClientVerifier {
 #[derive(Debug)]
 struct GatewayServerVerifier {
     roots: Arc<RootCertStore>,
+    revocations: Arc<Revocations>,
     algorithms: WebPkiSupportedAlgorithms,
     trust_domain: String,
 }
@@ -400,15 +434,10 @@ impl ServerCertVerifier for GatewayServerVerifier {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let parsed = ParsedCertificate::try_from(end_entity)?;
-        // No intermediates: issued by ca.crt itself, as the client verifier.
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &parsed,
-            &self.roots,
-            &[],
-            now,
-            self.algorithms.all,
-        )?;
+        // No intermediates: issued by ca.crt itself, as the client
+        // verifier; and not listed in tls.crl.
+        self.revocations
+            .verify_server_leaf(end_entity, &self.roots, self.algorithms.all, now)?;
         check_peer_leaf(&self.trust_domain, end_entity)?;
         Ok(ServerCertVerified::assertion())
     }

@@ -326,6 +326,37 @@ pub(super) fn sign_leaf_with_uris(
     Ok(params.signed_by(&key, &issuer)?.der().clone())
 }
 
+/// A revocation list signed by `ca` that lists `revoked`, as PEM.
+#[cfg(test)]
+pub(super) fn sign_crl(
+    ca: &CertificateAuthority,
+    revoked: &[&CertificateDer<'_>],
+) -> Result<String, TlsError> {
+    let (this_update, next_update) = validity(DAY)?;
+    let mut revoked_certs = Vec::new();
+    for cert in revoked {
+        let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
+            .map_err(|e| TlsError::Identity(super::IdentityError::BadCertificate(e.to_string())))?;
+        revoked_certs.push(rcgen::RevokedCertParams {
+            serial_number: rcgen::SerialNumber::from_slice(parsed.raw_serial()),
+            revocation_time: this_update.to_datetime(),
+            reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+            invalidity_date: None,
+        });
+    }
+    let issuer = Issuer::from_params(&ca.params, &ca.key);
+    let crl = rcgen::CertificateRevocationListParams {
+        this_update: this_update.to_datetime(),
+        next_update: next_update.to_datetime(),
+        crl_number: rcgen::SerialNumber::from(1u64),
+        issuing_distribution_point: None,
+        revoked_certs,
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    }
+    .signed_by(&issuer)?;
+    Ok(crl.pem()?)
+}
+
 #[cfg(test)]
 mod tests {
     use x509_parser::extensions::GeneralName;

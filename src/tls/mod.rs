@@ -9,6 +9,9 @@ mod config;
 mod generate;
 mod identity;
 mod reload;
+mod revocation;
+
+pub use revocation::CRL_FILE;
 
 use std::path::PathBuf;
 
@@ -73,6 +76,10 @@ pub enum FileProblem {
     KeyMismatch { cert: PathBuf },
     #[error("certificate is not trusted by {}: {error}", ca.display())]
     Untrusted { ca: PathBuf, error: rustls::Error },
+    #[error("no revocation list (X509 CRL) in it")]
+    NoCrl,
+    #[error("unusable revocation list: {0}")]
+    BadCrl(String),
     #[error("{0}")]
     Identity(IdentityError),
 }

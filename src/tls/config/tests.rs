@@ -12,8 +12,8 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use super::*;
 use crate::model::ClusterId;
 use crate::tls::generate::{
-    CertificateAuthority, LeafPem, generate_ca, generate_leaf, sign_intermediate, sign_leaf,
-    sign_leaf_with_uris, write_cluster_set,
+    CertificateAuthority, LeafPem, generate_ca, generate_leaf, sign_crl, sign_intermediate,
+    sign_leaf, sign_leaf_with_uris, write_cluster_set,
 };
 
 fn cluster(id: &str) -> ClusterId {
@@ -400,6 +400,7 @@ async fn a_leaf_issued_through_an_intermediate_is_refused() {
     );
     let client_side = GatewayServerVerifier {
         roots,
+        revocations: Arc::new(Revocations::default()),
         algorithms: provider.signature_verification_algorithms,
         trust_domain: "set".to_owned(),
     };
@@ -440,5 +441,53 @@ fn two_identities_that_differ_only_in_case_are_two_and_refused() {
     assert!(
         identity_of(&upper).is_err(),
         "the strict parser wants lowercase"
+    );
+}
+
+/// Writes `leaf`'s secret layout under `dir`, with `tls.crl` when given.
+fn write_layout(dir: &Path, ca: &CertificateAuthority, leaf: &LeafPem, crl: Option<&str>) {
+    fs::create_dir_all(dir).expect("dir");
+    fs::write(dir.join(CERT_FILE), &leaf.cert_pem).expect("cert");
+    fs::write(dir.join(KEY_FILE), &leaf.key_pem).expect("key");
+    fs::write(dir.join(CA_FILE), ca.cert_pem()).expect("ca");
+    if let Some(crl) = crl {
+        fs::write(dir.join(CRL_FILE), crl).expect("crl");
+    }
+}
+
+/// A leaf listed in `tls.crl` is refused as a client by a server that has
+/// the list, and as a server by a client that has it; others still pass.
+#[tokio::test]
+async fn a_revoked_leaf_is_refused_by_both_sides() {
+    let pki = pki();
+    let c3 = generate_leaf(&pki.ca, &cluster("c3")).expect("c3");
+    let crl = sign_crl(&pki.ca, &[&pki.c2.cert_der()]).expect("crl");
+    let dir = tempfile::tempdir().expect("dir");
+    write_layout(&dir.path().join("c1"), &pki.ca, &pki.c1, Some(&crl));
+    let c1 = TlsMaterial::load(&dir.path().join("c1")).expect("c1 loads with its crl");
+    let c2 = material(&pki.ca, &pki.c2);
+    let c3 = material(&pki.ca, &c3);
+
+    let outcome = handshake(&c1, &c2).await;
+    let err = outcome
+        .server
+        .expect_err("the server refuses a revoked client");
+    assert!(err.contains("Revoked"), "{err}");
+    let outcome = handshake(&c2, &c1).await;
+    let err = outcome
+        .client
+        .expect_err("the client refuses a revoked server");
+    assert!(err.contains("Revoked"), "{err}");
+    let outcome = handshake(&c1, &c3).await;
+    assert_eq!(outcome.server, Ok(c3.identity().clone()));
+    let outcome = handshake(&c3, &c1).await;
+    assert_eq!(outcome.client, Ok(c3.identity().clone()));
+
+    // A tls.crl that is not a CRL is an error naming the file.
+    write_layout(&dir.path().join("bad"), &pki.ca, &pki.c1, Some("garbage\n"));
+    let err = load_err(&dir.path().join("bad"));
+    assert!(
+        err.starts_with("tls.crl") || err.contains("tls.crl:"),
+        "{err}"
     );
 }
