@@ -26,8 +26,25 @@ pub const EXIT_INVALID: u8 = 2;
     about = "East-west gateway for multi-network Kubernetes cluster sets"
 )]
 pub struct Cli {
+    /// How log lines are written to stderr: `text` (colour only on a
+    /// terminal) or `json`, one object per line, for a log pipeline.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        env = "STRAIT_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]
@@ -115,11 +132,11 @@ pub fn main() -> ExitCode {
             output,
         } => imports::run(&source, cluster.as_deref(), output, &mut stdout),
         Command::Run(args) => {
-            init_logging();
+            init_logging(cli.log_format, "info");
             run::run(&args)
         }
         Command::Demo(args) => {
-            init_logging_quiet();
+            init_logging(cli.log_format, "warn");
             demo::run(&args)
         }
         Command::Certs {
@@ -145,25 +162,23 @@ fn emit(out: &mut dyn Write, text: &str) -> Result<(), Refused> {
         .map_err(|e| Refused(format!("cannot write output: {e}")))
 }
 
-/// Logs to stderr; `RUST_LOG` filters (default `info`).
-fn init_logging() {
+/// Logs to stderr, filtered by `RUST_LOG` (default `default_filter`: the
+/// demo logs warnings only, its own output being the table). Text lines
+/// carry colour codes only when stderr is a terminal: a log collector
+/// reading a pod's output gets plain text.
+fn init_logging(format: LogFormat, default_filter: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
-/// Logs warnings and errors only, unless `RUST_LOG` says otherwise: the
-/// demo's own output is the table.
-fn init_logging_quiet() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
 }
 
 /// The multi-threaded runtime the data plane runs on.
