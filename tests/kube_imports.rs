@@ -367,8 +367,9 @@ async fn a_same_name_port_takes_the_oldest_number_and_headless_wins_when_oldest(
         "spec": {"clusterIP": "None", "ports": [{"name": "http", "port": 81, "protocol": "TCP"}]}}));
     let _gateway = world.gateway("gw-a", PortRange::default()).await;
     let import = world
-        .import_until("cart", "a headless import", |i| {
-            i["spec"]["type"] == "Headless"
+        // Ready comes with a later write than the spec: wait for both.
+        .import_until("cart", "a ready headless import", |i| {
+            i["spec"]["type"] == "Headless" && is_ready(i)
         })
         .await;
     assert_eq!(ports(&import), [("http".to_owned(), 81)]);
@@ -380,7 +381,6 @@ async fn a_same_name_port_takes_the_oldest_number_and_headless_wins_when_oldest(
         world.derived("cart").is_none(),
         "no derived Service for headless"
     );
-    assert!(is_ready(&import));
 
     // The older export goes: c2's ClusterSetIP takes over.
     world.local.delete("ServiceExport", "shop", "cart");
