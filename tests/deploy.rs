@@ -9,12 +9,12 @@
 //! |---|---|
 //! | `manifests` | (loading: every file of `deploy/`, parsed into its type) |
 //! | `gateway` | (the gateway Deployment, its flags, volumes and `gateway.yaml`) |
-//! | `checks_objects` | parsing, the kustomization, namespaces |
+//! | `checks_objects` | parsing, the two kustomizations (`deploy/`, `deploy/crds/`), namespaces |
 //! | `checks_pod` | probes, container ports, security, spreading, shutdown |
 //! | `checks_services` | the gateway and connect Services |
 //! | `checks_config` | `gateway.yaml`, the Kubernetes source, the examples |
 //! | `checks_rbac` | the ServiceAccount, its bindings, least privilege |
-//! | `checks_crds` | the CRDs against docs/configuration.md |
+//! | `checks_crds` | the CRDs against docs/configuration.md, upstream's definitions and Strait's types |
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
 

@@ -1,13 +1,13 @@
-//! Every manifest parses, kustomize applies them all, and the namespaced
-//! ones live in the gateway's namespace.
+//! Every manifest parses, the two kustomizations apply them all (the CRDs
+//! apart from the rest), and the namespaced ones live in the gateway's
+//! namespace.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde_json::Value;
 
 use crate::gateway::gateway;
-use crate::manifests::{deploy_dir, manifests, string_at};
+use crate::manifests::{CRD_FILES, CRDS_DIR, kustomization, manifests};
 
 #[test]
 fn every_manifest_parses_into_its_type() {
@@ -23,44 +23,85 @@ fn every_manifest_parses_into_its_type() {
     count("ConfigMap", m.config_maps.len());
     count("Service", m.services.len());
     count("PodDisruptionBudget", m.pdbs.len());
-    assert_eq!(m.crds.len(), 3, "deploy/ should define three CRDs");
+    assert_eq!(
+        m.crds.len(),
+        CRD_FILES.len(),
+        "deploy/{CRDS_DIR} should define three CRDs"
+    );
     gateway();
 }
 
 #[test]
-fn kustomization_lists_every_manifest() {
-    let path = deploy_dir().join("kustomization.yaml");
-    let text = std::fs::read_to_string(&path).expect("deploy/kustomization.yaml exists");
-    let value: Value =
-        strait::discovery::yaml::parse_single(&text).expect("deploy/kustomization.yaml is YAML");
-    assert_eq!(
-        string_at(&value, &["kind"]),
-        Some("Kustomization"),
-        "deploy/kustomization.yaml: kind"
-    );
-    let listed: BTreeSet<String> = value
-        .get("resources")
-        .and_then(Value::as_array)
-        .expect("deploy/kustomization.yaml: resources is a list")
+fn kustomization_lists_every_manifest_but_the_crds() {
+    let kustomization = kustomization("");
+    let shown = &kustomization.shown;
+    let listed = &kustomization.resources;
+    let crds: Vec<_> = listed
         .iter()
-        .map(|r| {
-            r.as_str()
-                .expect("deploy/kustomization.yaml: resources are paths")
-                .trim_start_matches("./")
-                .to_owned()
-        })
+        .filter(|r| r.starts_with(CRDS_DIR) || format!("{r}/") == CRDS_DIR)
         .collect();
-    let files = &manifests().files;
-    let missing: Vec<_> = files.difference(&listed).collect();
-    let absent: Vec<_> = listed.difference(files).collect();
+    assert!(
+        crds.is_empty(),
+        "{shown}: resources name {crds:?}; the CRDs are applied once, on their own, with `kubectl apply -k deploy/{CRDS_DIR}`, so that `kubectl delete -k deploy/` never deletes them"
+    );
+    let files: BTreeSet<String> = manifests()
+        .files
+        .iter()
+        .filter(|f| !f.starts_with(CRDS_DIR))
+        .cloned()
+        .collect();
+    let missing: Vec<_> = files.difference(listed).collect();
+    let absent: Vec<_> = listed.difference(&files).collect();
     assert!(
         missing.is_empty(),
-        "deploy/kustomization.yaml: resources leave out {missing:?}"
+        "{shown}: resources leave out {missing:?}"
     );
     assert!(
         absent.is_empty(),
-        "deploy/kustomization.yaml: resources name files that are not manifests in deploy/: {absent:?}"
+        "{shown}: resources name files that are not manifests in deploy/: {absent:?}"
     );
+}
+
+#[test]
+fn crds_kustomization_lists_exactly_the_crds() {
+    let kustomization = kustomization(CRDS_DIR);
+    let shown = &kustomization.shown;
+    let expected: BTreeSet<String> = CRD_FILES.map(str::to_owned).into();
+    assert_eq!(
+        kustomization.resources, expected,
+        "{shown}: resources should be exactly the three CRD files"
+    );
+    let held: BTreeSet<String> = manifests()
+        .files
+        .iter()
+        .filter_map(|f| f.strip_prefix(CRDS_DIR))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        held, expected,
+        "deploy/{CRDS_DIR} should hold the three CRD files and nothing else"
+    );
+    // Anything else (a namespace, labels, patches) would change upstream's
+    // definitions, which other implementations install unchanged.
+    let keys: BTreeSet<&str> = kustomization
+        .value
+        .as_object()
+        .unwrap_or_else(|| panic!("{shown}: a mapping"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from(["apiVersion", "kind", "resources"]),
+        "{shown}: only resources, so the CRDs are applied as upstream wrote them"
+    );
+    for crd in &manifests().crds {
+        assert!(
+            crd.origin.starts_with(&format!("deploy/{CRDS_DIR}")),
+            "{}: CRDs belong in deploy/{CRDS_DIR}, outside deploy/kustomization.yaml",
+            crd.origin
+        );
+    }
 }
 
 #[test]

@@ -9,13 +9,66 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray,
+};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// The manifest directory.
 pub(crate) fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
+}
+
+/// The CRDs' directory under `deploy/`: a kustomization of its own, applied
+/// once and apart from `deploy/kustomization.yaml`.
+pub(crate) const CRDS_DIR: &str = "crds/";
+
+/// The CRD files of [`CRDS_DIR`], unchanged copies of upstream's.
+pub(crate) const CRD_FILES: [&str; 3] = [
+    "clusterproperties.yaml",
+    "serviceexports.yaml",
+    "serviceimports.yaml",
+];
+
+/// A kustomization under `deploy/`.
+pub(crate) struct Kustomization {
+    /// "deploy/<dir>kustomization.yaml", for messages.
+    pub(crate) shown: String,
+    pub(crate) value: Value,
+    /// Its `resources`, relative to its directory, without a leading "./".
+    pub(crate) resources: BTreeSet<String>,
+}
+
+/// Reads `deploy/<dir>kustomization.yaml`; `dir` is "" or ends in '/'.
+pub(crate) fn kustomization(dir: &str) -> Kustomization {
+    let shown = format!("deploy/{dir}kustomization.yaml");
+    let path = deploy_dir().join(dir).join("kustomization.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{shown}: {e}"));
+    let value: Value = strait::discovery::yaml::parse_single(&text)
+        .unwrap_or_else(|e| panic!("{shown}: not YAML: {e}"));
+    assert_eq!(
+        string_at(&value, &["kind"]),
+        Some("Kustomization"),
+        "{shown}: kind"
+    );
+    let resources = value
+        .get("resources")
+        .and_then(Value::as_array)
+        .unwrap_or_else(|| panic!("{shown}: resources is a list"))
+        .iter()
+        .map(|r| {
+            r.as_str()
+                .unwrap_or_else(|| panic!("{shown}: resources are paths"))
+                .trim_start_matches("./")
+                .to_owned()
+        })
+        .collect();
+    Kustomization {
+        shown,
+        value,
+        resources,
+    }
 }
 
 /// One parsed object and where it came from: "deploy/x.yaml, document N: Kind ns/name".
@@ -43,8 +96,8 @@ pub(crate) struct Manifests {
 
 /// Files under `deploy/` that are not applied as manifests, and why.
 fn skipped(relative: &str) -> Option<&'static str> {
-    if relative == "kustomization.yaml" {
-        Some("the kustomize file lists the manifests; it is checked against them")
+    if relative == "kustomization.yaml" || relative == format!("{CRDS_DIR}kustomization.yaml") {
+        Some("the kustomize files list the manifests; they are checked against them")
     } else if relative.starts_with("examples/") {
         Some("examples are not applied by kustomize; they are checked on their own")
     } else {
@@ -94,6 +147,23 @@ pub(crate) fn string_at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a str> 
     path.iter()
         .try_fold(value, |value, key| value.get(*key))
         .and_then(Value::as_str)
+}
+
+/// The schema of the property at `path` (object properties, one per key) in a CRD schema.
+pub(crate) fn schema_property<'a>(
+    schema: &'a JSONSchemaProps,
+    path: &[&str],
+) -> Option<&'a JSONSchemaProps> {
+    path.iter()
+        .try_fold(schema, |schema, key| schema.properties.as_ref()?.get(*key))
+}
+
+/// The schema of an array's items, when it names one.
+pub(crate) fn schema_items(schema: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
+    match schema.items.as_ref()? {
+        JSONSchemaPropsOrArray::Schema(items) => Some(items),
+        JSONSchemaPropsOrArray::Schemas(_) => None,
+    }
 }
 
 /// Parses `value` as `T` and fails when the typed object, written back,
