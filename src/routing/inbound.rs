@@ -369,6 +369,10 @@ mod tests {
             ("[::ffff:169.254.169.254]:80", 403),
             ("[::ffff:0.0.0.0]:8042", 403),
             ("[::ffff:10.9.0.3]:8042", 403),
+            // IPv4-compatible spellings (deprecated): refused outright.
+            ("[::127.0.0.1]:15021", 403),
+            ("[::169.254.169.254]:80", 403),
+            ("[::10.0.0.1]:8042", 403),
             ("cart.shop.svc.clusterset.local:43", 403),
             ("hidden.shop.svc.clusterset.local:42", 404),
             ("nope.shop.svc.clusterset.local:42", 404),

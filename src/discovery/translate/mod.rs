@@ -68,8 +68,14 @@ pub fn unroutable_endpoint(address: &IpAddr, allow_loopback: bool) -> Option<&'s
         IpAddr::V4(v4) => v4.is_link_local(),
         IpAddr::V6(v6) => v6.is_unicast_link_local(),
     };
+    // `::a.b.c.d` (IPv4-compatible, deprecated by RFC 4291) is not routed
+    // as IPv4, but reads as `a.b.c.d` to anyone who forgets that: refused.
+    let ipv4_compatible = matches!(address, IpAddr::V6(v6)
+        if v6.segments()[..6] == [0; 6] && !v6.is_loopback() && !v6.is_unspecified());
     if address.is_unspecified() {
         Some("unspecified")
+    } else if ipv4_compatible {
+        Some("deprecated IPv4-compatible")
     } else if address.is_loopback() && !allow_loopback {
         Some("loopback")
     } else if link_local {
