@@ -17,7 +17,7 @@ label_enum! {
         ControlFrames => "control_frames",
         /// A tunnel stream whose peer stopped reading (`tunnel.streamStallTimeout`).
         StalledStream => "stalled_stream",
-        /// Descriptors near the process limit (`overload.descriptorReserve`).
+        /// Descriptors near the process limit (`tuning.descriptorReserve`).
         Descriptors => "descriptors",
     }
 }
