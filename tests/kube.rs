@@ -12,6 +12,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
 
 mod kube_api;
+#[path = "kube/secrets.rs"]
+mod secrets;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -438,64 +440,6 @@ async fn an_unreachable_api_keeps_its_state_then_goes_stale_and_resyncs() {
     })
     .await;
     assert!(back.all_synced());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn remote_cluster_secrets_are_added_and_removed_at_run_time() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let local = ApiServer::start(&["v1beta1"]).await;
-    let remote = ApiServer::start(&["v1alpha1"]).await;
-    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
-    populate(
-        &remote,
-        "c2",
-        "net-b",
-        "v1alpha1",
-        "198.51.100.2",
-        "10.2.0.1",
-    );
-    // An unlabelled Secret is not a remote cluster.
-    local.apply(remote_secret("other", &remote.kubeconfig("c2"), false));
-    let handle = KubeHandle::start(options(&local.write_kubeconfig(dir.path(), "local"), &[]))
-        .await
-        .expect("source starts");
-    let snapshot = until(&handle, "c1 synced", |s| s.all_synced()).await;
-    assert_eq!(snapshot.clusters.len(), 1);
-    assert_eq!(backends(&snapshot, "c1", "cart"), ["c1 10.1.0.1:8080"]);
-
-    local.apply(remote_secret("c2", &remote.kubeconfig("c2"), true));
-    let snapshot = until(&handle, "c2 added", |s| {
-        s.all_synced() && backends(s, "c1", "cart") == ["c1 10.1.0.1:8080", "c2 10.2.0.1:8080"]
-    })
-    .await;
-    assert!(
-        snapshot
-            .clusters
-            .iter()
-            .any(|c| c.source == "secret strait-system/c2" && c.id.as_deref() == Some("c2"))
-    );
-
-    local.delete("Secret", "strait-system", "c2");
-    let snapshot = until(&handle, "c2 removed", |s| {
-        s.clusters.len() == 1 && backends(s, "c1", "cart") == ["c1 10.1.0.1:8080"]
-    })
-    .await;
-    assert!(
-        snapshot
-            .set
-            .as_ref()
-            .is_ok_and(|set| set.cluster("c2").is_none())
-    );
-
-    // A Secret without a usable kubeconfig is reported, not fatal.
-    local.apply(remote_secret("broken", "not: [a kubeconfig", true));
-    let snapshot = until(&handle, "the broken Secret reported", |s| {
-        s.clusters
-            .iter()
-            .any(|c| c.source.ends_with("/broken") && c.last_error.is_some())
-    })
-    .await;
-    assert!(snapshot.set.is_ok(), "c1 still routes");
 }
 
 /// Waits until `count` (requests the server saw) is at least one.

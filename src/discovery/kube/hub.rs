@@ -152,6 +152,10 @@ struct Hub {
     options: Arc<KubeOptions>,
     sender: mpsc::Sender<HubMessage>,
     clusters: BTreeMap<ClusterSource, Entry>,
+    /// Connections opened for a changed remote-cluster Secret, not synced
+    /// yet: the old connection's objects serve until the new one has
+    /// synced (make before break), then it takes the old one's place.
+    replacements: BTreeMap<ClusterSource, Entry>,
     next_generation: u64,
     secrets: Option<SecretsState>,
     snapshots: watch::Sender<Arc<SourceSnapshot>>,
@@ -179,6 +183,7 @@ pub(super) async fn run(start: HubStart) {
         options: options.clone(),
         sender: sender.clone(),
         clusters: BTreeMap::new(),
+        replacements: BTreeMap::new(),
         next_generation: 0,
         secrets: None,
         snapshots: start.snapshots,
@@ -244,6 +249,12 @@ pub(super) async fn sleep_until(deadline: Option<Instant>) {
 
 impl Hub {
     fn add(&mut self, source: ClusterSource, connect: Connect) {
+        let entry = self.connect(&source, connect);
+        self.clusters.insert(source, entry);
+    }
+
+    /// Starts a cluster's task and returns its entry, not yet placed.
+    fn connect(&mut self, source: &ClusterSource, connect: Connect) -> Entry {
         self.next_generation += 1;
         let generation = self.next_generation;
         let task = tokio::spawn(run_cluster(
@@ -255,25 +266,23 @@ impl Hub {
             self.options.clone(),
             self.sender.clone(),
         ));
-        self.clusters.insert(
-            source,
-            Entry {
-                generation,
-                connect,
-                _task: Task(task),
-                store: ClusterStore::default(),
-                state: SyncState::Connecting,
-                since: Instant::now(),
-                since_text: now_text(),
-                last_synced: None,
-                last_error: None,
-                stale_count: 0,
-                versions: BTreeMap::new(),
-            },
-        );
+        Entry {
+            generation,
+            connect,
+            _task: Task(task),
+            store: ClusterStore::default(),
+            state: SyncState::Connecting,
+            since: Instant::now(),
+            since_text: now_text(),
+            last_synced: None,
+            last_error: None,
+            stale_count: 0,
+            versions: BTreeMap::new(),
+        }
     }
 
     fn remove(&mut self, source: &ClusterSource) {
+        self.replacements.remove(source);
         if let Some(entry) = self.clusters.remove(source) {
             tracing::info!(cluster = %source, "remote cluster removed");
             self.set_dirty |= entry.state != SyncState::Connecting;
@@ -288,6 +297,14 @@ impl Hub {
                 generation,
                 report,
             } => {
+                if self
+                    .replacements
+                    .get(&source)
+                    .is_some_and(|entry| entry.generation == generation)
+                {
+                    self.replacement_report(&source, report);
+                    return true;
+                }
                 let Some(entry) = self.clusters.get_mut(&source) else {
                     return false;
                 };
@@ -365,18 +382,63 @@ impl Hub {
     }
 
     fn apply_secret(&mut self, source: ClusterSource, secret: RemoteSecret) {
-        if let Some(entry) = self.clusters.get(&source)
-            && matches!(&entry.connect, Connect::Kubeconfig(k) if *k == secret.kubeconfig)
-        {
+        let same = |entry: &Entry| matches!(&entry.connect, Connect::Kubeconfig(k) if *k == secret.kubeconfig);
+        if self.clusters.get(&source).is_some_and(same) {
+            // Back to the kubeconfig in use: a replacement under way is moot.
+            if self.replacements.remove(&source).is_some() {
+                tracing::info!(cluster = %source, "remote cluster Secret changed back; keeping the connection in use");
+            }
+            return;
+        }
+        if self.replacements.get(&source).is_some_and(same) {
             return;
         }
         if self.clusters.contains_key(&source) {
-            tracing::info!(cluster = %source, "remote cluster Secret changed; reconnecting");
-            self.remove(&source);
+            // Make before break: the old connection's objects keep serving
+            // until the new connection has synced.
+            tracing::info!(cluster = %source, "remote cluster Secret changed; connecting anew, the current connection serves until the new one has synced");
+            let entry = self.connect(&source, Connect::Kubeconfig(secret.kubeconfig));
+            self.replacements.insert(source, entry);
         } else {
             tracing::info!(cluster = %source, "remote cluster added");
+            self.add(source, Connect::Kubeconfig(secret.kubeconfig));
         }
-        self.add(source, Connect::Kubeconfig(secret.kubeconfig));
+    }
+
+    /// Applies a report of a replacement connection; once it has synced
+    /// it takes the place of the connection in use, whose task ends.
+    fn replacement_report(&mut self, source: &ClusterSource, report: ClusterReport) {
+        let Some(entry) = self.replacements.get_mut(source) else {
+            return;
+        };
+        match report {
+            ClusterReport::Resources {
+                watched, versions, ..
+            } => {
+                entry.versions = versions;
+                entry.store.set_watched(watched.into_iter().collect());
+            }
+            ClusterReport::Event(kind, event) => {
+                entry.store.apply(kind, *event);
+            }
+            ClusterReport::Failed { kind, error } => {
+                entry.store.failed(kind);
+                tracing::debug!(cluster = %source, %error, "replacement connection failing; the current one serves");
+                entry.last_error = Some(error);
+            }
+        }
+        if !entry.store.synced() {
+            return;
+        }
+        let Some(mut entry) = self.replacements.remove(source) else {
+            return;
+        };
+        entry.set_state(SyncState::Synced);
+        entry.last_synced = Some(entry.since_text.clone());
+        tracing::info!(cluster = %source, "remote cluster's new connection synced; it replaces the old one");
+        // Dropping the old entry ends its task.
+        self.clusters.insert(source.clone(), entry);
+        self.set_dirty = true;
     }
 
     fn next_stale_deadline(&self) -> Option<Instant> {

@@ -1,0 +1,132 @@
+//! Remote-cluster Secrets at run time: added and removed, and changed make
+//! before break (the old connection's objects serve until the new
+//! connection has synced; a new kubeconfig that never syncs changes nothing).
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_cluster_secrets_are_added_and_removed_at_run_time() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let local = ApiServer::start(&["v1beta1"]).await;
+    let remote = ApiServer::start(&["v1alpha1"]).await;
+    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
+    populate(
+        &remote,
+        "c2",
+        "net-b",
+        "v1alpha1",
+        "198.51.100.2",
+        "10.2.0.1",
+    );
+    // An unlabelled Secret is not a remote cluster.
+    local.apply(remote_secret("other", &remote.kubeconfig("c2"), false));
+    let handle = KubeHandle::start(options(&local.write_kubeconfig(dir.path(), "local"), &[]))
+        .await
+        .expect("source starts");
+    let snapshot = until(&handle, "c1 synced", |s| s.all_synced()).await;
+    assert_eq!(snapshot.clusters.len(), 1);
+    assert_eq!(backends(&snapshot, "c1", "cart"), ["c1 10.1.0.1:8080"]);
+
+    local.apply(remote_secret("c2", &remote.kubeconfig("c2"), true));
+    let snapshot = until(&handle, "c2 added", |s| {
+        s.all_synced() && backends(s, "c1", "cart") == ["c1 10.1.0.1:8080", "c2 10.2.0.1:8080"]
+    })
+    .await;
+    assert!(
+        snapshot
+            .clusters
+            .iter()
+            .any(|c| c.source == "secret strait-system/c2" && c.id.as_deref() == Some("c2"))
+    );
+
+    local.delete("Secret", "strait-system", "c2");
+    let snapshot = until(&handle, "c2 removed", |s| {
+        s.clusters.len() == 1 && backends(s, "c1", "cart") == ["c1 10.1.0.1:8080"]
+    })
+    .await;
+    assert!(
+        snapshot
+            .set
+            .as_ref()
+            .is_ok_and(|set| set.cluster("c2").is_none())
+    );
+
+    // A Secret without a usable kubeconfig is reported, not fatal.
+    local.apply(remote_secret("broken", "not: [a kubeconfig", true));
+    let snapshot = until(&handle, "the broken Secret reported", |s| {
+        s.clusters
+            .iter()
+            .any(|c| c.source.ends_with("/broken") && c.last_error.is_some())
+    })
+    .await;
+    assert!(snapshot.set.is_ok(), "c1 still routes");
+}
+
+/// A changed Secret (a token rotation, a moved API server) opens the new
+/// connection beside the old one and swaps only once it has synced: c2's
+/// backends are in every snapshot throughout, first from the old server,
+/// then from the new one. A kubeconfig that cannot connect changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_secret_swaps_only_after_the_new_connection_synced() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let local = ApiServer::start(&["v1beta1"]).await;
+    let old = ApiServer::start(&["v1beta1"]).await;
+    let new = ApiServer::start(&["v1beta1"]).await;
+    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
+    populate(&old, "c2", "net-b", "v1beta1", "198.51.100.2", "10.2.0.1");
+    populate(&new, "c2", "net-b", "v1beta1", "198.51.100.2", "10.2.0.9");
+    local.apply(remote_secret("c2", &old.kubeconfig("c2"), true));
+    let handle = KubeHandle::start(options(&local.write_kubeconfig(dir.path(), "local"), &[]))
+        .await
+        .expect("source starts");
+    let old_backends = ["c1 10.1.0.1:8080", "c2 10.2.0.1:8080"];
+    let new_backends = ["c1 10.1.0.1:8080", "c2 10.2.0.9:8080"];
+    until(&handle, "c2 through the old server", |s| {
+        s.all_synced() && backends(s, "c1", "cart") == old_backends
+    })
+    .await;
+
+    // A kubeconfig that reaches nothing: the old connection keeps serving.
+    let nowhere = old
+        .kubeconfig("c2")
+        .replace(&format!("http://{}", old.address()), "http://127.0.0.1:9");
+    assert_ne!(nowhere, old.kubeconfig("c2"));
+    local.apply(remote_secret("c2", &nowhere, true));
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(2) {
+        let snapshot = handle.snapshot();
+        assert_eq!(
+            backends(&snapshot, "c1", "cart"),
+            old_backends,
+            "the old connection serves while the new one cannot sync"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // A kubeconfig that syncs: the swap, and no snapshot without c2.
+    local.apply(remote_secret("c2", &new.kubeconfig("c2"), true));
+    let started = std::time::Instant::now();
+    loop {
+        let seen = backends(&handle.snapshot(), "c1", "cart");
+        if seen == new_backends {
+            break;
+        }
+        assert_eq!(seen, old_backends, "c2 is never missing during the swap");
+        assert!(
+            started.elapsed() < WAIT,
+            "the new connection never took over"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The old server's changes no longer count.
+    old.delete("EndpointSlice", "shop", "cart-1");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(backends(&handle.snapshot(), "c1", "cart"), new_backends);
+
+    // A deleted Secret removes the cluster.
+    local.delete("Secret", "strait-system", "c2");
+    until(&handle, "c2 removed", |s| {
+        backends(s, "c1", "cart") == ["c1 10.1.0.1:8080"]
+    })
+    .await;
+}
