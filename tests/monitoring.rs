@@ -1,4 +1,4 @@
-//! The monitoring files of `deploy/monitoring/` against the metrics the
+//! The monitoring files of `deploy/observability/` against the metrics the
 //! gateway exposes. `Metrics::new()`, with a value recorded for every label
 //! value of every family, is rendered; its `# TYPE` lines and samples are the
 //! truth. Every `strait_*` series named in a PromQL expression (the
@@ -31,9 +31,9 @@ use strait::admin::metrics::{
     ReloadKind, ReloadResult, RoutePath, Transport,
 };
 
-const DASHBOARD: &str = "deploy/monitoring/dashboard.json";
-const ALERTS: &str = "deploy/monitoring/alerts.yaml";
-const POD_MONITOR: &str = "deploy/monitoring/podmonitor.yaml";
+const DASHBOARD: &str = "deploy/observability/dashboard.json";
+const ALERTS: &str = "deploy/observability/alerts.yaml";
+const POD_MONITOR: &str = "deploy/observability/podmonitor.yaml";
 const DEPLOYMENT: &str = "deploy/deployment.yaml";
 
 /// Labels the scrape adds to every series (the target labels of a

@@ -164,8 +164,9 @@ fn emit(out: &mut dyn Write, text: &str) -> Result<(), Refused> {
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `default_filter`: the
 /// demo logs warnings only, its own output being the table). Text lines
-/// carry colour codes only when stderr is a terminal: a log collector
-/// reading a pod's output gets plain text.
+/// carry colour codes only when stderr is a terminal and `NO_COLOR` is not
+/// set (no-color.org): a log collector reading a pod's output gets plain
+/// text.
 fn init_logging(format: LogFormat, default_filter: &str) {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -175,7 +176,10 @@ fn init_logging(format: LogFormat, default_filter: &str) {
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder
-            .with_ansi(std::io::stderr().is_terminal())
+            .with_ansi(
+                std::io::stderr().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty()),
+            )
             .try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };

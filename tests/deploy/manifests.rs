@@ -100,7 +100,7 @@ fn skipped(relative: &str) -> Option<&'static str> {
         Some("the kustomize files list the manifests; they are checked against them")
     } else if relative.starts_with("examples/") {
         Some("examples are not applied by kustomize; they are checked on their own")
-    } else if relative.starts_with("monitoring/") {
+    } else if relative.starts_with("observability/") {
         Some(
             "the monitoring objects need the Prometheus Operator's CRDs and are applied apart; tests/monitoring.rs checks them",
         )
