@@ -34,7 +34,10 @@ mod isolation;
 mod silent_peer;
 #[path = "dataplane/tunnel_server.rs"]
 mod tunnel_server;
-use authorization::callers_are_authorised_by_their_certificate;
+use authorization::{
+    a_caller_of_another_certificate_authority_is_refused,
+    callers_are_authorised_by_their_certificate,
+};
 use import_ports::{
     a_remote_pods_import_port_and_address_reach_that_pod, an_import_port_selects_service_and_port,
 };
@@ -370,38 +373,6 @@ fn gateway_of(address: SocketAddr) -> GatewayAddress {
         host: GatewayHost::Ip(address.ip()),
         port: address.port(),
     }
-}
-
-async fn a_caller_of_another_certificate_authority_is_refused(transport: TransportMode) {
-    let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
-    let ports: &'static [(&str, u16, u16)] =
-        Box::leak(Box::new([("tcp", 42, backends[0].address.port())]));
-    let world = World::start(transport, |n| match n {
-        3 => vec![echo_service(
-            ports,
-            EXPORTED_EARLY,
-            vec![Pod::ready(pod_ip(3, 0))],
-        )],
-        _ => Vec::new(),
-    })
-    .await;
-    // Same cluster set name, same cluster id, different CA.
-    let impostor = tempfile::tempdir().expect("temp dir");
-    let certs = certificates(impostor.path(), &["c1"]);
-    let client = TestClient::new(&certs, "c1", transport);
-    let result = client
-        .connect(
-            &gateway_of(world.tunnels[2]),
-            &[ClusterId::new("c3").expect("id")],
-            "echo.app.svc.clusterset.local:42",
-        )
-        .await;
-    assert!(
-        matches!(result, Err(TunnelError::Handshake { .. })),
-        "expected a refused handshake, got {:?}",
-        result.err()
-    );
-    assert_eq!(backends[0].accepted(), 0);
 }
 
 async fn a_reload_keeps_open_connections_and_moves_new_ones(transport: TransportMode) {

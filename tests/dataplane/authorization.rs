@@ -1,7 +1,8 @@
-//! Who may call: the tunnel server serves only callers whose certificate
-//! names a cluster of the current cluster set (not its own cluster), and a
-//! service whose export says `strait.dev/allowed-clusters` admits only those
-//! callers, through the tunnel and through the caller's own gateway alike.
+//! Who may call: the tunnel server serves only callers with a certificate
+//! of the cluster set's CA whose identity names a cluster of the current
+//! set (not its own cluster), and a service whose export says
+//! `strait.dev/allowed-clusters` admits only those callers, through the
+//! tunnel and through the caller's own gateway alike.
 
 use super::*;
 
@@ -157,4 +158,38 @@ pub async fn callers_are_authorised_by_their_certificate(transport: TransportMod
     assert_eq!(refused_count(&metrics, "unknown_caller"), 1, "{metrics}");
     assert_eq!(refused_count(&metrics, "own_cluster"), 1, "{metrics}");
     assert_eq!(refused_count(&metrics, "not_admitted"), 2, "{metrics}");
+}
+
+/// A certificate of another CA, for the same cluster set name and cluster
+/// id, fails the handshake.
+pub async fn a_caller_of_another_certificate_authority_is_refused(transport: TransportMode) {
+    let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
+    let ports: &'static [(&str, u16, u16)] =
+        Box::leak(Box::new([("tcp", 42, backends[0].address.port())]));
+    let world = World::start(transport, |n| match n {
+        3 => vec![echo_service(
+            ports,
+            EXPORTED_EARLY,
+            vec![Pod::ready(pod_ip(3, 0))],
+        )],
+        _ => Vec::new(),
+    })
+    .await;
+    // Same cluster set name, same cluster id, different CA.
+    let impostor = tempfile::tempdir().expect("temp dir");
+    let certs = certificates(impostor.path(), &["c1"]);
+    let client = TestClient::new(&certs, "c1", transport);
+    let result = client
+        .connect(
+            &gateway_of(world.tunnels[2]),
+            &[ClusterId::new("c3").expect("id")],
+            "echo.app.svc.clusterset.local:42",
+        )
+        .await;
+    assert!(
+        matches!(result, Err(TunnelError::Handshake { .. })),
+        "expected a refused handshake, got {:?}",
+        result.err()
+    );
+    assert_eq!(backends[0].accepted(), 0);
 }
