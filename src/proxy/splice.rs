@@ -58,7 +58,6 @@ where
         down: Direction::default(),
         idle_timeout,
         stall_timeout: None,
-        stall_armed: false,
         last_activity: now,
         idle: Box::pin(tokio::time::sleep_until(now + idle_timeout)),
     }
@@ -80,8 +79,6 @@ pub struct Splice<C, B> {
     /// peer that stopped reading, a zero flow-control window): `None`, as
     /// long as the idle timeout.
     stall_timeout: Option<Duration>,
-    /// The timer is set for the stall deadline.
-    stall_armed: bool,
     last_activity: Instant,
     idle: Pin<Box<Sleep>>,
 }
@@ -91,6 +88,9 @@ impl<C, B> Splice<C, B> {
     /// `timeout`, even while the idle timeout is far off.
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {
         self.stall_timeout = Some(timeout);
+        // The timer wakes at least once per stall period; see `poll_end`.
+        let first = self.last_activity + timeout.min(self.idle_timeout);
+        self.idle.as_mut().reset(first);
         self
     }
 }
@@ -134,27 +134,31 @@ where
         if self.moved() != moved {
             self.last_activity = Instant::now();
         }
-        let stall_timeout = self
-            .stall_timeout
-            .filter(|_| self.up.holds_unsent() || self.down.holds_unsent());
-        let timeout = stall_timeout.unwrap_or(self.idle_timeout);
-        if stall_timeout.is_some() && !self.stall_armed {
-            // The stall deadline comes before the idle one.
-            self.idle.as_mut().reset(self.last_activity + timeout);
-        }
-        self.stall_armed = stall_timeout.is_some();
-        // The timer is moved when it fires, not on every read: a busy
-        // connection touches the timer wheel once per idle period.
+        // The timer is moved when it fires, not on every read or every
+        // time a writer pushes back: a busy connection touches the timer
+        // wheel once per period. With a stall timeout the period is the
+        // stall timeout, and whether a side holds unsent bytes is judged
+        // when the timer fires.
         while self.idle.as_mut().poll(cx).is_ready() {
-            let deadline = self.last_activity + timeout;
-            if Instant::now() >= deadline {
-                return Poll::Ready(if stall_timeout.is_some() {
-                    SpliceEnd::Stalled
-                } else {
-                    SpliceEnd::IdleTimeout
-                });
+            let now = Instant::now();
+            let idle_deadline = self.last_activity + self.idle_timeout;
+            if now >= idle_deadline {
+                return Poll::Ready(SpliceEnd::IdleTimeout);
             }
-            self.idle.as_mut().reset(deadline);
+            let Some(stall) = self.stall_timeout else {
+                self.idle.as_mut().reset(idle_deadline);
+                continue;
+            };
+            let stall_deadline = self.last_activity + stall;
+            if now >= stall_deadline && (self.up.holds_unsent() || self.down.holds_unsent()) {
+                return Poll::Ready(SpliceEnd::Stalled);
+            }
+            let next = if stall_deadline > now {
+                stall_deadline
+            } else {
+                now + stall
+            };
+            self.idle.as_mut().reset(next.min(idle_deadline));
         }
         Poll::Pending
     }
