@@ -101,6 +101,33 @@ struct Entry {
 }
 
 impl Entry {
+    /// Applies one report of the cluster's task; true when the objects
+    /// changed.
+    fn apply(&mut self, source: &ClusterSource, report: ClusterReport) -> bool {
+        match report {
+            ClusterReport::Resources {
+                watched,
+                versions,
+                missing,
+            } => {
+                if !missing.is_empty() {
+                    let kinds: Vec<&str> = missing.iter().map(|k| Kind::name(*k)).collect();
+                    tracing::warn!(cluster = %source, missing = ?kinds,
+                        "the API server offers neither v1beta1 nor v1alpha1 of these kinds");
+                }
+                self.versions = versions;
+                self.store.set_watched(watched.into_iter().collect())
+            }
+            ClusterReport::Event(kind, event) => self.store.apply(kind, *event),
+            ClusterReport::Failed { kind, error } => {
+                self.store.failed(kind);
+                tracing::debug!(cluster = %source, %error, "cluster watch failing");
+                self.last_error = Some(error);
+                false
+            }
+        }
+    }
+
     fn set_state(&mut self, state: SyncState) {
         self.state = state;
         self.since = Instant::now();
@@ -311,28 +338,7 @@ impl Hub {
                 if entry.generation != generation {
                     return false;
                 }
-                match report {
-                    ClusterReport::Resources {
-                        watched,
-                        versions,
-                        missing,
-                    } => {
-                        if !missing.is_empty() {
-                            let kinds: Vec<&str> = missing.iter().map(|k| Kind::name(*k)).collect();
-                            tracing::warn!(cluster = %source, missing = ?kinds,
-                                "the API server offers neither v1beta1 nor v1alpha1 of these kinds");
-                        }
-                        entry.versions = versions;
-                        self.set_dirty |= entry.store.set_watched(watched.into_iter().collect());
-                    }
-                    ClusterReport::Event(kind, event) => {
-                        self.set_dirty |= entry.store.apply(kind, *event);
-                    }
-                    ClusterReport::Failed { kind, error } => {
-                        entry.store.failed(kind);
-                        entry.last_error = Some(error);
-                    }
-                }
+                self.set_dirty |= entry.apply(&source, report);
                 self.set_dirty |= entry.update_state(&source, &self.options);
                 true
             }
@@ -411,22 +417,8 @@ impl Hub {
         let Some(entry) = self.replacements.get_mut(source) else {
             return;
         };
-        match report {
-            ClusterReport::Resources {
-                watched, versions, ..
-            } => {
-                entry.versions = versions;
-                entry.store.set_watched(watched.into_iter().collect());
-            }
-            ClusterReport::Event(kind, event) => {
-                entry.store.apply(kind, *event);
-            }
-            ClusterReport::Failed { kind, error } => {
-                entry.store.failed(kind);
-                tracing::debug!(cluster = %source, %error, "replacement connection failing; the current one serves");
-                entry.last_error = Some(error);
-            }
-        }
+        // Its objects are not in the set yet: what changes is not `set_dirty`.
+        entry.apply(source, report);
         if !entry.store.synced() {
             return;
         }
