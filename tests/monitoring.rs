@@ -148,7 +148,7 @@ fn record_everything(metrics: &Metrics) {
         ("c2".to_owned(), "Service".to_owned()),
         1,
     )]));
-    metrics.set_cluster_sync("c2", true, false, 1);
+    metrics.set_cluster_sync("c2", true, false, 1, 2);
     metrics.set_export_status(true, 2, 1);
     metrics.set_import_listeners(2, 1);
     metrics.set_import_plan(1, 1, 1);

@@ -265,6 +265,7 @@ pub struct Metrics {
     cluster_synced: Family<ClusterLabels, Gauge>,
     cluster_stale: Family<ClusterLabels, Gauge>,
     cluster_stale_transitions: Family<ClusterLabels, Counter>,
+    cluster_watch_errors: Family<ClusterLabels, Counter>,
     export_status_leader: Gauge,
     export_status_writes: Family<WriteLabels, Counter>,
     import_listeners: Gauge,
@@ -313,6 +314,7 @@ impl Metrics {
             cluster_synced: Family::default(),
             cluster_stale: Family::default(),
             cluster_stale_transitions: Family::default(),
+            cluster_watch_errors: Family::default(),
             export_status_leader: Gauge::default(),
             export_status_writes: Family::default(),
             import_listeners: Gauge::default(),
@@ -400,6 +402,11 @@ impl Metrics {
             "cluster_went_stale",
             "Times the cluster went stale (its backends dropped after staleAfter)",
             metrics.cluster_stale_transitions.clone(),
+        );
+        metrics.registry.register(
+            "cluster_watch_errors",
+            "Failed list and watch requests to the cluster's API, including those ridden out without a relist",
+            metrics.cluster_watch_errors.clone(),
         );
         metrics.registry.register(
             "export_status_leader",
@@ -598,8 +605,16 @@ impl Metrics {
     }
 
     /// Records one cluster's sync state as the Kubernetes source reports it:
-    /// synced, stale, and how often it went stale in total.
-    pub fn set_cluster_sync(&self, cluster: &str, synced: bool, stale: bool, stale_count: u64) {
+    /// synced, stale, how often it went stale and how many of its list and
+    /// watch requests failed, in total.
+    pub fn set_cluster_sync(
+        &self,
+        cluster: &str,
+        synced: bool,
+        stale: bool,
+        stale_count: u64,
+        watch_errors: u64,
+    ) {
         let labels = ClusterLabels {
             cluster: cluster.to_owned(),
         };
@@ -613,6 +628,11 @@ impl Metrics {
         let counted = transitions.get();
         if stale_count > counted {
             transitions.inc_by(stale_count - counted);
+        }
+        let errors = self.cluster_watch_errors.get_or_create(&labels);
+        let counted = errors.get();
+        if watch_errors > counted {
+            errors.inc_by(watch_errors - counted);
         }
     }
 
@@ -642,6 +662,7 @@ impl Metrics {
         self.cluster_synced.remove(&labels);
         self.cluster_stale.remove(&labels);
         self.cluster_stale_transitions.remove(&labels);
+        self.cluster_watch_errors.remove(&labels);
     }
 
     /// Resolves the pool gauges of one peer gateway. Call once per peer.

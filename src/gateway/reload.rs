@@ -329,6 +329,7 @@ fn record_sync(
             cluster.state == SyncState::Synced,
             cluster.state == SyncState::Stale,
             cluster.stale_count,
+            cluster.watch_errors,
         );
         current.insert(label);
     }

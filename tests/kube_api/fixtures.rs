@@ -121,6 +121,9 @@ pub fn kube_options(local: &std::path::Path, remotes: &[&std::path::Path]) -> Ku
             max: Duration::from_millis(400),
         },
         watch_timeout: Duration::from_secs(30),
+        // Short, so that a stopped server is unsynced within a test's wait;
+        // the tests of outages ridden out set their own.
+        outage_grace: Duration::from_secs(1),
         rediscover_every: Duration::from_secs(30),
         export_status: None,
         imports: None,

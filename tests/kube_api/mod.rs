@@ -21,6 +21,11 @@
 //!   object or a collection, with resource-version preconditions, every
 //!   request recorded.
 //!
+//! - **Connection trouble** (`ApiServer::reset_connections`,
+//!   `blackhole_connections`, `hang_lists`): every open connection reset
+//!   mid-stream (TCP RST), left open but silent forever, or a list request
+//!   never answered.
+//!
 //! Resources: Namespaces (cluster-scoped), Services, Secrets,
 //! EndpointSlices, Leases, ClusterProperties (cluster-scoped),
 //! ServiceExports and ServiceImports. Services, ServiceExports,
@@ -258,6 +263,10 @@ struct State {
     objects: BTreeMap<ObjectKey, Value>,
     history: Vec<Change>,
     lists: HashMap<&'static str, usize>,
+    /// List requests to leave unanswered, by plural.
+    hang_lists: HashMap<&'static str, usize>,
+    /// List requests left unanswered, by plural.
+    hung_lists: HashMap<&'static str, usize>,
     watches: HashMap<&'static str, usize>,
     gone: HashMap<&'static str, usize>,
     /// Every write request, in order.
@@ -273,11 +282,48 @@ struct Shared {
     changes: broadcast::Sender<Change>,
     /// Bumped to end every open watch.
     epoch: watch::Sender<u64>,
+    /// What happens to the connections open now (`ApiServer::reset_connections`,
+    /// `ApiServer::blackhole_connections`).
+    cut: watch::Sender<Cut>,
     crd_versions: Vec<&'static str>,
     address: SocketAddr,
 }
 
+/// Counts of the cuts made to the connections open at the time.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cut {
+    resets: u64,
+    blackholes: u64,
+}
+
 impl Shared {
+    /// Whether to leave this request unanswered (`ApiServer::hang_lists`).
+    fn hang(&self, request: &Request<hyper::body::Incoming>) -> bool {
+        if request.method() != hyper::Method::GET
+            || request
+                .uri()
+                .query()
+                .is_some_and(|q| q.contains("watch=true"))
+        {
+            return false;
+        }
+        let path = request.uri().path();
+        let mut state = self.state();
+        let plural = state
+            .hang_lists
+            .iter()
+            .find(|(plural, count)| **count > 0 && path.ends_with(&format!("/{plural}")))
+            .map(|(plural, _)| *plural);
+        let Some(plural) = plural else {
+            return false;
+        };
+        if let Some(count) = state.hang_lists.get_mut(plural) {
+            *count -= 1;
+        }
+        *state.hung_lists.entry(plural).or_default() += 1;
+        true
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state
             .lock()
@@ -316,6 +362,7 @@ impl ApiServer {
             state: Mutex::new(State::default()),
             changes,
             epoch: watch::channel(0).0,
+            cut: watch::channel(Cut::default()).0,
             crd_versions: crd_versions.to_vec(),
             address,
         });
@@ -342,9 +389,17 @@ impl ApiServer {
                 };
                 let shared = shared.clone();
                 connections.spawn(async move {
+                    let mut cut = shared.cut.subscribe();
+                    let seen = *cut.borrow_and_update();
+                    // Closing this socket sends a reset, not a FIN.
+                    let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+                    let service_shared = shared.clone();
                     let service = service_fn(move |request| {
-                        let shared = shared.clone();
+                        let shared = service_shared.clone();
                         async move {
+                            if shared.hang(&request) {
+                                std::future::pending::<()>().await;
+                            }
                             let response = if write::handles(&request) {
                                 write::respond(&shared, request).await
                             } else {
@@ -353,9 +408,27 @@ impl ApiServer {
                             Ok::<_, Infallible>(response)
                         }
                     });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
+                    let connection =
+                        http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                    tokio::pin!(connection);
+                    loop {
+                        tokio::select! {
+                            _ = connection.as_mut() => return,
+                            changed = cut.changed() => {
+                                let now = *cut.borrow_and_update();
+                                if changed.is_err() || now.resets != seen.resets {
+                                    // Dropped mid-response: the client sees
+                                    // the connection reset.
+                                    return;
+                                }
+                                if now.blackholes != seen.blackholes {
+                                    // Open but silent, as a peer behind a
+                                    // dead path: never read or written again.
+                                    std::future::pending::<()>().await;
+                                }
+                            }
+                        }
+                    }
                 });
                 while connections.try_join_next().is_some() {}
             }
@@ -440,6 +513,36 @@ current-context: {name}
     /// would; clients resume from their last resource version.
     pub fn drop_watches(&self) {
         self.shared.epoch.send_modify(|epoch| *epoch += 1);
+    }
+
+    /// Resets every connection open now (TCP RST, in the middle of any
+    /// response or watch), as a load balancer or a crashing server does;
+    /// new connections are served as before.
+    pub fn reset_connections(&self) {
+        self.shared.cut.send_modify(|cut| cut.resets += 1);
+    }
+
+    /// Makes every connection open now half-open: it stays open but the
+    /// server never reads from or writes to it again, as when the path to
+    /// the peer dies without a reset. New connections are served as before.
+    pub fn blackhole_connections(&self) {
+        self.shared.cut.send_modify(|cut| cut.blackholes += 1);
+    }
+
+    /// Leaves the next `count` list requests of `plural` unanswered, on an
+    /// open connection, forever.
+    pub fn hang_lists(&self, plural: &'static str, count: usize) {
+        *self.shared.state().hang_lists.entry(plural).or_default() += count;
+    }
+
+    /// List requests of `plural` left unanswered so far.
+    pub fn hung_lists(&self, plural: &str) -> usize {
+        self.shared
+            .state()
+            .hung_lists
+            .get(plural)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Forgets the history up to now (as etcd compaction does) and ends

@@ -179,10 +179,10 @@ fn label_values_are_snake_case() {
 #[test]
 fn cluster_sync_state_is_exposed_and_forgotten() {
     let metrics = Metrics::new();
-    metrics.set_cluster_sync("east-1", true, false, 0);
-    metrics.set_cluster_sync("west-1", false, true, 1);
+    metrics.set_cluster_sync("east-1", true, false, 0, 0);
+    metrics.set_cluster_sync("west-1", false, true, 1, 3);
     // The same report twice does not count the transition twice.
-    metrics.set_cluster_sync("west-1", false, true, 1);
+    metrics.set_cluster_sync("west-1", false, true, 1, 3);
     let text = metrics.encode();
     for needle in [
         r#"strait_cluster_synced{cluster="east-1"} 1"#,
@@ -190,6 +190,7 @@ fn cluster_sync_state_is_exposed_and_forgotten() {
         r#"strait_cluster_synced{cluster="west-1"} 0"#,
         r#"strait_cluster_stale{cluster="west-1"} 1"#,
         r#"strait_cluster_went_stale_total{cluster="west-1"} 1"#,
+        r#"strait_cluster_watch_errors_total{cluster="west-1"} 3"#,
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }

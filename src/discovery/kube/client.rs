@@ -1,10 +1,11 @@
 //! Where the clusters of the set come from and how Strait talks to them:
-//! building a kube client from the local configuration, a kubeconfig file or
+//! building a kube client (on the `connect` stack) from the local configuration, a kubeconfig file or
 //! a remote-cluster Secret, and discovering which version of each watched
 //! kind the server offers (`v1beta1`, else `v1alpha1`, for the CRDs).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -14,6 +15,7 @@ use kube::core::ApiResource;
 use kube::discovery::Discovery;
 
 use super::KubeError;
+use super::connect::build_client;
 use crate::discovery::objects::{ABOUT_GROUP, CRD_VERSIONS, MCS_GROUP};
 
 /// Where one cluster's API server is configured.
@@ -44,24 +46,27 @@ impl fmt::Display for ClusterSource {
 }
 
 /// The local cluster's client: from `path`, else inferred as kubectl does.
-pub(super) async fn local_client(path: Option<&Path>) -> Result<Client, KubeError> {
+pub(super) async fn local_client(
+    path: Option<&Path>,
+    watch_timeout: Duration,
+) -> Result<Client, KubeError> {
     let config = match path {
-        Some(path) => return file_client(path).await,
+        Some(path) => return file_client(path, watch_timeout).await,
         None => kube::Config::infer().await?,
     };
-    Client::try_from(config).map_err(|source| KubeError::Client {
+    build_client(config, watch_timeout).map_err(|source| KubeError::Client {
         what: "the local cluster".to_owned(),
         source,
     })
 }
 
 /// A client from a kubeconfig file's current context.
-pub(super) async fn file_client(path: &Path) -> Result<Client, KubeError> {
+pub(super) async fn file_client(path: &Path, watch_timeout: Duration) -> Result<Client, KubeError> {
     let kubeconfig = Kubeconfig::read_from(path).map_err(|source| KubeError::Kubeconfig {
         path: path.to_owned(),
         source,
     })?;
-    kubeconfig_client(kubeconfig, &path.display().to_string())
+    kubeconfig_client(kubeconfig, &path.display().to_string(), watch_timeout)
         .await
         .map_err(|error| match error {
             ClientError::Kubeconfig(source) => KubeError::Kubeconfig {
@@ -85,16 +90,24 @@ pub(super) enum ClientError {
 }
 
 /// A client from kubeconfig text, as held by a remote-cluster Secret.
-pub(super) async fn yaml_client(text: &str, what: &str) -> Result<Client, ClientError> {
+pub(super) async fn yaml_client(
+    text: &str,
+    what: &str,
+    watch_timeout: Duration,
+) -> Result<Client, ClientError> {
     let kubeconfig = Kubeconfig::from_yaml(text)?;
-    kubeconfig_client(kubeconfig, what).await
+    kubeconfig_client(kubeconfig, what, watch_timeout).await
 }
 
-async fn kubeconfig_client(kubeconfig: Kubeconfig, what: &str) -> Result<Client, ClientError> {
+async fn kubeconfig_client(
+    kubeconfig: Kubeconfig,
+    what: &str,
+    watch_timeout: Duration,
+) -> Result<Client, ClientError> {
     let config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     tracing::debug!(cluster = what, server = %config.cluster_url, "kube client configured");
-    Ok(Client::try_from(config)?)
+    Ok(build_client(config, watch_timeout)?)
 }
 
 /// A kind Strait watches.

@@ -97,6 +97,8 @@ struct Entry {
     last_synced: Option<String>,
     last_error: Option<String>,
     stale_count: u64,
+    /// Watch and list failures since the cluster was added.
+    watch_errors: u64,
     versions: BTreeMap<String, String>,
 }
 
@@ -119,7 +121,15 @@ impl Entry {
                 self.store.set_watched(watched.into_iter().collect())
             }
             ClusterReport::Event(kind, event) => self.store.apply(kind, *event),
+            ClusterReport::Trouble { kind, error } => {
+                tracing::debug!(cluster = %source, kind = kind.name(), %error,
+                    "watch failed; resuming from its resource version");
+                self.watch_errors += 1;
+                self.last_error = Some(error);
+                false
+            }
             ClusterReport::Failed { kind, error } => {
+                self.watch_errors += 1;
                 self.store.failed(kind);
                 tracing::debug!(cluster = %source, %error, "cluster watch failing");
                 self.last_error = Some(error);
@@ -304,6 +314,7 @@ impl Hub {
             last_synced: None,
             last_error: None,
             stale_count: 0,
+            watch_errors: 0,
             versions: BTreeMap::new(),
         }
     }
@@ -477,6 +488,7 @@ impl Hub {
                 last_synced: entry.last_synced.clone(),
                 last_error: entry.last_error.clone(),
                 stale_count: entry.stale_count,
+                watch_errors: entry.watch_errors,
                 objects: entry.store.counts(),
                 versions: entry.versions.clone(),
             })

@@ -13,6 +13,7 @@
 //! | module | owns |
 //! |---|---|
 //! | `client` | where clusters come from, building their clients, API discovery |
+//! | `connect` | the HTTP stack of every client: timeouts, keepalive, gzip, retries |
 //! | `store` | one cluster's current objects and their sync state |
 //! | `watch` | the per-cluster task and its per-kind watchers |
 //! | `secrets` | the remote-cluster Secrets of the local cluster |
@@ -25,6 +26,7 @@
 //! that `discovery::export_status` derives from each snapshot.
 
 mod client;
+mod connect;
 mod hub;
 mod imports;
 mod lease;
@@ -54,6 +56,11 @@ pub use client::ClusterSource;
 pub use imports::ImportsReport;
 pub use lease::LeaseError;
 pub use status::{ExportStatusOptions, ExportStatusReport, StatusError};
+
+/// How long watch failures are ridden out before a cluster that had
+/// synced counts as unsynced: an API server restart or a load balancer
+/// reset fits well within it.
+pub const DEFAULT_OUTAGE_GRACE: Duration = Duration::from_secs(30);
 
 /// Label marking a Secret that holds a remote cluster's kubeconfig.
 pub const REMOTE_CLUSTER_LABEL: &str = "strait.dev/remote-cluster";
@@ -239,8 +246,13 @@ pub struct KubeOptions {
     pub debounce: Duration,
     pub retry: Retry,
     /// Server-side timeout of one watch request; a silent connection is
-    /// noticed within this plus a few seconds.
+    /// noticed within this plus a few seconds, and no response may stay
+    /// silent for longer than this plus 10 s (the clients' read timeout).
     pub watch_timeout: Duration,
+    /// How long watch failures after a kind's first complete list are
+    /// ridden out (resumed from the resource version, the cluster still
+    /// synced) before the cluster counts as unsynced and is relisted.
+    pub outage_grace: Duration,
     /// How often the served API versions are checked again.
     pub rediscover_every: Duration,
     /// Write `Valid` and `Conflict` on the local cluster's ServiceExports
@@ -275,6 +287,7 @@ impl KubeOptions {
             debounce: settings.tuning.reload_debounce,
             retry: Retry::default(),
             watch_timeout: Duration::from_secs(60),
+            outage_grace: DEFAULT_OUTAGE_GRACE,
             rediscover_every: Duration::from_secs(60),
             export_status: settings
                 .kube
@@ -349,6 +362,9 @@ pub struct ClusterStatus {
     pub last_error: Option<String>,
     /// How often the cluster went stale.
     pub stale_count: u64,
+    /// Failed list and watch requests, ridden out or not, since the
+    /// cluster was added.
+    pub watch_errors: u64,
     /// Objects held, by kind.
     pub objects: std::collections::BTreeMap<String, usize>,
     /// The API versions in use, as `group/version` by kind.
@@ -472,12 +488,14 @@ impl KubeSource {
     pub async fn start(
         options: KubeOptions,
     ) -> Result<(KubeSource, channel::Receiver<Arc<SourceSnapshot>>), KubeError> {
-        let local = client::local_client(options.local_kubeconfig.as_deref()).await?;
+        let local =
+            client::local_client(options.local_kubeconfig.as_deref(), options.watch_timeout)
+                .await?;
         let mut remotes = Vec::new();
         for path in &options.remote_kubeconfigs {
             remotes.push((
                 ClusterSource::Kubeconfig(path.clone()),
-                client::file_client(path).await?,
+                client::file_client(path, options.watch_timeout).await?,
             ));
         }
         let secret_namespace = options

@@ -80,10 +80,7 @@ pub(super) async fn watch_secrets(
                     listing.push(remote(secret));
                     continue;
                 }
-                Ok(watcher::Event::InitDone) => {
-                    backoff.reset();
-                    SecretReport::Listed(std::mem::take(&mut listing))
-                }
+                Ok(watcher::Event::InitDone) => SecretReport::Listed(std::mem::take(&mut listing)),
                 Ok(watcher::Event::Apply(secret)) => SecretReport::Applied(remote(secret)),
                 Ok(watcher::Event::Delete(secret)) => {
                     SecretReport::Deleted(secret.metadata.name.unwrap_or_default())
@@ -93,9 +90,13 @@ pub(super) async fn watch_secrets(
                     if send(SecretReport::Failed(error.to_string())).await.is_err() {
                         return;
                     }
-                    break;
+                    // Polled again, the watcher resumes from its resource
+                    // version (or lists anew if it had not listed yet).
+                    tokio::time::sleep(backoff.next_delay()).await;
+                    continue;
                 }
             };
+            backoff.reset();
             if send(report).await.is_err() {
                 return;
             }

@@ -1,17 +1,19 @@
 //! The task of one cluster: connect, discover the served API versions, run
 //! one kube-rs watcher per kind and report every event to the hub.
 //!
-//! A watch that ends is resumed by the kube watcher from its last resource
-//! version; a `410 Gone` makes it relist by itself. Any other failure is
-//! reported (the hub marks the kind unsynced), and the kind's watcher is
-//! started again after a backoff, which relists it: a cluster that comes
-//! back always resyncs from a full list. The served versions are checked
+//! A watch that ends or fails is resumed by the kube watcher from its last
+//! resource version, after a backoff; a `410 Gone` makes it relist by
+//! itself. A failure before the kind's first complete list marks the kind
+//! unsynced; after it, failures are ridden out (reported as trouble, the
+//! kind stays synced) unless they last longer than `outage_grace`: then
+//! the kind is unsynced and its watcher starts over, so a cluster back from
+//! a long outage resyncs from a full list. The served versions are checked
 //! again now and then; when they change the watchers restart.
 
 use std::collections::BTreeMap;
 use std::pin::pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use futures_util::future::join_all;
@@ -22,6 +24,7 @@ use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
 use super::client::{ClusterSource, Kind, Resources, discover, yaml_client};
+use super::connect::read_timeout;
 use super::hub::HubMessage;
 use super::store::{StoreEvent, decode, key_of};
 use super::{KubeOptions, Retry};
@@ -59,6 +62,12 @@ pub(super) enum ClusterReport {
         missing: Vec<Kind>,
     },
     Event(Kind, Box<StoreEvent>),
+    /// A kind's watcher failed after its list and resumes from its
+    /// resource version: the kind stays synced.
+    Trouble {
+        kind: Kind,
+        error: String,
+    },
     /// A kind's watcher failed, or (`kind: None`) the API as a whole.
     Failed {
         kind: Option<Kind>,
@@ -137,18 +146,20 @@ pub(super) async fn run_cluster(
                 .await;
             return;
         }
-        Connect::Kubeconfig(Ok(text)) => match yaml_client(&text, &source.to_string()).await {
-            Ok(client) => client,
-            Err(error) => {
-                reporter
-                    .send(ClusterReport::Failed {
-                        kind: None,
-                        error: error.to_string(),
-                    })
-                    .await;
-                return;
+        Connect::Kubeconfig(Ok(text)) => {
+            match yaml_client(&text, &source.to_string(), options.watch_timeout).await {
+                Ok(client) => client,
+                Err(error) => {
+                    reporter
+                        .send(ClusterReport::Failed {
+                            kind: None,
+                            error: error.to_string(),
+                        })
+                        .await;
+                    return;
+                }
             }
-        },
+        }
     };
     let mut backoff = Backoff::new(options.retry);
     loop {
@@ -225,6 +236,13 @@ async fn served_versions_change(
 }
 
 /// Watches one kind for as long as the hub listens.
+///
+/// One kube-runtime watcher serves the kind for as long as it works: after
+/// an error it is polled again (after a backoff) and resumes from its last
+/// resource version, so a dropped or reset watch and a short API outage
+/// cost no relist. An error before the first complete list counts against
+/// the sync state at once; after it, only an outage longer than
+/// `outage_grace` does, and then the watcher starts over from a list.
 async fn watch_kind(
     client: &Client,
     kind: Kind,
@@ -239,8 +257,13 @@ async fn watch_kind(
     let config = watcher::Config::default().timeout(timeout);
     let origin = Origin::file(format!("cluster {} API", reporter.id.source));
     let mut backoff = Backoff::new(options.retry);
+    // An error a retry away from the last one belongs to the same outage;
+    // one that comes later follows a watch that worked in between.
+    let same_outage = options.retry.max + read_timeout(options.watch_timeout);
     loop {
         let mut stream = pin!(watcher(api.clone(), config.clone()));
+        let mut listed = false;
+        let mut outage = Outage::default();
         while let Some(item) = stream.next().await {
             let event = match item {
                 Ok(watcher::Event::Init) => StoreEvent::Init,
@@ -249,7 +272,7 @@ async fn watch_kind(
                     StoreEvent::InitApply(key, stored)
                 }
                 Ok(watcher::Event::InitDone) => {
-                    backoff.reset();
+                    listed = true;
                     StoreEvent::InitDone
                 }
                 Ok(watcher::Event::Apply(object)) => {
@@ -257,27 +280,46 @@ async fn watch_kind(
                     StoreEvent::Apply(key, stored)
                 }
                 Ok(watcher::Event::Delete(object)) => StoreEvent::Delete(key_of(&object)),
-                Err(watcher::Error::WatchError(status)) if status.code == 410 => {
-                    // Our resource version is too old: the watcher relists.
-                    tracing::debug!(cluster = %reporter.id.source, kind = kind.name(),
-                        "resource version expired; relisting");
-                    continue;
-                }
                 Err(error) => {
+                    let gone =
+                        matches!(&error, watcher::Error::WatchError(status) if status.code == 410);
+                    if gone {
+                        // Our resource version is too old: the watcher
+                        // relists by itself, and the list's events follow.
+                        tracing::debug!(cluster = %reporter.id.source, kind = kind.name(),
+                            "resource version expired; relisting");
+                        continue;
+                    }
+                    let error = format!("{} watch: {error}", kind.name());
+                    let now = Instant::now();
+                    let verdict = if listed {
+                        outage.failed(now, same_outage, options.outage_grace)
+                    } else {
+                        Verdict::Unsynced
+                    };
                     tracing::debug!(cluster = %reporter.id.source, kind = kind.name(), %error,
-                        "watch failed");
-                    if !reporter
-                        .send(ClusterReport::Failed {
+                        ?verdict, "watch failed");
+                    let report = match verdict {
+                        Verdict::RideOut => ClusterReport::Trouble { kind, error },
+                        Verdict::Unsynced | Verdict::StartOver => ClusterReport::Failed {
                             kind: Some(kind),
-                            error: format!("{} watch: {error}", kind.name()),
-                        })
-                        .await
-                    {
+                            error,
+                        },
+                    };
+                    if !reporter.send(report).await {
                         return;
                     }
-                    break;
+                    if verdict == Verdict::StartOver {
+                        break;
+                    }
+                    // The watcher resumes at the next poll: from its resource
+                    // version once listed, else with a new list.
+                    tokio::time::sleep(backoff.next_delay()).await;
+                    continue;
                 }
             };
+            backoff.reset();
+            outage = Outage::default();
             if !reporter
                 .send(ClusterReport::Event(kind, Box::new(event)))
                 .await
@@ -286,5 +328,91 @@ async fn watch_kind(
             }
         }
         tokio::time::sleep(backoff.next_delay()).await;
+    }
+}
+
+/// What a watch error after the first complete list means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// A transient failure: resume from the resource version, stay synced.
+    RideOut,
+    /// Not listed yet: the kind is not synced.
+    Unsynced,
+    /// Failing for longer than the grace: unsynced, and relisted once the
+    /// API answers again.
+    StartOver,
+}
+
+/// The run of consecutive watch errors a watcher is in, if any.
+#[derive(Debug, Default)]
+struct Outage {
+    /// When the first and the latest error of the run came.
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl Outage {
+    /// Records an error at `now`. An error more than `same_outage` after
+    /// the previous one starts a new run (the watch worked in between);
+    /// a run longer than `grace` is an outage the cluster is unsynced for.
+    fn failed(&mut self, now: Instant, same_outage: Duration, grace: Duration) -> Verdict {
+        let continues = self
+            .last
+            .is_some_and(|last| now.saturating_duration_since(last) <= same_outage);
+        if !continues {
+            self.first = Some(now);
+        }
+        self.last = Some(now);
+        let first = self.first.unwrap_or(now);
+        if now.saturating_duration_since(first) >= grace {
+            Verdict::StartOver
+        } else {
+            Verdict::RideOut
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAME: Duration = Duration::from_secs(10);
+    const GRACE: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn errors_are_ridden_out_until_the_grace_ends() {
+        let start = Instant::now();
+        let mut outage = Outage::default();
+        for seconds in [0, 5, 12, 20, 29] {
+            let verdict = outage.failed(start + Duration::from_secs(seconds), SAME, GRACE);
+            assert_eq!(verdict, Verdict::RideOut, "at {seconds} s");
+        }
+        assert_eq!(
+            outage.failed(start + Duration::from_secs(31), SAME, GRACE),
+            Verdict::StartOver
+        );
+    }
+
+    #[test]
+    fn an_error_long_after_the_last_starts_a_new_run() {
+        let start = Instant::now();
+        let mut outage = Outage::default();
+        assert_eq!(outage.failed(start, SAME, GRACE), Verdict::RideOut);
+        // The watch worked for a minute in between: not a 60 s outage.
+        let later = start + Duration::from_secs(60);
+        assert_eq!(outage.failed(later, SAME, GRACE), Verdict::RideOut);
+        assert_eq!(
+            outage.failed(later + Duration::from_secs(8), SAME, GRACE),
+            Verdict::RideOut
+        );
+    }
+
+    #[test]
+    fn a_zero_grace_starts_over_at_the_first_error() {
+        let mut outage = Outage::default();
+        assert_eq!(
+            outage.failed(Instant::now(), SAME, Duration::ZERO),
+            Verdict::StartOver
+        );
     }
 }
