@@ -9,9 +9,10 @@
 //! |---|---|
 //! | `manifests` | (loading: every file of `deploy/`, parsed into its type) |
 //! | `gateway` | (the gateway Deployment, its flags, volumes and `gateway.yaml`) |
-//! | `checks_objects` | parsing, the two kustomizations (`deploy/`, `deploy/crds/`), namespaces |
+//! | `checks_objects` | parsing, the two kustomizations (`deploy/`, `deploy/crds/`), namespaces, the image set in `images:` only |
 //! | `checks_pod` | probes, container ports, security, spreading, shutdown |
-//! | `checks_services` | the gateway and connect Services |
+//! | `checks_services` | the gateway and connect Services; the load balancer's `externalTrafficPolicy: Local` |
+//! | `checks_network` | the NetworkPolicy: the gateway pods, every container port, the import port range, who may reach each |
 //! | `checks_config` | `gateway.yaml`, the Kubernetes source, the examples |
 //! | `checks_rbac` | the ServiceAccount, its bindings, least privilege |
 //! | `checks_crds` | the CRDs against docs/configuration.md, upstream's definitions and Strait's types |
@@ -32,6 +33,9 @@ mod checks_pod;
 
 #[path = "deploy/checks_services.rs"]
 mod checks_services;
+
+#[path = "deploy/checks_network.rs"]
+mod checks_network;
 
 #[path = "deploy/checks_config.rs"]
 mod checks_config;

@@ -167,13 +167,8 @@ fn the_deployment_is_locked_down() {
             );
         }
     }
-    let image = &container.image;
-    assert!(
-        image
-            .as_deref()
-            .is_some_and(|i| !i.is_empty() && !i.ends_with(":latest")),
-        "{origin}: the image {image:?} should name a release tag"
-    );
+    // The image, its tag or digest: checks_objects.rs
+    // (the_image_is_set_in_the_kustomization_only).
     let env = container.env.as_deref().unwrap_or_default();
     let namespace_env = env
         .iter()

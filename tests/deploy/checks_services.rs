@@ -1,6 +1,7 @@
 //! The Services: they select the gateway pods and reach its listeners; the
-//! gateway Service is the load balancer peers tunnel to; `cluster-edge-dns`
-//! gives CoreDNS the DNS responder on port 53.
+//! gateway Service is the load balancer peers tunnel to, with
+//! `externalTrafficPolicy: Local`; `cluster-edge-dns` gives CoreDNS the DNS
+//! responder on port 53.
 
 use std::collections::BTreeSet;
 
@@ -175,4 +176,32 @@ fn the_gateway_service_is_a_load_balancer_with_the_tunnel_ports() {
         ports, expected,
         "{origin}: ports should be tunnel 15008/TCP and tunnel-quic 15008/UDP"
     );
+}
+
+#[test]
+fn load_balancers_keep_the_callers_address() {
+    let balancers: Vec<_> = manifests()
+        .services
+        .iter()
+        .filter(|s| {
+            let spec = s.object.spec.as_ref();
+            spec.and_then(|spec| spec.type_.as_deref()) == Some("LoadBalancer")
+        })
+        .collect();
+    assert!(!balancers.is_empty(), "deploy/ has no LoadBalancer Service");
+    for found in balancers {
+        let origin = &found.origin;
+        let spec = found.object.spec.as_ref().expect("filtered");
+        assert_eq!(
+            spec.external_traffic_policy.as_deref(),
+            Some("Local"),
+            "{origin}: externalTrafficPolicy should be Local: the peer's source address is kept (deploy/networkpolicy.yaml, loadBalancerSourceRanges) with no second hop, and the load balancer's health check sends traffic only to nodes with a ready gateway pod"
+        );
+        for range in spec.load_balancer_source_ranges.iter().flatten() {
+            assert!(
+                range.parse::<ipnet::IpNet>().is_ok(),
+                "{origin}: loadBalancerSourceRanges: {range:?} is not a CIDR"
+            );
+        }
+    }
 }

@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -91,6 +92,7 @@ pub(crate) struct Manifests {
     pub(crate) deployments: Vec<Found<Deployment>>,
     pub(crate) services: Vec<Found<Service>>,
     pub(crate) pdbs: Vec<Found<PodDisruptionBudget>>,
+    pub(crate) network_policies: Vec<Found<NetworkPolicy>>,
     pub(crate) crds: Vec<Found<CustomResourceDefinition>>,
 }
 
@@ -268,6 +270,7 @@ fn load() -> Manifests {
                 ("rbac.authorization.k8s.io/v1", "Role") => add!(roles),
                 ("rbac.authorization.k8s.io/v1", "RoleBinding") => add!(role_bindings),
                 ("policy/v1", "PodDisruptionBudget") => add!(pdbs),
+                ("networking.k8s.io/v1", "NetworkPolicy") => add!(network_policies),
                 ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => add!(crds),
                 _ => panic!(
                     "{origin}: unknown kind {api_version}/{kind}; teach tests/deploy/manifests.rs to parse it"
