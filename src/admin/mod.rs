@@ -6,7 +6,7 @@
 //! | `/healthz` | 200 `ok` while the process serves requests |
 //! | `/readyz` | 200 `ready` once [`AdminState::ready`] is set, else 503 `not ready` |
 //! | `/metrics` | 200, OpenMetrics text from [`Metrics`] |
-//! | `/debug/routes` | 200, pretty JSON from [`AdminState::routes_json`] |
+//! | `/debug/routes` | 200, pretty JSON from [`AdminState::routes_json`] (`?service=NS/NAME` for one service); 400 on a bad query |
 //! | `/debug/clusters` | 200, pretty JSON from [`AdminState::clusters_json`]; 404 when absent |
 //! | `/debug/imports` | 200, pretty JSON from [`AdminState::imports_json`] |
 //! | `/debug/dns?name=NAME&type=TYPE` | 200, pretty JSON from [`AdminState::dns_json`]; 400 with its error for a bad request |
@@ -67,7 +67,8 @@ pub struct AdminState {
     /// Set once the gateway has routes and can serve traffic.
     pub ready: Arc<AtomicBool>,
     /// The current route table, for `/debug/routes`.
-    pub routes_json: JsonView,
+    /// Every service port, or with `service=NS/NAME` that service's only.
+    pub routes_json: QueryView,
     /// The cluster set, for `/debug/clusters` (404 when `None`).
     pub clusters_json: Option<JsonView>,
     /// The import ports listened on and, with the Kubernetes source, the
@@ -304,7 +305,14 @@ fn respond(
                 text(StatusCode::INTERNAL_SERVER_ERROR, "metrics unavailable")
             }
         },
-        "/debug/routes" => json(&(state.routes_json)()),
+        "/debug/routes" => match (state.routes_json)(query.unwrap_or_default()) {
+            Ok(value) => json(&value),
+            Err(error) => with_body(
+                StatusCode::BAD_REQUEST,
+                TEXT_CONTENT_TYPE,
+                format!("{error}\n"),
+            ),
+        },
         "/debug/imports" => json(&(state.imports_json)()),
         "/debug/dns" => match (state.dns_json)(query.unwrap_or_default()) {
             Ok(value) => json(&value),

@@ -101,7 +101,10 @@ fn state(ready: bool, clusters: bool) -> AdminState {
         }),
         metrics: Arc::new(Metrics::new()),
         ready: Arc::new(AtomicBool::new(ready)),
-        routes_json: Arc::new(|| serde_json::json!({"services": [{"name": "web.shop"}]})),
+        routes_json: Arc::new(|query| match query {
+            "" => Ok(serde_json::json!({"services": [{"name": "web.shop"}]})),
+            _ => Err("unknown query".into()),
+        }),
         clusters_json: clusters.then(|| {
             Arc::new(|| serde_json::json!({"clusters": ["east", "west"]})) as super::JsonView
         }),
@@ -181,7 +184,9 @@ async fn endpoints_over_loopback() {
     assert!(metrics.body.contains("strait_routes_backends 9"));
     assert!(metrics.body.ends_with("# EOF\n"));
 
-    let routes = request(addr, "GET", "/debug/routes?verbose=1").await;
+    let refused = request(addr, "GET", "/debug/routes?verbose=1").await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    let routes = request(addr, "GET", "/debug/routes").await;
     assert_eq!(routes.status, 200);
     assert_eq!(routes.header("content-type"), Some("application/json"));
     let value: serde_json::Value = serde_json::from_str(&routes.body).expect("routes JSON");

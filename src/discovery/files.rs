@@ -88,7 +88,8 @@ pub fn load_usable(dir: &Path, options: &TranslateOptions) -> Result<Usable, Loa
             parsing.extend(findings);
         }
         let source = folder.display().to_string();
-        let (cluster, findings) = translate_cluster(&source, &objects, options);
+        let (cluster, findings) =
+            translate_cluster(&source, &objects.iter().collect::<Vec<_>>(), options);
         // Findings of the files themselves (YAML) name the folder.
         let label = cluster
             .as_ref()

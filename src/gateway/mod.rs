@@ -384,9 +384,10 @@ impl Gateway {
         let admin = AdminState {
             metrics,
             ready: ready.clone(),
-            routes_json: Arc::new(move || {
+            routes_json: Arc::new(move |query| {
                 let table = routes_state.routes.load();
-                serde_json::to_value(crate::routing::report::all_ports(&table)).unwrap_or_default()
+                let ports = crate::routing::report::query(&table, query)?;
+                Ok(serde_json::to_value(ports).unwrap_or_default())
             }),
             clusters_json: reload::clusters_view(&options, state.clone()),
             imports_json: reload::imports_view(&options, state.clone()),

@@ -109,6 +109,51 @@ fn excluded(exclusion: &Exclusion) -> ExcludedReport {
     }
 }
 
+/// The ports of one service (none when the table has no such service).
+pub fn service_ports(table: &RouteTable, namespace: &str, name: &str) -> Vec<PortReport> {
+    table
+        .service(namespace, name)
+        .map(|service| {
+            service
+                .ports
+                .iter()
+                .map(|route| PortReport::new(table, service, route))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Why a `/debug/routes` query cannot be answered.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RoutesQueryError {
+    #[error("unknown query parameter {0:?}: only service=NAMESPACE/NAME")]
+    Unknown(String),
+    #[error("service={0:?} is not NAMESPACE/NAME")]
+    Service(String),
+}
+
+/// Answers a `/debug/routes` query: every port, or with
+/// `service=NAMESPACE/NAME` those of that one service, which at tens of
+/// thousands of services is what a person (or a probe) wants.
+pub fn query(table: &RouteTable, query: &str) -> Result<Vec<PortReport>, RoutesQueryError> {
+    let mut service = None;
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        match key.as_ref() {
+            "service" => service = Some(value.into_owned()),
+            other => return Err(RoutesQueryError::Unknown(other.to_owned())),
+        }
+    }
+    let Some(service) = service else {
+        return Ok(all_ports(table));
+    };
+    match service.split_once('/') {
+        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => {
+            Ok(service_ports(table, namespace, name))
+        }
+        _ => Err(RoutesQueryError::Service(service)),
+    }
+}
+
 /// Every service port of a table, in service then port order.
 pub fn all_ports(table: &RouteTable) -> Vec<PortReport> {
     let mut services: Vec<&ServiceRoutes> = table.services().collect();

@@ -193,3 +193,27 @@ fn vips_of_the_viewers_imports_select_service_and_port() {
         "VIPs are per cluster"
     );
 }
+
+#[test]
+fn the_routes_query_picks_one_service_or_refuses() {
+    let table = table(&three_networks(), "c1");
+    let key = table.services().next().expect("a service").key.clone();
+    let all = report::query(&table, "").expect("every port");
+    let one = report::query(&table, &format!("service={}/{}", key.namespace, key.name))
+        .expect("one service");
+    assert_eq!(one.len(), all.len(), "the one service is all there is");
+    assert!(!one.is_empty());
+    assert!(
+        report::query(&table, "service=shop/absent")
+            .expect("a well-formed query")
+            .is_empty()
+    );
+    assert_eq!(
+        report::query(&table, "service=shop").map(|p| p.len()),
+        Err(report::RoutesQueryError::Service("shop".to_owned()))
+    );
+    assert_eq!(
+        report::query(&table, "verbose=1").map(|p| p.len()),
+        Err(report::RoutesQueryError::Unknown("verbose".to_owned()))
+    );
+}

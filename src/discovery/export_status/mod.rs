@@ -94,7 +94,7 @@ pub struct LocalExport {
 /// `translate_cluster` made of the same objects: a Service is exportable
 /// when the translation took it in and attached the export to it.
 pub fn export_validity(
-    objects: &[SourcedObject],
+    objects: &[&SourcedObject],
     cluster: &Cluster,
     findings: &[Diagnostic],
 ) -> BTreeMap<ServiceKey, Validity> {

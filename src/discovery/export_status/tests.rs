@@ -48,7 +48,7 @@ fn translated(id: &str, documents: &[String]) -> Translated {
     assert!(parse_findings.is_empty(), "{parse_findings:?}");
     let (cluster, findings) = translate_cluster(
         &format!("clusters/{id}"),
-        &objects,
+        &objects.iter().collect::<Vec<_>>(),
         &TranslateOptions::default(),
     );
     Translated {
@@ -59,7 +59,11 @@ fn translated(id: &str, documents: &[String]) -> Translated {
 }
 
 fn validity_of(cluster: &Translated) -> BTreeMap<ServiceKey, Validity> {
-    export_validity(&cluster.objects, &cluster.cluster, &cluster.findings)
+    export_validity(
+        &cluster.objects.iter().collect::<Vec<_>>(),
+        &cluster.cluster,
+        &cluster.findings,
+    )
 }
 
 fn key(name: &str) -> ServiceKey {

@@ -30,7 +30,7 @@ use crate::discovery::export_status::{LocalExport, Validity, export_validity};
 use crate::discovery::objects::KubeObject;
 use crate::discovery::translate::{SourcedObject, assemble, translate_cluster};
 use crate::imports::{Observed, ObservedObject};
-use crate::model::{ClusterSet, ServiceKey};
+use crate::model::{Cluster, ClusterSet, ServiceKey};
 use serde_json::Value;
 
 /// Reports queued between the cluster tasks and the hub.
@@ -100,12 +100,39 @@ struct Entry {
     /// Watch and list failures since the cluster was added.
     watch_errors: u64,
     versions: BTreeMap<String, String>,
+    /// Bumped by every change of the objects or the state: what the
+    /// translation depends on.
+    revision: u64,
+    /// The last translation, reused while nothing it depends on changed.
+    translation: Option<Translation>,
+    /// How often the cluster was translated.
+    translations: u64,
+}
+
+/// One cluster's translation, and what it was made from.
+struct Translation {
+    /// The entry's revision and the set's exports revision it was made at.
+    revision: u64,
+    exports: u64,
+    cluster: Option<Cluster>,
+    /// The cluster's findings, undecoded objects included.
+    findings: Vec<Diagnostic>,
+    /// For the local cluster when export status is written.
+    validity: Option<BTreeMap<ServiceKey, Validity>>,
 }
 
 impl Entry {
     /// Applies one report of the cluster's task; true when the objects
     /// changed.
     fn apply(&mut self, source: &ClusterSource, report: ClusterReport) -> bool {
+        let changed = self.apply_report(source, report);
+        if changed {
+            self.revision += 1;
+        }
+        changed
+    }
+
+    fn apply_report(&mut self, source: &ClusterSource, report: ClusterReport) -> bool {
         match report {
             ClusterReport::Resources {
                 watched,
@@ -139,6 +166,7 @@ impl Entry {
     }
 
     fn set_state(&mut self, state: SyncState) {
+        self.revision += 1;
         self.state = state;
         self.since = Instant::now();
         self.since_text = now_text();
@@ -210,7 +238,15 @@ struct Hub {
     /// last build; `None` until the local cluster is translated, and always
     /// when export status is not written.
     local_validity: Option<BTreeMap<ServiceKey, Validity>>,
+    /// The services exported by any cluster of the set, as of the last
+    /// build: a cluster's Services and EndpointSlices are translated only
+    /// for those. `exports` counts its changes.
+    exported: Exported,
+    exports: u64,
 }
+
+/// Exported service names by namespace.
+type Exported = BTreeMap<String, BTreeSet<String>>;
 
 /// Runs the hub until it is aborted.
 pub(super) async fn run(start: HubStart) {
@@ -232,6 +268,8 @@ pub(super) async fn run(start: HubStart) {
         warnings: Vec::new(),
         logged: HashSet::new(),
         local_validity: None,
+        exported: Exported::new(),
+        exports: 0,
     };
     if options.remote_secrets {
         let task = tokio::spawn(watch_secrets(
@@ -316,6 +354,9 @@ impl Hub {
             stale_count: 0,
             watch_errors: 0,
             versions: BTreeMap::new(),
+            revision: 0,
+            translation: None,
+            translations: 0,
         }
     }
 
@@ -489,6 +530,7 @@ impl Hub {
                 last_error: entry.last_error.clone(),
                 stale_count: entry.stale_count,
                 watch_errors: entry.watch_errors,
+                translations: entry.translations,
                 objects: entry.store.counts(),
                 versions: entry.versions.clone(),
             })
@@ -599,65 +641,56 @@ impl Hub {
     }
 
     /// Translates the clusters that have synced at least once into the set.
+    /// Only a cluster whose objects or state changed since its last
+    /// translation (or every one, when the set's exports changed) is
+    /// translated again; the others' translations are reused.
     fn rebuild(&mut self) {
-        let members: Vec<(&ClusterSource, &Entry)> = self
+        let mut exported = Exported::new();
+        for (namespace, name) in self
             .clusters
-            .iter()
-            .filter(|(_, e)| e.state != SyncState::Connecting)
-            .collect();
-        let exported: HashSet<(&str, &str)> = members
-            .iter()
-            .flat_map(|(_, e)| e.store.objects())
-            .filter(|(kind, _, _)| *kind == Kind::ServiceExport)
-            .map(|(_, key, _)| (key.0.as_str(), key.1.as_str()))
-            .collect();
+            .values()
+            .filter(|e| e.state != SyncState::Connecting)
+            .flat_map(|e| e.store.objects_of(Kind::ServiceExport))
+            .map(|(key, _)| key)
+        {
+            exported
+                .entry(namespace.clone())
+                .or_default()
+                .insert(name.clone());
+        }
+        if exported != self.exported {
+            self.exported = exported;
+            self.exports += 1;
+        }
         let mut findings = Vec::new();
         let mut translated = Vec::new();
         self.local_validity = None;
-        for (source, entry) in members {
-            let own_id = entry.store.cluster_id();
-            let stale = entry.state == SyncState::Stale;
-            let mut objects = Vec::new();
-            let mut undecoded = Vec::new();
-            for (kind, key, stored) in entry.store.objects() {
-                let exported_service = stored
-                    .service
-                    .as_deref()
-                    .is_some_and(|service| exported.contains(&(key.0.as_str(), service)));
-                let wanted = match kind {
-                    Kind::Service => stored.gateway || exported_service,
-                    Kind::EndpointSlice => {
-                        !stale
-                            && exported_service
-                            && stored
-                                .source_cluster
-                                .as_deref()
-                                .is_none_or(|cluster| Some(cluster) == own_id)
-                    }
-                    Kind::ClusterProperty | Kind::ServiceExport | Kind::ServiceImport => true,
-                };
-                if !wanted {
-                    continue;
-                }
-                match &stored.item {
-                    Ok(object) => objects.push(object.clone()),
-                    Err(finding) => undecoded.push(finding.clone()),
-                }
+        for (source, entry) in &mut self.clusters {
+            if entry.state == SyncState::Connecting {
+                continue;
             }
-            let label = format!("cluster {source} API");
-            let (cluster, cluster_findings) =
-                translate_cluster(&label, &objects, &self.options.translate);
-            // Objects that did not decode name their cluster too.
-            let named = cluster.as_ref().map_or(label.as_str(), |c| c.id.as_str());
-            findings.extend(undecoded.into_iter().map(|f| f.in_cluster(named)));
-            if source.is_local()
-                && self.options.export_status.is_some()
-                && let Some(cluster) = &cluster
-            {
-                self.local_validity = Some(export_validity(&objects, cluster, &cluster_findings));
+            let current = entry
+                .translation
+                .as_ref()
+                .is_some_and(|t| t.revision == entry.revision && t.exports == self.exports);
+            if !current {
+                entry.translations += 1;
+                entry.translation = Some(translate_entry(
+                    source,
+                    entry,
+                    &self.exported,
+                    self.exports,
+                    &self.options,
+                ));
             }
-            findings.extend(cluster_findings);
-            translated.extend(cluster);
+            let Some(translation) = &entry.translation else {
+                continue;
+            };
+            findings.extend(translation.findings.iter().cloned());
+            translated.extend(translation.cluster.clone());
+            if let Some(validity) = &translation.validity {
+                self.local_validity = Some(validity.clone());
+            }
         }
         // Each invalid object (or cluster) left itself out of `set`.
         let (set, assembly) = assemble(translated);
@@ -691,5 +724,67 @@ impl Hub {
             current.insert(text);
         }
         self.logged = current;
+    }
+}
+
+/// Translates one cluster's objects: those the set needs (its Services
+/// and EndpointSlices only for exported services, and no EndpointSlice of
+/// a stale cluster), through the translation the file source uses.
+fn translate_entry(
+    source: &ClusterSource,
+    entry: &Entry,
+    exported: &Exported,
+    exports: u64,
+    options: &KubeOptions,
+) -> Translation {
+    let own_id = entry.store.cluster_id();
+    let stale = entry.state == SyncState::Stale;
+    let mut objects = Vec::new();
+    let mut undecoded = Vec::new();
+    for (kind, key, stored) in entry.store.objects() {
+        let exported_service = stored.service.as_deref().is_some_and(|service| {
+            exported
+                .get(&key.0)
+                .is_some_and(|names| names.contains(service))
+        });
+        let wanted = match kind {
+            Kind::Service => stored.gateway || exported_service,
+            Kind::EndpointSlice => {
+                !stale
+                    && exported_service
+                    && stored
+                        .source_cluster
+                        .as_deref()
+                        .is_none_or(|cluster| Some(cluster) == own_id)
+            }
+            Kind::ClusterProperty | Kind::ServiceExport | Kind::ServiceImport => true,
+        };
+        if !wanted {
+            continue;
+        }
+        match &stored.item {
+            Ok(object) => objects.push(object),
+            Err(finding) => undecoded.push(finding.clone()),
+        }
+    }
+    let label = format!("cluster {source} API");
+    let (cluster, cluster_findings) = translate_cluster(&label, &objects, &options.translate);
+    // Objects that did not decode name their cluster too.
+    let named = cluster.as_ref().map_or(label.as_str(), |c| c.id.as_str());
+    let mut findings: Vec<Diagnostic> =
+        undecoded.into_iter().map(|f| f.in_cluster(named)).collect();
+    let validity = match &cluster {
+        Some(cluster) if source.is_local() && options.export_status.is_some() => {
+            Some(export_validity(&objects, cluster, &cluster_findings))
+        }
+        _ => None,
+    };
+    findings.extend(cluster_findings);
+    Translation {
+        revision: entry.revision,
+        exports,
+        cluster,
+        findings,
+        validity,
     }
 }

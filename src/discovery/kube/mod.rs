@@ -365,6 +365,9 @@ pub struct ClusterStatus {
     /// Failed list and watch requests, ridden out or not, since the
     /// cluster was added.
     pub watch_errors: u64,
+    /// How often the cluster's objects were translated: once per change of
+    /// its own objects or state, or of the set's exported services.
+    pub translations: u64,
     /// Objects held, by kind.
     pub objects: std::collections::BTreeMap<String, usize>,
     /// The API versions in use, as `group/version` by kind.

@@ -154,6 +154,14 @@ impl ClusterStore {
         })
     }
 
+    /// The objects held of one kind.
+    pub(super) fn objects_of(&self, kind: Kind) -> impl Iterator<Item = (&ObjectKey, &Stored)> {
+        self.kinds
+            .get(&kind)
+            .into_iter()
+            .flat_map(|store| store.objects.iter())
+    }
+
     /// How many objects are held, by kind name.
     pub(super) fn counts(&self) -> BTreeMap<String, usize> {
         self.kinds
@@ -284,6 +292,7 @@ pub(super) fn decode(
         }
         raw = Some(std::sync::Arc::new(kept));
     }
+    slim(&mut json);
     let decoded = match decode_value(json) {
         Ok(Decoded::Object(object)) => stored(
             Ok(SourcedObject {
@@ -301,9 +310,72 @@ pub(super) fn decode(
     (key, decoded)
 }
 
+/// The annotation `kubectl apply` keeps a copy of the whole object in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops, as an object arrives, what no translation reads and what makes
+/// up most of a large cluster's objects: `managedFields`, the
+/// `kubectl apply` copy of the object, and of each EndpointSlice endpoint
+/// its `targetRef`, `nodeName`, `hints` and `deprecatedTopology` (the
+/// translation reads addresses, conditions, `hostname` and `zone`).
+fn slim(json: &mut serde_json::Value) {
+    if let Some(metadata) = json.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        metadata.remove("managedFields");
+        if let Some(annotations) = metadata
+            .get_mut("annotations")
+            .and_then(|a| a.as_object_mut())
+        {
+            annotations.remove(LAST_APPLIED);
+        }
+    }
+    if let Some(endpoints) = json.get_mut("endpoints").and_then(|e| e.as_array_mut()) {
+        for endpoint in endpoints.iter_mut().filter_map(|e| e.as_object_mut()) {
+            for unread in ["targetRef", "nodeName", "hints", "deprecatedTopology"] {
+                endpoint.remove(unread);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arriving_objects_keep_only_what_the_translation_reads() {
+        let slice: DynamicObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cart-1", "namespace": "shop",
+                "labels": {"kubernetes.io/service-name": "cart"},
+                "annotations": {LAST_APPLIED: "{}", "keep": "me"},
+                "managedFields": [{"manager": "kube-controller-manager"}]},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{"addresses": ["10.1.0.1"], "hostname": "a", "zone": "z1",
+                "conditions": {"ready": true}, "nodeName": "n1",
+                "targetRef": {"kind": "Pod", "name": "cart-x"},
+                "hints": {"forZones": [{"name": "z1"}]}}],
+        }))
+        .expect("dynamic object");
+        let resource = ApiResource::erase::<k8s_openapi::api::discovery::v1::EndpointSlice>(&());
+        let (_, stored) = decode(&resource, slice, &Origin::file("cluster t API"));
+        let object = stored.item.expect("decodes");
+        let KubeObject::EndpointSlice(slice) = &object.object else {
+            panic!("not a slice: {object:?}");
+        };
+        assert_eq!(slice.metadata.managed_fields, None);
+        let annotations = slice.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations.keys().collect::<Vec<_>>(), ["keep"]);
+        let endpoint = &slice.endpoints[0];
+        assert_eq!(endpoint.addresses, ["10.1.0.1"]);
+        assert_eq!(endpoint.hostname.as_deref(), Some("a"));
+        assert_eq!(endpoint.zone.as_deref(), Some("z1"));
+        assert_eq!(
+            endpoint.conditions.as_ref().and_then(|c| c.ready),
+            Some(true)
+        );
+        assert!(endpoint.target_ref.is_none() && endpoint.node_name.is_none());
+        assert!(endpoint.hints.is_none());
+    }
 
     fn property(name: &str, value: &str) -> DynamicObject {
         serde_json::from_value(serde_json::json!({

@@ -126,7 +126,7 @@ impl<'a> Findings<'a> {
 /// and every finding; any error finding makes the input invalid.
 pub fn translate_cluster(
     source: &str,
-    objects: &[SourcedObject],
+    objects: &[&SourcedObject],
     options: &TranslateOptions,
 ) -> (Option<Cluster>, Vec<Diagnostic>) {
     let (cluster, findings) = translate_objects(source, objects, options);
@@ -144,7 +144,7 @@ pub fn translate_cluster(
 
 fn translate_objects(
     source: &str,
-    objects: &[SourcedObject],
+    objects: &[&SourcedObject],
     options: &TranslateOptions,
 ) -> (Option<Cluster>, Vec<Diagnostic>) {
     let mut findings = Findings {
@@ -297,12 +297,12 @@ fn key_of(object: &KubeObject) -> ServiceKey {
 /// Drops objects defined twice (same kind, namespace and name), with an error
 /// that points at both places, and objects without a name.
 fn without_duplicates<'a>(
-    objects: &'a [SourcedObject],
+    objects: &[&'a SourcedObject],
     findings: &mut Findings<'a>,
 ) -> Vec<&'a SourcedObject> {
     let mut seen: HashMap<(&str, Option<&str>, &str), &Origin> = HashMap::new();
     let mut kept = Vec::with_capacity(objects.len());
-    for sourced in objects {
+    for &sourced in objects {
         let object = &sourced.object;
         findings.at(sourced);
         if object.name().is_empty() {

@@ -62,7 +62,8 @@ type Translated = (Option<Cluster>, Vec<Diagnostic>);
 
 fn translate_in(folder: &str, text: &str, options: &TranslateOptions) -> Translated {
     let (objects, mut diagnostics) = parse_file(&format!("{folder}/objects.yaml"), text);
-    let (cluster, findings) = translate_cluster(folder, &objects, options);
+    let (cluster, findings) =
+        translate_cluster(folder, &objects.iter().collect::<Vec<_>>(), options);
     diagnostics.extend(findings);
     (cluster, diagnostics)
 }

@@ -1,0 +1,464 @@
+//! The Kubernetes source at scale: a real `strait run --kube` against 20
+//! in-process API servers (`tests/kube_api`, the wire protocol kube-rs
+//! speaks), each a cluster of 2,000 exported services with 5 EndpointSlices
+//! of 10 endpoints (200,000 slices, 2,000,000 endpoints in the set),
+//! written as a real server holds them (managedFields, last-applied
+//! annotations, targetRefs; `kube_scale/objects.rs`).
+//!
+//! `cargo bench --bench kube_scale -- [--quick] [--clusters N]
+//! [--services N] [--slices N] [--endpoints N] [--changes N]
+//! [--debounce DURATION] [--json PATH]`
+//!
+//! Measured: the time from spawning the gateway until `/readyz` (every
+//! cluster listed, the first routes built); its RSS then, 10 s later, and
+//! at its peak (`VmHWM`); and, `--changes` times, the time from one
+//! EndpointSlice change in a remote cluster to `/debug/routes?service=…`
+//! showing the new address (polled every 10 ms: the answer for a service of 1,000 backends is itself a few hundred KiB of JSON). The changes come one at a
+//! time, each in another cluster and service. `--debounce` sets
+//! `tuning.reloadDebounce` (the shipped 250 ms by default): it is part of
+//! every change's time by design.
+//!
+//! No peer runs beside it: no other MCS implementation can run on these
+//! machines. The objects' own JSON size (what the API servers send in the
+//! lists) is printed beside the RSS for scale.
+//!
+//! Under `cargo test` (no `--bench` argument) this runs `--quick`: 3
+//! clusters of 50 services, 2 slices of 5 endpoints, 3 changes; it checks
+//! that every cluster syncs, that a sampled service has every backend and
+//! that every change arrives, never speed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on what it set up
+
+#[path = "common/flags.rs"]
+#[allow(dead_code)]
+mod flags;
+#[path = "../tests/kube_api/mod.rs"]
+mod kube_api;
+#[path = "kube_scale/objects.rs"]
+mod objects;
+#[path = "../tests/support/mod.rs"]
+#[allow(dead_code)]
+mod support;
+#[path = "e2e/topology.rs"]
+#[allow(dead_code)]
+mod topology;
+
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use kube_api::ApiServer;
+use objects::Shape;
+
+/// The cluster set the certificates are made for (`topology` uses it).
+const CLUSTERSET: &str = "bench.strait.dev";
+/// Networks the clusters are spread over.
+const NETWORKS: usize = 4;
+const READY_LIMIT: Duration = Duration::from_secs(900);
+const CHANGE_LIMIT: Duration = Duration::from_secs(60);
+
+type Result<T> = std::result::Result<T, String>;
+
+struct Options {
+    as_test: bool,
+    quick: bool,
+    clusters: Option<usize>,
+    services: Option<usize>,
+    slices: Option<usize>,
+    endpoints: Option<usize>,
+    changes: Option<usize>,
+    debounce: Option<String>,
+    json: Option<PathBuf>,
+}
+
+impl Options {
+    fn parse() -> Result<Options> {
+        let mut options = Options {
+            as_test: true,
+            quick: false,
+            clusters: None,
+            services: None,
+            slices: None,
+            endpoints: None,
+            changes: None,
+            debounce: None,
+            json: None,
+        };
+        flags::parse(|flag, value| {
+            match flag {
+                "--bench" => options.as_test = false,
+                "--quick" => options.quick = true,
+                "--clusters" => options.clusters = Some(value.number("--clusters N")?),
+                "--services" => options.services = Some(value.number("--services N")?),
+                "--slices" => options.slices = Some(value.number("--slices N")?),
+                "--endpoints" => options.endpoints = Some(value.number("--endpoints N")?),
+                "--changes" => options.changes = Some(value.number("--changes N")?),
+                "--debounce" => options.debounce = Some(value.text("--debounce DURATION")?),
+                "--json" => options.json = Some(PathBuf::from(value.text("--json PATH")?)),
+                _ => {}
+            }
+            Ok(())
+        })?;
+        options.quick |= options.as_test;
+        if options.clusters.is_some_and(|c| !(2..=200).contains(&c)) {
+            return Err("--clusters: from 2 to 200".to_owned());
+        }
+        Ok(options)
+    }
+
+    fn pick(&self, set: Option<usize>, quick: usize, full: usize) -> usize {
+        set.unwrap_or(if self.quick { quick } else { full }).max(1)
+    }
+
+    fn clusters(&self) -> usize {
+        self.pick(self.clusters, 3, 20)
+    }
+
+    fn shape(&self) -> Shape {
+        Shape {
+            services: self.pick(self.services, 50, 2_000),
+            slices: self.pick(self.slices, 2, 5),
+            endpoints: self.pick(self.endpoints, 5, 10),
+        }
+    }
+
+    fn changes(&self) -> usize {
+        self.pick(self.changes, 3, 30)
+    }
+}
+
+fn cluster_id(cluster: usize) -> String {
+    format!("c{cluster:02}")
+}
+
+fn gateway_ip(cluster: usize) -> String {
+    format!("198.51.100.{}", cluster + 1)
+}
+
+/// Seeds one cluster; the size of its objects' JSON in bytes.
+fn seed(server: &ApiServer, cluster: usize, shape: Shape) -> usize {
+    let mut bytes = 0;
+    let mut put = |object: serde_json::Value| {
+        bytes += object.to_string().len();
+        server.apply(object);
+    };
+    put(objects::namespace("strait-system"));
+    for namespace in 0..objects::NAMESPACES {
+        put(objects::namespace(&objects::namespace_of(namespace)));
+    }
+    put(objects::property(
+        "cluster.clusterset.k8s.io",
+        &cluster_id(cluster),
+    ));
+    put(objects::property(
+        "network.clusterset.k8s.io",
+        &format!("net-{}", cluster % NETWORKS),
+    ));
+    put(objects::gateway(&gateway_ip(cluster)));
+    for service in 0..shape.services {
+        put(objects::service(cluster, service));
+        put(objects::export(service));
+        for slice in 0..shape.slices {
+            put(objects::slice(cluster, shape, service, slice, None));
+        }
+    }
+    // The seeding history is not needed for watches that start later; a
+    // real server compacts it too.
+    server.compact_and_drop_watches();
+    bytes
+}
+
+/// `GET path` on the admin listener: status and body.
+fn get(admin: SocketAddr, path: &str) -> Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&admin, Duration::from_secs(2))
+        .map_err(|e| format!("connect {admin}: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| format!("write: {e}"))?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| format!("read: {e}"))?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("no status line in {response:?}"))?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// `VmRSS` and `VmHWM` of a process, in KiB.
+fn memory_kib(pid: u32) -> Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse().ok())
+            .ok_or_else(|| format!("no {name} in /proc/{pid}/status"))
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+struct Gateway {
+    child: Child,
+    admin: SocketAddr,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_gateway(dir: &Path, servers: &[ApiServer], debounce: &str) -> Result<Gateway> {
+    let strait = topology::strait_binary(true)?;
+    let config = dir.join("config");
+    std::fs::create_dir_all(&config).map_err(|e| e.to_string())?;
+    let mut kubeconfigs = Vec::new();
+    for (cluster, server) in servers.iter().enumerate().skip(1) {
+        kubeconfigs.push(server.write_kubeconfig(&config, &cluster_id(cluster)));
+    }
+    let local = servers[0].write_kubeconfig(dir, &cluster_id(0));
+    let list: Vec<String> = kubeconfigs
+        .iter()
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
+    std::fs::write(
+        config.join("gateway.yaml"),
+        format!(
+            "kube:\n  kubeconfigs: [{}]\ntuning:\n  reloadDebounce: {debounce}\n",
+            list.join(", ")
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let certs = dir.join("certs");
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "certs".into(),
+        "--out".into(),
+        certs.clone().into(),
+        "--clusterset".into(),
+        CLUSTERSET.into(),
+    ];
+    for cluster in 0..servers.len() {
+        args.push("--cluster".into());
+        args.push(cluster_id(cluster).into());
+    }
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    topology::output_of(&strait, &args, "strait certs")?;
+    let ports = topology::GatewayPorts::pick(Ipv4Addr::LOCALHOST.into())?;
+    let log = std::fs::File::create(dir.join("gateway.log")).map_err(|e| e.to_string())?;
+    let child = Command::new(&strait)
+        .arg("run")
+        .arg("--kube")
+        .args(["--kube-timeout", "900s"])
+        .arg("--config")
+        .arg(&config)
+        .arg("--connect-listen")
+        .arg(ports.connect.to_string())
+        .arg("--tunnel-listen")
+        .arg(ports.tunnel.to_string())
+        .arg("--admin-listen")
+        .arg(ports.admin.to_string())
+        .arg("--tls-dir")
+        .arg(certs.join(cluster_id(0)))
+        .env("KUBECONFIG", &local)
+        .env("POD_NAMESPACE", "strait-system")
+        .env("RUST_LOG", "info,strait::access=off")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", strait.display()))?;
+    Ok(Gateway {
+        child,
+        admin: ports.admin,
+    })
+}
+
+fn wait_ready(gateway: &mut Gateway, dir: &Path) -> Result<Duration> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = gateway.child.try_wait().map_err(|e| e.to_string())? {
+            let log = std::fs::read_to_string(dir.join("gateway.log")).unwrap_or_default();
+            return Err(format!("the gateway exited ({status}):\n{log}"));
+        }
+        if matches!(get(gateway.admin, "/readyz"), Ok((200, _))) {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > READY_LIMIT {
+            return Err(format!("not ready after {READY_LIMIT:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The backends `/debug/routes` shows for one service.
+fn backends(admin: SocketAddr, service: usize) -> Result<String> {
+    let path = format!(
+        "/debug/routes?service={}/{}",
+        objects::namespace_of(service),
+        objects::service_name(service)
+    );
+    match get(admin, &path)? {
+        (200, body) => Ok(body),
+        (status, body) => Err(format!("{path}: {status} {body}")),
+    }
+}
+
+fn run(options: &Options) -> Result<()> {
+    let clusters = options.clusters();
+    let shape = options.shape();
+    let debounce = options
+        .debounce
+        .clone()
+        .unwrap_or_else(|| "250ms".to_owned());
+    println!(
+        "kube_scale bench: {clusters} clusters x {} services x {} slices x {} endpoints{}; reloadDebounce {debounce}",
+        shape.services,
+        shape.slices,
+        shape.endpoints,
+        if options.quick { ", --quick" } else { "" }
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let seeding = Instant::now();
+    let servers: Vec<ApiServer> = (0..clusters)
+        .map(|_| runtime.block_on(ApiServer::start(&["v1alpha1"])))
+        .collect();
+    let json_bytes: usize = servers
+        .iter()
+        .enumerate()
+        .map(|(cluster, server)| seed(server, cluster, shape))
+        .sum();
+    println!(
+        "  seeded {} objects ({:.0} MiB of JSON) in {:.1} s",
+        clusters * (shape.services * (2 + shape.slices) + objects::NAMESPACES + 4),
+        json_bytes as f64 / 1_048_576.0,
+        seeding.elapsed().as_secs_f64()
+    );
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut gateway = spawn_gateway(dir.path(), &servers, &debounce)?;
+    let ready = wait_ready(&mut gateway, dir.path())?;
+    let pid = gateway.child.id();
+    let (rss_ready, _) = memory_kib(pid)?;
+    // Every cluster's backends, in one sampled service.
+    let sample = shape.services / 2;
+    let body = backends(gateway.admin, sample)?;
+    for cluster in 0..clusters {
+        let address = objects::pod_address(
+            cluster,
+            shape,
+            sample,
+            shape.slices - 1,
+            shape.endpoints - 1,
+        );
+        if !body.contains(&format!("\"{address}\"")) && !body.contains(&format!("{address}:")) {
+            return Err(format!(
+                "service {sample} lacks cluster {cluster}'s backend {address}:\n{body}"
+            ));
+        }
+    }
+    std::thread::sleep(Duration::from_secs(if options.quick { 1 } else { 10 }));
+    let (rss_settled, _) = memory_kib(pid)?;
+    let mut latencies = Vec::new();
+    for change in 0..options.changes() {
+        let cluster = 1 + change % (clusters - 1);
+        let service = (change * 7919 + 13) % shape.services;
+        let moved = format!("10.250.{}.{}", change / 250, change % 250 + 1);
+        let start = Instant::now();
+        servers[cluster].apply(objects::slice(cluster, shape, service, 0, Some(&moved)));
+        loop {
+            let body = backends(gateway.admin, service)?;
+            if body.contains(&moved) {
+                break;
+            }
+            if start.elapsed() > CHANGE_LIMIT {
+                return Err(format!(
+                    "change {change} (cluster {cluster}, service {service}) not live after {CHANGE_LIMIT:?}"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        latencies.push(start.elapsed().as_secs_f64() * 1000.0);
+        // Let the rebuild that carried it finish before the next change.
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (rss_end, peak) = memory_kib(pid)?;
+    let mut sorted = latencies.clone();
+    sorted.sort_by(f64::total_cmp);
+    let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "  ready (every cluster listed, routes built): {:.1} s",
+        ready.as_secs_f64()
+    );
+    println!(
+        "  RSS: {:.0} MiB at ready, {:.0} MiB settled, {:.0} MiB after the changes, peak {:.0} MiB",
+        mib(rss_ready),
+        mib(rss_settled),
+        mib(rss_end),
+        mib(peak)
+    );
+    println!(
+        "  one endpoint change to live routes ({} changes): median {:.0} ms, p90 {:.0} ms, max {:.0} ms (reloadDebounce {debounce} included)",
+        latencies.len(),
+        at(0.5),
+        at(0.9),
+        at(1.0)
+    );
+    if let Some(path) = &options.json {
+        let rows = serde_json::json!([
+            {"scenario": "strait", "workload": "kube-scale-ready", "value": ready.as_secs_f64(), "unit": "s"},
+            {"scenario": "strait", "workload": "kube-scale-rss-settled", "value": mib(rss_settled), "unit": "MiB"},
+            {"scenario": "strait", "workload": "kube-scale-rss-peak", "value": mib(peak), "unit": "MiB"},
+            {"scenario": "strait", "workload": "kube-scale-change-median", "value": at(0.5), "unit": "ms"},
+            {"scenario": "strait", "workload": "kube-scale-change-p90", "value": at(0.9), "unit": "ms"},
+        ]);
+        std::fs::write(path, format!("{rows:#}\n"))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    drop(gateway);
+    drop(servers);
+    runtime.shutdown_background();
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let options = match Options::parse() {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("kube_scale bench: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if options.as_test {
+        println!(
+            "kube_scale bench: no --bench argument, so running as a test (the quick variant); \
+             `cargo bench --bench kube_scale` measures"
+        );
+    }
+    match run(&options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("kube_scale bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

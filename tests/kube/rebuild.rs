@@ -1,0 +1,65 @@
+//! The cost of a change: only the cluster whose objects changed is
+//! translated again; a change of the set's exported services translates
+//! every cluster (their Services and EndpointSlices are read only for
+//! exported services).
+
+use super::*;
+
+fn translations(snapshot: &SourceSnapshot, id: &str) -> u64 {
+    snapshot
+        .clusters
+        .iter()
+        .find(|c| c.id.as_deref() == Some(id))
+        .map(|c| c.translations)
+        .unwrap_or_else(|| panic!("no cluster {id}: {:#?}", snapshot.clusters))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_change_translates_only_its_own_cluster() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let local = ApiServer::start(&["v1beta1"]).await;
+    let remote = ApiServer::start(&["v1beta1"]).await;
+    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
+    populate(
+        &remote,
+        "c2",
+        "net-b",
+        "v1beta1",
+        "198.51.100.2",
+        "10.2.0.1",
+    );
+    let handle = KubeHandle::start(options(
+        &local.write_kubeconfig(dir.path(), "local"),
+        &[&remote.write_kubeconfig(dir.path(), "remote")],
+    ))
+    .await
+    .expect("source starts");
+    let synced = until(&handle, "both synced", |s| s.all_synced()).await;
+    let (c1, c2) = (translations(&synced, "c1"), translations(&synced, "c2"));
+    assert!(c1 >= 1 && c2 >= 1, "each was translated");
+
+    remote.apply(slice("cart", "cart-1", &[("10.2.0.5", true)]));
+    let changed = until(&handle, "c2's new endpoint", |s| {
+        backends(s, "c1", "cart") == ["c1 10.1.0.1:8080", "c2 10.2.0.5:8080"]
+    })
+    .await;
+    assert_eq!(translations(&changed, "c1"), c1, "c1 did not change");
+    assert!(translations(&changed, "c2") > c2, "c2 was translated again");
+
+    // A new export anywhere changes what every cluster's objects mean.
+    let before = (translations(&changed, "c1"), translations(&changed, "c2"));
+    remote.apply(service("cart-v2", &[("http", 80)]));
+    remote.apply(export("cart-v2", "v1beta1"));
+    let exported = until(&handle, "cart-v2 exported", |s| {
+        s.set.as_ref().is_ok_and(|set| {
+            set.cluster("c2")
+                .is_some_and(|c| c.services.contains_key(&ServiceKey::new("shop", "cart-v2")))
+        })
+    })
+    .await;
+    assert!(
+        translations(&exported, "c1") > before.0,
+        "c1 translated for the new export"
+    );
+    assert!(translations(&exported, "c2") > before.1);
+}
