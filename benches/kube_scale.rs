@@ -37,7 +37,6 @@ mod kube_api;
 #[path = "kube_scale/objects.rs"]
 mod objects;
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 #[path = "e2e/topology.rs"]
 #[allow(dead_code)]
