@@ -12,6 +12,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
 
 mod kube_api;
+#[path = "kube/link.rs"]
+mod link;
 #[path = "kube/rebuild.rs"]
 mod rebuild;
 #[path = "kube/resilience.rs"]

@@ -7,6 +7,7 @@ mod check;
 mod demo;
 mod explain;
 mod imports;
+mod link;
 mod load;
 mod run;
 
@@ -87,6 +88,22 @@ enum Command {
         #[arg(long, value_enum, default_value_t)]
         output: imports::ObjectsOutput,
     },
+    /// Give this cluster's gateways read access to a remote cluster: create
+    /// a read-only ServiceAccount there and print (or --apply) the local
+    /// remote-cluster Secret holding its kubeconfig.
+    Link {
+        #[command(flatten)]
+        args: link::LinkArgs,
+        /// Create the Secret in the local cluster instead of printing it.
+        #[arg(long)]
+        apply: bool,
+    },
+    /// Undo `strait link`: delete the local remote-cluster Secret and the
+    /// reader in the remote cluster.
+    Unlink {
+        #[command(flatten)]
+        args: link::LinkArgs,
+    },
     /// Run one gateway.
     Run(run::RunArgs),
     /// Run the demo cluster set on loopback: gateways, pods and sample traffic.
@@ -131,6 +148,14 @@ pub fn main() -> ExitCode {
             cluster,
             output,
         } => imports::run(&source, cluster.as_deref(), output, &mut stdout),
+        Command::Link { args, apply } => {
+            init_logging(cli.log_format, "warn");
+            link::run_link(&args, apply, &mut stdout)
+        }
+        Command::Unlink { args } => {
+            init_logging(cli.log_format, "warn");
+            link::run_unlink(&args, &mut stdout)
+        }
         Command::Run(args) => {
             init_logging(cli.log_format, "info");
             run::run(&args)

@@ -26,8 +26,18 @@
 //!   mid-stream (TCP RST), left open but silent forever, or a list request
 //!   never answered.
 //!
+//! - **Authentication and refusals** (`ApiServer::require_tokens`,
+//!   `forbid`): `401` for a request without a known bearer token
+//!   (`test-token`, or one the token controller minted), `403` worded as
+//!   RBAC words it for a method on a resource. RBAC rules are not evaluated.
+//! - **Secrets**: `stringData` is written into `data` (base64), and a
+//!   `kubernetes.io/service-account-token` Secret of an existing
+//!   ServiceAccount gets a minted `token`, a `ca.crt` and its `namespace`,
+//!   as the token controller does (at once, not a moment later).
+//!
 //! Resources: Namespaces (cluster-scoped), Services, Secrets,
-//! EndpointSlices, Leases, ClusterProperties (cluster-scoped),
+//! ServiceAccounts, ClusterRoles and ClusterRoleBindings (both
+//! cluster-scoped), EndpointSlices, Leases, ClusterProperties (cluster-scoped),
 //! ServiceExports and ServiceImports. Services, ServiceExports,
 //! ServiceImports and Namespaces have a status subresource: a write to the
 //! object ignores its `status` (on create it is dropped), a write to
@@ -105,7 +115,7 @@
 //! `metadata.generation` counts the changes of `spec`, and seeding a CRD
 //! object again keeps its `status` (its status subresource).
 //!
-//! Not emulated: authentication, RBAC, admission webhooks, validation
+//! Not emulated: RBAC evaluation, admission webhooks, validation
 //! against schemas, strategic merge patches and JSON patches (`415`),
 //! `generateName`, field selectors, dry runs.
 
@@ -162,7 +172,7 @@ struct Resource {
     has_status: bool,
 }
 
-const RESOURCES: [Resource; 8] = [
+const RESOURCES: [Resource; 11] = [
     Resource {
         plural: "services",
         singular: "service",
@@ -227,6 +237,33 @@ const RESOURCES: [Resource; 8] = [
         has_status: false,
     },
     Resource {
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        kind: "ServiceAccount",
+        group: "",
+        namespaced: true,
+        crd: false,
+        has_status: false,
+    },
+    Resource {
+        plural: "clusterroles",
+        singular: "clusterrole",
+        kind: "ClusterRole",
+        group: "rbac.authorization.k8s.io",
+        namespaced: false,
+        crd: false,
+        has_status: false,
+    },
+    Resource {
+        plural: "clusterrolebindings",
+        singular: "clusterrolebinding",
+        kind: "ClusterRoleBinding",
+        group: "rbac.authorization.k8s.io",
+        namespaced: false,
+        crd: false,
+        has_status: false,
+    },
+    Resource {
         plural: "namespaces",
         singular: "namespace",
         kind: "Namespace",
@@ -263,6 +300,12 @@ struct State {
     objects: BTreeMap<ObjectKey, Value>,
     history: Vec<Change>,
     lists: HashMap<&'static str, usize>,
+    /// Bearer tokens accepted when authentication is on: `test-token` and
+    /// every ServiceAccount token minted here.
+    tokens: std::collections::HashSet<String>,
+    authenticate: bool,
+    /// Requests answered `403 Forbidden`, as (method, plural).
+    forbidden: Vec<(String, String)>,
     /// List requests to leave unanswered, by plural.
     hang_lists: HashMap<&'static str, usize>,
     /// List requests left unanswered, by plural.
@@ -322,6 +365,48 @@ impl Shared {
         }
         *state.hung_lists.entry(plural).or_default() += 1;
         true
+    }
+
+    /// The `401` or `403` answer to this request, if it gets one.
+    fn refuse(&self, request: &Request<hyper::body::Incoming>) -> Option<Response<Body>> {
+        let state = self.state();
+        if state.authenticate {
+            let token = request
+                .headers()
+                .get(hyper::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            if !token.is_some_and(|t| state.tokens.contains(t)) {
+                return Some(json_response(
+                    StatusCode::UNAUTHORIZED,
+                    &status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized"),
+                ));
+            }
+        }
+        let segments: Vec<&str> = request.uri().path().trim_matches('/').split('/').collect();
+        let verb = match *request.method() {
+            hyper::Method::GET => "get",
+            hyper::Method::POST => "create",
+            hyper::Method::PATCH => "patch",
+            hyper::Method::PUT => "update",
+            hyper::Method::DELETE => "delete",
+            _ => "other",
+        };
+        let refused = state.forbidden.iter().find(|(method, plural)| {
+            method.eq_ignore_ascii_case(request.method().as_str())
+                && segments.iter().any(|s| s == plural)
+        })?;
+        let plural = &refused.1;
+        Some(json_response(
+            StatusCode::FORBIDDEN,
+            &status(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                &format!(
+                    "{plural} is forbidden: User \"system:serviceaccount:test:limited\" cannot {verb} resource \"{plural}\""
+                ),
+            ),
+        ))
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -399,6 +484,9 @@ impl ApiServer {
                         async move {
                             if shared.hang(&request) {
                                 std::future::pending::<()>().await;
+                            }
+                            if let Some(refusal) = shared.refuse(&request) {
+                                return Ok::<_, Infallible>(refusal);
                             }
                             let response = if write::handles(&request) {
                                 write::respond(&shared, request).await
@@ -527,6 +615,24 @@ current-context: {name}
     /// the peer dies without a reset. New connections are served as before.
     pub fn blackhole_connections(&self) {
         self.shared.cut.send_modify(|cut| cut.blackholes += 1);
+    }
+
+    /// Refuses requests without a known bearer token with `401`, as a real
+    /// server does: `test-token` (the kubeconfigs' own) and the tokens of
+    /// ServiceAccount token Secrets minted here are known.
+    pub fn require_tokens(&self) {
+        let mut state = self.shared.state();
+        state.authenticate = true;
+        state.tokens.insert("test-token".to_owned());
+    }
+
+    /// Answers `method` requests on `plural` with `403 Forbidden`, worded
+    /// as RBAC words it, as for a caller without the rights.
+    pub fn forbid(&self, method: &str, plural: &str) {
+        self.shared
+            .state()
+            .forbidden
+            .push((method.to_owned(), plural.to_owned()));
     }
 
     /// Leaves the next `count` list requests of `plural` unanswered, on an

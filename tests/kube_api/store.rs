@@ -74,6 +74,9 @@ pub(super) fn commit(
         }
         None => 1,
     };
+    if resource.kind == "Secret" {
+        secret_controllers(state, &mut object);
+    }
     apply::prune(&mut owners, &object);
     let metadata = &mut object["metadata"];
     metadata["uid"] = uid.into();
@@ -240,4 +243,66 @@ impl ApiServer {
         }
         managers
     }
+}
+
+/// What a real server (and its token controller) does to a Secret:
+/// `stringData` is written into `data`, base64-encoded; a
+/// `kubernetes.io/service-account-token` Secret of an existing
+/// ServiceAccount gets a minted `token`, the cluster's `ca.crt` and its
+/// `namespace` (kept when it has them already).
+fn secret_controllers(state: &mut State, object: &mut Value) {
+    use data_encoding::BASE64;
+    if let Some(Value::Object(strings)) = object.get_mut("stringData").map(Value::take) {
+        for (key, value) in strings {
+            let text = value.as_str().unwrap_or_default().to_owned();
+            object["data"][key] = BASE64.encode(text.as_bytes()).into();
+        }
+        if let Some(map) = object.as_object_mut() {
+            map.remove("stringData");
+        }
+    }
+    if object["type"] != "kubernetes.io/service-account-token" {
+        return;
+    }
+    let namespace = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let Some(account) = object["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+        .as_str()
+        .map(str::to_owned)
+    else {
+        return;
+    };
+    let account_exists =
+        state
+            .objects
+            .contains_key(&("serviceaccounts", namespace.clone(), account.clone()));
+    if !account_exists || object["data"]["token"].is_string() {
+        if let Some(token) = object["data"]["token"].as_str()
+            && let Ok(token) = BASE64.decode(token.as_bytes())
+        {
+            state
+                .tokens
+                .insert(String::from_utf8_lossy(&token).into_owned());
+        }
+        return;
+    }
+    let token = format!("sa-{namespace}-{account}-{}", new_uid());
+    state.tokens.insert(token.clone());
+    object["data"]["token"] = BASE64.encode(token.as_bytes()).into();
+    object["data"]["ca.crt"] = BASE64.encode(cluster_ca().as_bytes()).into();
+    object["data"]["namespace"] = BASE64.encode(namespace.as_bytes()).into();
+}
+
+/// The cluster CA the token controller publishes: a real certificate (a
+/// client parses it), though this server speaks plain HTTP.
+fn cluster_ca() -> &'static str {
+    static CA: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CA.get_or_init(|| {
+        rcgen::generate_simple_self_signed(vec!["kubernetes".to_owned()])
+            .expect("a self-signed CA")
+            .cert
+            .pem()
+    })
 }

@@ -19,6 +19,7 @@
 //! | `secrets` | the remote-cluster Secrets of the local cluster |
 //! | `hub` | all clusters, debouncing, TTL, translation into snapshots |
 //! | `lease` | leader election on a `coordination.k8s.io` Lease |
+//! | `link` | `strait link`/`unlink`: a remote cluster's reader and its Secret |
 //! | `status` | writing `Valid` and `Conflict` on the local ServiceExports |
 //!
 //! With export status on (`--write-export-status`), one replica at a time,
@@ -30,6 +31,7 @@ mod connect;
 mod hub;
 mod imports;
 mod lease;
+pub mod link;
 mod secrets;
 mod status;
 mod store;

@@ -1,0 +1,101 @@
+//! `strait link` and `strait unlink`: connecting a remote cluster to this
+//! one's gateways (the work is `discovery::kube::link`'s).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::{Refused, emit, runtime};
+use crate::discovery::kube::link::{self, LinkOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct LinkArgs {
+    /// The remote cluster's kubeconfig, with rights to create (or, to
+    /// unlink, delete) ServiceAccounts, Secrets, ClusterRoles and
+    /// ClusterRoleBindings there.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: PathBuf,
+    /// The kubeconfig's context to use (default: its current context).
+    #[arg(long, value_name = "CONTEXT")]
+    context: Option<String>,
+    /// The remote-cluster Secret's name (default: the remote cluster's id,
+    /// its cluster.clusterset.k8s.io ClusterProperty).
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// The namespace of the remote-cluster Secret in the local cluster
+    /// (the gateway's `kube.remoteSecretNamespace`).
+    #[arg(long, value_name = "NAMESPACE", default_value = "strait-system")]
+    namespace: String,
+    /// The namespace of the reader's ServiceAccount in the remote cluster.
+    #[arg(long, value_name = "NAMESPACE", default_value = "strait-system")]
+    remote_namespace: String,
+    /// The local cluster's kubeconfig (default: as kubectl finds it).
+    #[arg(long, value_name = "FILE")]
+    local_kubeconfig: Option<PathBuf>,
+}
+
+impl LinkArgs {
+    fn options(&self) -> LinkOptions {
+        LinkOptions {
+            remote_kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            name: self.name.clone(),
+            remote_namespace: self.remote_namespace.clone(),
+            local_namespace: self.namespace.clone(),
+        }
+    }
+}
+
+fn refused(error: impl std::fmt::Display) -> Refused {
+    Refused(format!("error: {error}"))
+}
+
+/// Creates the reader in the remote cluster; prints the remote-cluster
+/// Secret, or with `apply` creates it in the local cluster.
+pub fn run_link(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<(), Refused> {
+    runtime()?.block_on(async {
+        let linked = link::link(&args.options()).await.map_err(refused)?;
+        if apply {
+            let local = link::local_client(args.local_kubeconfig.as_deref())
+                .await
+                .map_err(refused)?;
+            link::apply_local(&local, &linked).await.map_err(refused)?;
+            emit(
+                out,
+                &format!(
+                    "linked {} ({}): Secret {}/{} applied in the local cluster\n",
+                    linked.name, linked.server, args.namespace, linked.name
+                ),
+            )
+        } else {
+            let yaml = crate::discovery::yaml::to_string(&linked.secret).map_err(refused)?;
+            eprintln!(
+                "linked {} ({}); apply this Secret in the local cluster (or run again with --apply):",
+                linked.name, linked.server
+            );
+            emit(out, &yaml)
+        }
+    })
+}
+
+/// Deletes the local remote-cluster Secret, then the reader in the remote
+/// cluster.
+pub fn run_unlink(args: &LinkArgs, out: &mut dyn Write) -> Result<(), Refused> {
+    runtime()?.block_on(async {
+        let options = args.options();
+        let name = link::remote_name(&options).await.map_err(refused)?;
+        let local = link::local_client(args.local_kubeconfig.as_deref())
+            .await
+            .map_err(refused)?;
+        link::delete_local(&local, &args.namespace, &name)
+            .await
+            .map_err(refused)?;
+        link::unlink_remote(&options).await.map_err(refused)?;
+        emit(
+            out,
+            &format!(
+                "unlinked {name}: Secret {}/{name} and the remote reader deleted\n",
+                args.namespace
+            ),
+        )
+    })
+}

@@ -1,0 +1,600 @@
+//! `strait link` and `strait unlink`: giving a gateway read access to a
+//! remote cluster. In the remote cluster, a ServiceAccount, a ClusterRole
+//! with exactly the verbs the source needs there (list and watch of
+//! ClusterProperties, ServiceExports, Services and EndpointSlices), its
+//! binding and a long-lived token Secret; in the local cluster, the
+//! labelled remote-cluster Secret whose inline kubeconfig holds that
+//! token. Every write is a server-side apply by the field manager
+//! `strait-link`, so linking again changes nothing.
+//!
+//! The objects are built by pure functions ([`remote_objects`],
+//! [`kubeconfig_for`], [`local_secret`]); the rest is thin I/O.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use data_encoding::BASE64;
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::{Value, json};
+
+use super::client::{ClusterSource, Kind, discover};
+use super::connect::build_client;
+use super::{
+    AccessScope, REMOTE_CLUSTER_LABEL, REMOTE_KUBECONFIG_KEY, WATCH_VERBS, WATCHED_RESOURCES,
+};
+use crate::discovery::translate::CLUSTER_ID_PROPERTY;
+
+/// The field manager of every write `strait link` makes.
+pub const LINK_FIELD_MANAGER: &str = "strait-link";
+/// The name of the ServiceAccount, ClusterRole and binding in the remote
+/// cluster; the token Secret adds `-token`.
+pub const READER_NAME: &str = "strait-remote-reader";
+/// How long the remote token controller may take to fill in the token.
+const TOKEN_WAIT: Duration = Duration::from_secs(30);
+/// The watch timeout of the clients `link` builds (only their read
+/// timeout follows from it).
+const CLIENT_WATCH_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// What to link and where.
+#[derive(Debug, Clone)]
+pub struct LinkOptions {
+    /// The remote cluster's kubeconfig, with rights to create the reader.
+    pub remote_kubeconfig: PathBuf,
+    /// Its context (default: the current one).
+    pub context: Option<String>,
+    /// The local Secret's name (default: the remote cluster's id).
+    pub name: Option<String>,
+    /// Where the reader lives in the remote cluster.
+    pub remote_namespace: String,
+    /// Where the remote-cluster Secret goes in the local cluster.
+    pub local_namespace: String,
+}
+
+/// Why linking or unlinking failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("cannot read kubeconfig {}: {source}", path.display())]
+    Kubeconfig {
+        path: PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("kubeconfig {}: {what}", path.display())]
+    Unusable { path: PathBuf, what: String },
+    #[error("cannot build a client for {what}: {source}")]
+    Client { what: String, source: kube::Error },
+    #[error(
+        "the remote cluster ({server}) lacks the CRDs of {}: apply deploy/crds/ there first (docs/kubernetes.md, step 2)",
+        kinds.join(", ")
+    )]
+    MissingCrds { server: String, kinds: Vec<String> },
+    #[error(
+        "not allowed to {action} in {cluster}: {message} (linking needs rights to create ServiceAccounts, Secrets, ClusterRoles and ClusterRoleBindings there; unlinking to delete them)"
+    )]
+    Forbidden {
+        action: String,
+        cluster: String,
+        message: String,
+    },
+    #[error("cannot {action} in {cluster}: {source}")]
+    Api {
+        action: String,
+        cluster: String,
+        source: kube::Error,
+    },
+    #[error(
+        "the remote cluster did not fill in the token of Secret {namespace}/{name} within {}: is its token controller running?",
+        humantime::format_duration(*waited)
+    )]
+    NoToken {
+        namespace: String,
+        name: String,
+        waited: Duration,
+    },
+    #[error(
+        "the remote cluster has no {CLUSTER_ID_PROPERTY} ClusterProperty to name it by: pass --name"
+    )]
+    NoName,
+}
+
+/// The outcome of `link`: the local Secret to create.
+#[derive(Debug, Clone)]
+pub struct Linked {
+    pub name: String,
+    pub server: String,
+    /// The remote-cluster Secret, as an object for the local cluster.
+    pub secret: Value,
+}
+
+/// The resources a remote cluster's reader may list and watch: those the
+/// source watches in every cluster of the set (no ServiceImports: they are
+/// read in the local cluster only).
+fn reader_rules() -> Vec<Value> {
+    let mut by_group: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for access in WATCHED_RESOURCES {
+        if access.scope == AccessScope::Cluster
+            && access.verbs == WATCH_VERBS
+            && access.resource != Kind::ServiceImport.resource()
+        {
+            by_group
+                .entry(access.group)
+                .or_default()
+                .push(access.resource);
+        }
+    }
+    by_group
+        .into_iter()
+        .map(|(group, resources)| {
+            json!({"apiGroups": [group], "resources": resources, "verbs": WATCH_VERBS})
+        })
+        .collect()
+}
+
+fn labels() -> Value {
+    json!({"app.kubernetes.io/part-of": "strait", "app.kubernetes.io/managed-by": LINK_FIELD_MANAGER})
+}
+
+/// The token Secret's name.
+pub fn token_secret_name() -> String {
+    format!("{READER_NAME}-token")
+}
+
+/// The objects `link` applies in the remote cluster, in order: the
+/// namespace, the ServiceAccount, the ClusterRole, its binding and the
+/// token Secret.
+pub fn remote_objects(namespace: &str) -> Vec<Value> {
+    vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": READER_NAME, "namespace": namespace, "labels": labels()}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": READER_NAME, "labels": labels()},
+            "rules": reader_rules()}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": READER_NAME, "labels": labels()},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": READER_NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": READER_NAME, "namespace": namespace}]}),
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+            "metadata": {"name": token_secret_name(), "namespace": namespace, "labels": labels(),
+                "annotations": {"kubernetes.io/service-account.name": READER_NAME}}}),
+    ]
+}
+
+/// Where the remote API server is and how to trust it, from the chosen
+/// context of its kubeconfig.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteServer {
+    pub server: String,
+    /// PEM, base64 as kubeconfigs hold it.
+    pub certificate_authority_data: Option<String>,
+    pub tls_server_name: Option<String>,
+    pub insecure_skip_tls_verify: bool,
+}
+
+/// A kubeconfig that reaches `server` with `token`, nothing else in it.
+pub fn kubeconfig_for(name: &str, server: &RemoteServer, token: &str) -> Value {
+    let mut cluster = json!({"server": server.server});
+    if let Some(ca) = &server.certificate_authority_data {
+        cluster["certificate-authority-data"] = ca.clone().into();
+    }
+    if let Some(tls_name) = &server.tls_server_name {
+        cluster["tls-server-name"] = tls_name.clone().into();
+    }
+    if server.insecure_skip_tls_verify {
+        cluster["insecure-skip-tls-verify"] = true.into();
+    }
+    json!({"apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": READER_NAME, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": READER_NAME}}],
+        "current-context": name})
+}
+
+/// The labelled remote-cluster Secret for the local cluster.
+pub fn local_secret(name: &str, namespace: &str, kubeconfig: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "namespace": namespace,
+            "labels": {REMOTE_CLUSTER_LABEL: "true", "app.kubernetes.io/part-of": "strait",
+                "app.kubernetes.io/managed-by": LINK_FIELD_MANAGER}},
+        "stringData": {REMOTE_KUBECONFIG_KEY: kubeconfig}})
+}
+
+/// The chosen context's server, and a client for it.
+async fn remote(options: &LinkOptions) -> Result<(RemoteServer, Client), LinkError> {
+    let path = &options.remote_kubeconfig;
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|source| LinkError::Kubeconfig {
+        path: path.clone(),
+        source,
+    })?;
+    let server = remote_server(&kubeconfig, options.context.as_deref(), path)?;
+    let config_options = KubeConfigOptions {
+        context: options.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &config_options)
+        .await
+        .map_err(|source| LinkError::Kubeconfig {
+            path: path.clone(),
+            source,
+        })?;
+    let client =
+        build_client(config, CLIENT_WATCH_TIMEOUT).map_err(|source| LinkError::Client {
+            what: path.display().to_string(),
+            source,
+        })?;
+    Ok((server, client))
+}
+
+/// The server entry of `context` (default: the current one).
+fn remote_server(
+    kubeconfig: &Kubeconfig,
+    context: Option<&str>,
+    path: &Path,
+) -> Result<RemoteServer, LinkError> {
+    let unusable = |what: String| LinkError::Unusable {
+        path: path.to_owned(),
+        what,
+    };
+    let wanted = context
+        .map(str::to_owned)
+        .or_else(|| kubeconfig.current_context.clone())
+        .ok_or_else(|| unusable("no context chosen and no current-context".to_owned()))?;
+    let cluster_name = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == wanted)
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.clone())
+        .ok_or_else(|| unusable(format!("no context {wanted:?}")))?;
+    let cluster = kubeconfig
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster_name)
+        .and_then(|c| c.cluster.as_ref())
+        .ok_or_else(|| unusable(format!("no cluster {cluster_name:?} (context {wanted:?})")))?;
+    let server = cluster
+        .server
+        .clone()
+        .ok_or_else(|| unusable(format!("cluster {cluster_name:?} has no server")))?;
+    // The Secret must stand alone: a CA file becomes inline data.
+    let certificate_authority_data = match (
+        &cluster.certificate_authority_data,
+        &cluster.certificate_authority,
+    ) {
+        (Some(data), _) => Some(data.clone()),
+        (None, Some(file)) => {
+            let pem = std::fs::read(file).map_err(|error| {
+                unusable(format!("cannot read certificate-authority {file}: {error}"))
+            })?;
+            Some(BASE64.encode(&pem))
+        }
+        (None, None) => None,
+    };
+    Ok(RemoteServer {
+        server,
+        certificate_authority_data,
+        tls_server_name: cluster.tls_server_name.clone(),
+        insecure_skip_tls_verify: cluster.insecure_skip_tls_verify.unwrap_or(false),
+    })
+}
+
+fn api_error(action: String, cluster: &str, source: kube::Error) -> LinkError {
+    match source {
+        kube::Error::Api(status) if status.code == 403 => LinkError::Forbidden {
+            action,
+            cluster: cluster.to_owned(),
+            message: status.message,
+        },
+        source => LinkError::Api {
+            action,
+            cluster: cluster.to_owned(),
+            source,
+        },
+    }
+}
+
+/// Applies `object` (a Namespace, ServiceAccount, ClusterRole,
+/// ClusterRoleBinding or Secret) with the link's field manager.
+async fn apply(client: &Client, object: &Value, cluster: &str) -> Result<(), LinkError> {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+    let params = PatchParams::apply(LINK_FIELD_MANAGER).force();
+    let patch = Patch::Apply(object);
+    let action = || format!("apply {kind} {name}");
+    let result = match kind {
+        "Namespace" => Api::<Namespace>::all(client.clone())
+            .patch(name, &params, &patch)
+            .await
+            .map(drop),
+        "ServiceAccount" => Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+            .patch(name, &params, &patch)
+            .await
+            .map(drop),
+        "ClusterRole" => Api::<ClusterRole>::all(client.clone())
+            .patch(name, &params, &patch)
+            .await
+            .map(drop),
+        "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(client.clone())
+            .patch(name, &params, &patch)
+            .await
+            .map(drop),
+        _ => Api::<Secret>::namespaced(client.clone(), namespace)
+            .patch(name, &params, &patch)
+            .await
+            .map(drop),
+    };
+    result.map_err(|source| api_error(action(), cluster, source))
+}
+
+/// The remote cluster's id, from its `cluster.clusterset.k8s.io` property.
+async fn remote_cluster_id(
+    client: &Client,
+    resources: &super::client::Resources,
+) -> Option<String> {
+    let (_, resource) = resources
+        .served
+        .iter()
+        .find(|(kind, _)| *kind == Kind::ClusterProperty)?;
+    let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), resource);
+    let property = api.get_opt(CLUSTER_ID_PROPERTY).await.ok()??;
+    property.data["spec"]["value"].as_str().map(str::to_owned)
+}
+
+/// Creates the reader in the remote cluster and returns the local Secret
+/// that lets a gateway read it.
+pub async fn link(options: &LinkOptions) -> Result<Linked, LinkError> {
+    let (server, client) = remote(options).await?;
+    let cluster = format!("the remote cluster ({})", server.server);
+    let source = ClusterSource::Kubeconfig(options.remote_kubeconfig.clone());
+    let resources = discover(&client, &source)
+        .await
+        .map_err(|source| api_error("discover the APIs".to_owned(), &cluster, source))?;
+    if !resources.missing.is_empty() {
+        return Err(LinkError::MissingCrds {
+            server: server.server.clone(),
+            kinds: resources
+                .missing
+                .iter()
+                .map(|k| k.name().to_owned())
+                .collect(),
+        });
+    }
+    let name = match &options.name {
+        Some(name) => name.clone(),
+        None => remote_cluster_id(&client, &resources)
+            .await
+            .ok_or(LinkError::NoName)?,
+    };
+    for object in remote_objects(&options.remote_namespace) {
+        apply(&client, &object, &cluster).await?;
+    }
+    let (token, ca) = wait_for_token(&client, &options.remote_namespace, &cluster).await?;
+    let server = RemoteServer {
+        // The CA the cluster publishes with the token, else the kubeconfig's.
+        certificate_authority_data: ca.or(server.certificate_authority_data),
+        ..server
+    };
+    let kubeconfig = crate::discovery::yaml::to_string(&kubeconfig_for(&name, &server, &token))
+        .map_err(|error| LinkError::Unusable {
+            path: options.remote_kubeconfig.clone(),
+            what: format!("cannot write the kubeconfig: {error}"),
+        })?;
+    Ok(Linked {
+        secret: local_secret(&name, &options.local_namespace, &kubeconfig),
+        server: server.server,
+        name,
+    })
+}
+
+/// The token and CA (base64 PEM) the token controller put in the token
+/// Secret, once it has.
+async fn wait_for_token(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<(String, Option<String>), LinkError> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let name = token_secret_name();
+    let deadline = tokio::time::Instant::now() + TOKEN_WAIT;
+    loop {
+        let secret = secrets.get(&name).await.map_err(|source| {
+            api_error(format!("read Secret {namespace}/{name}"), cluster, source)
+        })?;
+        let data = secret.data.unwrap_or_default();
+        if let Some(token) = data
+            .get("token")
+            .and_then(|t| String::from_utf8(t.0.clone()).ok())
+            && !token.is_empty()
+        {
+            let ca = data.get("ca.crt").map(|pem| BASE64.encode(&pem.0));
+            return Ok((token, ca));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(LinkError::NoToken {
+                namespace: namespace.to_owned(),
+                name,
+                waited: TOKEN_WAIT,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Creates (or updates) the remote-cluster Secret in the local cluster.
+pub async fn apply_local(local: &Client, linked: &Linked) -> Result<(), LinkError> {
+    apply(local, &linked.secret, "the local cluster").await
+}
+
+/// Deletes the reader from the remote cluster: its binding, role, token
+/// and account (those already gone are no error). The namespace stays.
+pub async fn unlink_remote(options: &LinkOptions) -> Result<(), LinkError> {
+    let (server, client) = remote(options).await?;
+    let cluster = format!("the remote cluster ({})", server.server);
+    let params = DeleteParams::default();
+    let namespace = &options.remote_namespace;
+    let gone = |result: kube::Result<()>, action: String| match result {
+        Ok(()) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(api_error(action, &cluster, source)),
+    };
+    gone(
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .delete(READER_NAME, &params)
+            .await
+            .map(drop),
+        format!("delete ClusterRoleBinding {READER_NAME}"),
+    )?;
+    gone(
+        Api::<ClusterRole>::all(client.clone())
+            .delete(READER_NAME, &params)
+            .await
+            .map(drop),
+        format!("delete ClusterRole {READER_NAME}"),
+    )?;
+    let token = token_secret_name();
+    gone(
+        Api::<Secret>::namespaced(client.clone(), namespace)
+            .delete(&token, &params)
+            .await
+            .map(drop),
+        format!("delete Secret {namespace}/{token}"),
+    )?;
+    gone(
+        Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+            .delete(READER_NAME, &params)
+            .await
+            .map(drop),
+        format!("delete ServiceAccount {namespace}/{READER_NAME}"),
+    )
+}
+
+/// The remote cluster's name for `unlink`: `--name`, else its id.
+pub async fn remote_name(options: &LinkOptions) -> Result<String, LinkError> {
+    if let Some(name) = &options.name {
+        return Ok(name.clone());
+    }
+    let (server, client) = remote(options).await?;
+    let cluster = format!("the remote cluster ({})", server.server);
+    let source = ClusterSource::Kubeconfig(options.remote_kubeconfig.clone());
+    let resources = discover(&client, &source)
+        .await
+        .map_err(|source| api_error("discover the APIs".to_owned(), &cluster, source))?;
+    remote_cluster_id(&client, &resources)
+        .await
+        .ok_or(LinkError::NoName)
+}
+
+/// Deletes the remote-cluster Secret `name` from the local cluster.
+pub async fn delete_local(local: &Client, namespace: &str, name: &str) -> Result<(), LinkError> {
+    match Api::<Secret>::namespaced(local.clone(), namespace)
+        .delete(name, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(api_error(
+            format!("delete Secret {namespace}/{name}"),
+            "the local cluster",
+            source,
+        )),
+    }
+}
+
+/// A client for the local cluster: `path`, else as kubectl infers it.
+pub async fn local_client(path: Option<&Path>) -> Result<Client, super::KubeError> {
+    super::client::local_client(path, CLIENT_WATCH_TIMEOUT).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reader_may_list_and_watch_exactly_what_a_remote_cluster_is_read_for() {
+        let objects = remote_objects("strait-system");
+        let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "Namespace",
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Secret"
+            ]
+        );
+        let rules = &objects[2]["rules"];
+        let mut granted: Vec<String> = Vec::new();
+        for rule in rules.as_array().expect("rules") {
+            assert_eq!(rule["verbs"], json!(["list", "watch"]), "{rule}");
+            for resource in rule["resources"].as_array().expect("resources") {
+                granted.push(format!(
+                    "{}/{}",
+                    rule["apiGroups"][0].as_str().unwrap_or("?"),
+                    resource.as_str().unwrap_or("?")
+                ));
+            }
+        }
+        granted.sort();
+        assert_eq!(
+            granted,
+            [
+                "/services",
+                "about.k8s.io/clusterproperties",
+                "discovery.k8s.io/endpointslices",
+                "multicluster.x-k8s.io/serviceexports"
+            ]
+        );
+        assert_eq!(objects[3]["subjects"][0]["namespace"], "strait-system");
+        assert_eq!(
+            objects[4]["metadata"]["annotations"]["kubernetes.io/service-account.name"],
+            READER_NAME
+        );
+    }
+
+    #[test]
+    fn the_kubeconfig_holds_only_the_server_and_the_token() {
+        let server = RemoteServer {
+            server: "https://203.0.113.9:6443".to_owned(),
+            certificate_authority_data: Some("Q0E=".to_owned()),
+            tls_server_name: None,
+            insecure_skip_tls_verify: false,
+        };
+        let config = kubeconfig_for("c2", &server, "t0ken");
+        assert_eq!(
+            config["clusters"][0]["cluster"]["server"],
+            "https://203.0.113.9:6443"
+        );
+        assert_eq!(
+            config["clusters"][0]["cluster"]["certificate-authority-data"],
+            "Q0E="
+        );
+        assert_eq!(config["users"][0]["user"], json!({"token": "t0ken"}));
+        assert_eq!(config["current-context"], "c2");
+        let text = crate::discovery::yaml::to_string(&config).expect("yaml");
+        let parsed = Kubeconfig::from_yaml(&text).expect("a kubeconfig kube reads");
+        assert_eq!(parsed.current_context.as_deref(), Some("c2"));
+        let secret = local_secret("c2", "strait-system", &text);
+        assert_eq!(secret["metadata"]["labels"][REMOTE_CLUSTER_LABEL], "true");
+        assert_eq!(secret["stringData"][REMOTE_KUBECONFIG_KEY], text);
+    }
+
+    #[test]
+    fn a_missing_context_is_named() {
+        let kubeconfig = Kubeconfig::from_yaml(
+            "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\ncurrent-context: gone\n",
+        )
+        .expect("kubeconfig");
+        let error =
+            remote_server(&kubeconfig, None, Path::new("remote.yaml")).expect_err("no context");
+        assert_eq!(
+            error.to_string(),
+            "kubeconfig remote.yaml: no context \"gone\""
+        );
+    }
+}

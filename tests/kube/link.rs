@@ -1,0 +1,235 @@
+//! `strait link` and `strait unlink`, the real binary against two
+//! in-process API servers. The remote one authenticates (bearer tokens:
+//! the admin kubeconfig's and those its token controller mints), so the
+//! linked Secret is shown to work by a source reading the remote cluster
+//! through it, no kubectl involved. RBAC itself is not evaluated by the
+//! stand-in server; the ClusterRole's rules are checked as written.
+
+use std::process::Output;
+
+use super::*;
+
+fn strait(args: &[&std::ffi::OsStr]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("strait runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn secret_kubeconfig(secret: &Value) -> String {
+    use data_encoding::BASE64;
+    let data = secret["data"]["kubeconfig"]
+        .as_str()
+        .expect("data.kubeconfig");
+    String::from_utf8(BASE64.decode(data.as_bytes()).expect("base64")).expect("utf-8")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let local = ApiServer::start(&["v1beta1"]).await;
+    let remote = ApiServer::start(&["v1beta1"]).await;
+    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
+    populate(
+        &remote,
+        "c2",
+        "net-b",
+        "v1beta1",
+        "198.51.100.2",
+        "10.2.0.1",
+    );
+    remote.require_tokens();
+    let remote_admin = remote.write_kubeconfig(dir.path(), "remote-admin");
+    let local_admin = local.write_kubeconfig(dir.path(), "local-admin");
+
+    // Printed: the Secret, named after the remote cluster's id.
+    let printed = strait(&[
+        "link".as_ref(),
+        "--kubeconfig".as_ref(),
+        remote_admin.as_os_str(),
+    ]);
+    assert!(printed.status.success(), "{}", text(&printed));
+    let stdout = String::from_utf8_lossy(&printed.stdout);
+    assert!(
+        stdout.contains("name: c2") && stdout.contains("strait.dev/remote-cluster"),
+        "{}",
+        text(&printed)
+    );
+
+    // Applied, twice: the second run changes nothing.
+    let apply = || {
+        strait(&[
+            "link".as_ref(),
+            "--kubeconfig".as_ref(),
+            remote_admin.as_os_str(),
+            "--apply".as_ref(),
+            "--local-kubeconfig".as_ref(),
+            local_admin.as_os_str(),
+        ])
+    };
+    let first = apply();
+    assert!(first.status.success(), "{}", text(&first));
+    let secret = local
+        .object("Secret", "strait-system", "c2")
+        .expect("the local Secret");
+    let second = apply();
+    assert!(second.status.success(), "{}", text(&second));
+    let again = local
+        .object("Secret", "strait-system", "c2")
+        .expect("the local Secret");
+    assert_eq!(
+        again["metadata"]["resourceVersion"], secret["metadata"]["resourceVersion"],
+        "linking again rewrote the Secret"
+    );
+    assert_eq!(
+        secret["metadata"]["labels"]["strait.dev/remote-cluster"],
+        "true"
+    );
+    let kubeconfig = secret_kubeconfig(&secret);
+    assert!(
+        !kubeconfig.contains("test-token")
+            && kubeconfig.contains("token: sa-strait-system-strait-remote-reader-"),
+        "the Secret carries the reader's own token:\n{kubeconfig}"
+    );
+
+    // The reader in the remote cluster: list and watch of what is read there.
+    let role = remote
+        .object("ClusterRole", "", "strait-remote-reader")
+        .expect("ClusterRole");
+    let mut granted: Vec<String> = Vec::new();
+    for rule in role["rules"].as_array().expect("rules") {
+        assert_eq!(rule["verbs"], json!(["list", "watch"]));
+        for resource in rule["resources"].as_array().expect("resources") {
+            granted.push(format!(
+                "{}/{}",
+                rule["apiGroups"][0].as_str().unwrap(),
+                resource.as_str().unwrap()
+            ));
+        }
+    }
+    granted.sort();
+    assert_eq!(
+        granted,
+        [
+            "/services",
+            "about.k8s.io/clusterproperties",
+            "discovery.k8s.io/endpointslices",
+            "multicluster.x-k8s.io/serviceexports"
+        ]
+    );
+    let binding = remote
+        .object("ClusterRoleBinding", "", "strait-remote-reader")
+        .expect("binding");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "strait-remote-reader", "namespace": "strait-system"}])
+    );
+    assert!(
+        remote
+            .object("ServiceAccount", "strait-system", "strait-remote-reader")
+            .is_some()
+    );
+
+    // The Secret works: the local cluster's source reads c2 through it.
+    let handle = KubeHandle::start(options(&local_admin, &[]))
+        .await
+        .expect("source starts");
+    until(&handle, "c2 read through the linked Secret", |s| {
+        s.all_synced() && backends(s, "c1", "cart") == ["c1 10.1.0.1:8080", "c2 10.2.0.1:8080"]
+    })
+    .await;
+
+    // Unlinked: both sides gone, and c2 leaves the set.
+    let unlinked = strait(&[
+        "unlink".as_ref(),
+        "--kubeconfig".as_ref(),
+        remote_admin.as_os_str(),
+        "--local-kubeconfig".as_ref(),
+        local_admin.as_os_str(),
+    ]);
+    assert!(unlinked.status.success(), "{}", text(&unlinked));
+    assert!(local.object("Secret", "strait-system", "c2").is_none());
+    for (kind, namespace) in [
+        ("ClusterRole", ""),
+        ("ClusterRoleBinding", ""),
+        ("ServiceAccount", "strait-system"),
+    ] {
+        assert!(
+            remote
+                .object(kind, namespace, "strait-remote-reader")
+                .is_none(),
+            "{kind} left"
+        );
+    }
+    assert!(
+        remote
+            .object("Secret", "strait-system", "strait-remote-reader-token")
+            .is_none()
+    );
+    until(&handle, "c2 gone", |s| {
+        backends(s, "c1", "cart") == ["c1 10.1.0.1:8080"]
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strait_link_refuses_a_cluster_without_the_crds_or_the_rights() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bare = ApiServer::start(&[]).await;
+    let config = bare.write_kubeconfig(dir.path(), "bare");
+    let refused = strait(&[
+        "link".as_ref(),
+        "--kubeconfig".as_ref(),
+        config.as_os_str(),
+        "--name".as_ref(),
+        "c9".as_ref(),
+    ]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("lacks the CRDs of ClusterProperty, ServiceExport")
+            && stderr.contains("deploy/crds/"),
+        "{}",
+        text(&refused)
+    );
+    assert!(
+        bare.object("ServiceAccount", "strait-system", "strait-remote-reader")
+            .is_none()
+    );
+
+    let limited = ApiServer::start(&["v1beta1"]).await;
+    populate(
+        &limited,
+        "c3",
+        "net-c",
+        "v1beta1",
+        "198.51.100.3",
+        "10.3.0.1",
+    );
+    limited.forbid("PATCH", "clusterroles");
+    let config = limited.write_kubeconfig(dir.path(), "limited");
+    let refused = strait(&["link".as_ref(), "--kubeconfig".as_ref(), config.as_os_str()]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("not allowed to apply ClusterRole strait-remote-reader")
+            && stderr.contains("clusterroles is forbidden"),
+        "{}",
+        text(&refused)
+    );
+    assert!(
+        limited
+            .object("ClusterRole", "", "strait-remote-reader")
+            .is_none()
+    );
+}
