@@ -223,3 +223,85 @@ async fn a_list_that_never_answers_is_retried_after_the_read_timeout() {
         "listed again after the timeout"
     );
 }
+
+/// `cart`'s slices `cart-0` .. `cart-{count-1}`, one endpoint each.
+fn many_slices(server: &ApiServer, count: usize) {
+    for n in 0..count {
+        let address = format!("10.1.{}.{}", n / 200, n % 200 + 1);
+        server.apply(slice("cart", &format!("cart-{n}"), &[(&address, true)]));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_kind_is_listed_in_pages_and_an_expired_page_lists_again() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = ApiServer::start(&["v1beta1"]).await;
+    populate(
+        &server,
+        "c1",
+        "net-a",
+        "v1beta1",
+        "198.51.100.1",
+        "10.1.0.1",
+    );
+    // The watcher asks for pages of 500: 1,200 slices are 3 pages.
+    many_slices(&server, 1_200);
+    server.expire_continues("endpointslices", 1);
+    let handle = KubeHandle::start(options(&server.write_kubeconfig(dir.path(), "c1"), &[]))
+        .await
+        .expect("source starts");
+    let snapshot = until(&handle, "every slice listed", |s| {
+        s.all_synced() && backends(s, "c1", "cart").len() == 1_200
+    })
+    .await;
+    assert_eq!(
+        server.expired_continues("endpointslices"),
+        1,
+        "a page expired"
+    );
+    assert!(
+        server.lists("endpointslices") >= 2,
+        "the expired list was started again"
+    );
+    assert!(
+        server.pages("endpointslices") >= 3,
+        "listed in pages: {} later pages",
+        server.pages("endpointslices")
+    );
+    assert_eq!(state_of(&snapshot, "c1"), Some(SyncState::Synced));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_answers_are_retried_by_the_client_after_retry_after() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = ApiServer::start(&["v1beta1"]).await;
+    populate(
+        &server,
+        "c1",
+        "net-a",
+        "v1beta1",
+        "198.51.100.1",
+        "10.1.0.1",
+    );
+    server.fail_next("endpointslices", 429, 1, Some(1));
+    server.fail_next("services", 503, 2, None);
+    let started = tokio::time::Instant::now();
+    let handle = KubeHandle::start(options(&server.write_kubeconfig(dir.path(), "c1"), &[]))
+        .await
+        .expect("source starts");
+    let snapshot = until(&handle, "c1 synced", |s| s.all_synced()).await;
+    assert_eq!(server.failed("endpointslices"), 1);
+    assert_eq!(server.failed("services"), 2);
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "synced {:?} after a 429 with Retry-After: 1",
+        started.elapsed()
+    );
+    // Retried below the watcher: no failed request reached it.
+    assert_eq!(
+        snapshot.clusters[0].watch_errors, 0,
+        "{:#?}",
+        snapshot.clusters
+    );
+    assert_eq!(backends(&snapshot, "c1", "cart"), ["c1 10.1.0.1:8080"]);
+}

@@ -11,7 +11,10 @@
 //!   `watch`, and `{plural}/status` for those with a status subresource;
 //! - list (`read`): `{kind: XList, apiVersion, metadata: {resourceVersion},
 //!   items}`, cluster-wide or in one namespace, with label selectors
-//!   (`k=v`, `k==v`, `k!=v`, `k`);
+//!   (`k=v`, `k==v`, `k!=v`, `k`), in pages with `limit` and `continue`
+//!   (`metadata.continue`, `remainingItemCount`; a token older than the last
+//!   compaction, or one `ApiServer::expire_continues` picks, is `410
+//!   Expired`; later pages see the current objects, not a snapshot);
 //! - watch (`?watch=true&resourceVersion=N`): newline-delimited JSON events
 //!   `ADDED`/`MODIFIED`/`DELETED` after N, `BOOKMARK` when
 //!   `allowWatchBookmarks=true`, closed after `timeoutSeconds`; an `ERROR`
@@ -26,6 +29,8 @@
 //!   mid-stream (TCP RST), left open but silent forever, or a list request
 //!   never answered.
 //!
+//! - **Busy answers** (`ApiServer::fail_next`): the next requests of a
+//!   resource get `429 TooManyRequests` (with `Retry-After`) or `503`.
 //! - **Authentication and refusals** (`ApiServer::require_tokens`,
 //!   `forbid`): `401` for a request without a known bearer token
 //!   (`test-token`, or one the token controller minted), `403` worded as
@@ -299,7 +304,17 @@ struct State {
     compacted: u64,
     objects: BTreeMap<ObjectKey, Value>,
     history: Vec<Change>,
+    /// Lists started (first pages), by plural.
     lists: HashMap<&'static str, usize>,
+    /// Later pages of paged lists served, by plural.
+    pages: HashMap<&'static str, usize>,
+    /// Continue tokens to refuse as expired, by plural.
+    expire_continues: HashMap<&'static str, usize>,
+    expired_continues: HashMap<&'static str, usize>,
+    /// Requests to fail, by plural: (status, Retry-After seconds), in order.
+    failures: HashMap<String, std::collections::VecDeque<(u16, Option<u64>)>>,
+    /// Requests failed so far, by plural.
+    failed: HashMap<String, usize>,
     /// Bearer tokens accepted when authentication is on: `test-token` and
     /// every ServiceAccount token minted here.
     tokens: std::collections::HashSet<String>,
@@ -367,9 +382,32 @@ impl Shared {
         true
     }
 
-    /// The `401` or `403` answer to this request, if it gets one.
+    /// The `401`, `403`, `429` or `503` answer to this request, if it gets
+    /// one.
     fn refuse(&self, request: &Request<hyper::body::Incoming>) -> Option<Response<Body>> {
-        let state = self.state();
+        let mut state = self.state();
+        let path = request.uri().path().to_owned();
+        let plural = path.rsplit('/').next().unwrap_or_default().to_owned();
+        if let Some((code, retry_after)) =
+            state.failures.get_mut(&plural).and_then(|f| f.pop_front())
+        {
+            *state.failed.entry(plural).or_default() += 1;
+            let code = StatusCode::from_u16(code).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            let reason = match code {
+                StatusCode::TOO_MANY_REQUESTS => "TooManyRequests",
+                _ => "ServiceUnavailable",
+            };
+            let mut response =
+                json_response(code, &status(code, reason, "the server is busy; try again"));
+            if let Some(seconds) = retry_after
+                && let Ok(value) = hyper::header::HeaderValue::from_str(&seconds.to_string())
+            {
+                response
+                    .headers_mut()
+                    .insert(hyper::header::RETRY_AFTER, value);
+            }
+            return Some(response);
+        }
         if state.authenticate {
             let token = request
                 .headers()
@@ -635,6 +673,49 @@ current-context: {name}
             .push((method.to_owned(), plural.to_owned()));
     }
 
+    /// Answers the next `count` requests on `plural` (any verb, a list's
+    /// later pages included) with `code` (`429` or `503`), with a
+    /// `Retry-After` of `retry_after` seconds when given.
+    pub fn fail_next(&self, plural: &str, code: u16, count: usize, retry_after: Option<u64>) {
+        self.shared
+            .state()
+            .failures
+            .entry(plural.to_owned())
+            .or_default()
+            .extend(std::iter::repeat_n((code, retry_after), count));
+    }
+
+    /// Requests on `plural` failed by `fail_next` so far.
+    pub fn failed(&self, plural: &str) -> usize {
+        self.shared.state().failed.get(plural).copied().unwrap_or(0)
+    }
+
+    /// Refuses the next `count` continue tokens of `plural` as expired
+    /// (`410`), as after a compaction during a paged list.
+    pub fn expire_continues(&self, plural: &'static str, count: usize) {
+        *self
+            .shared
+            .state()
+            .expire_continues
+            .entry(plural)
+            .or_default() += count;
+    }
+
+    /// Continue tokens of `plural` refused as expired.
+    pub fn expired_continues(&self, plural: &str) -> usize {
+        self.shared
+            .state()
+            .expired_continues
+            .get(plural)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Later pages of paged lists of `plural` served.
+    pub fn pages(&self, plural: &str) -> usize {
+        self.shared.state().pages.get(plural).copied().unwrap_or(0)
+    }
+
     /// Leaves the next `count` list requests of `plural` unanswered, on an
     /// open connection, forever.
     pub fn hang_lists(&self, plural: &'static str, count: usize) {
@@ -665,7 +746,8 @@ current-context: {name}
         self.drop_watches();
     }
 
-    /// List requests served for a resource (by plural).
+    /// Lists started for a resource (by plural): first pages, not the
+    /// later pages of a paged list.
     pub fn lists(&self, plural: &str) -> usize {
         self.shared.state().lists.get(plural).copied().unwrap_or(0)
     }

@@ -90,27 +90,85 @@ pub(super) fn collection(
     if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
         watch(shared, selection, query)
     } else {
-        list(shared, &selection)
+        list(shared, &selection, query)
     }
 }
 
-fn list(shared: &Shared, selection: &Selection) -> Response<Body> {
+/// A list, in pages when the request has `limit`: `metadata.continue`
+/// names where the next page starts, with the resource version of the
+/// first page; a token older than the last compaction is `410 Expired`, as
+/// on a real server. Later pages see the objects as they are then, not a
+/// snapshot of the first page's version.
+fn list(shared: &Shared, selection: &Selection, query: &HashMap<String, String>) -> Response<Body> {
     let mut state = shared.state();
-    *state.lists.entry(selection.resource.plural).or_default() += 1;
-    let items: Vec<Value> = state
+    let plural = selection.resource.plural;
+    let limit: Option<usize> = query
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0);
+    let token = query.get("continue").filter(|c| !c.is_empty());
+    let (revision, offset) = match token {
+        None => {
+            *state.lists.entry(plural).or_default() += 1;
+            (state.revision, 0)
+        }
+        Some(token) => {
+            *state.pages.entry(plural).or_default() += 1;
+            let parsed = token.split_once(':').and_then(|(rv, offset)| {
+                Some((rv.parse::<u64>().ok()?, offset.parse::<usize>().ok()?))
+            });
+            let Some((revision, offset)) = parsed else {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &status(
+                        StatusCode::BAD_REQUEST,
+                        "BadRequest",
+                        "invalid continue token",
+                    ),
+                );
+            };
+            let expire = state.expire_continues.get(plural).copied().unwrap_or(0) > 0;
+            if revision < state.compacted || expire {
+                if let Some(count) = state.expire_continues.get_mut(plural) {
+                    *count = count.saturating_sub(1);
+                }
+                *state.expired_continues.entry(plural).or_default() += 1;
+                return json_response(
+                    StatusCode::GONE,
+                    &status(
+                        StatusCode::GONE,
+                        "Expired",
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+                    ),
+                );
+            }
+            (revision, offset)
+        }
+    };
+    let matching: Vec<&Value> = state
         .objects
         .iter()
-        .filter(|((plural, _, _), object)| {
-            *plural == selection.resource.plural && selection.matches(object)
-        })
-        .map(|(_, object)| selection.render(object, true))
+        .filter(|((p, _, _), object)| *p == plural && selection.matches(object))
+        .map(|(_, object)| object)
         .collect();
+    let end = limit.map_or(matching.len(), |l| (offset + l).min(matching.len()));
+    let items: Vec<Value> = matching
+        .get(offset.min(end)..end)
+        .unwrap_or_default()
+        .iter()
+        .map(|object| selection.render(object, true))
+        .collect();
+    let mut metadata = json!({"resourceVersion": revision.to_string()});
+    if end < matching.len() {
+        metadata["continue"] = format!("{revision}:{end}").into();
+        metadata["remainingItemCount"] = (matching.len() - end).into();
+    }
     json_response(
         StatusCode::OK,
         &json!({
             "kind": format!("{}List", selection.resource.kind),
             "apiVersion": selection.api_version,
-            "metadata": {"resourceVersion": state.revision.to_string()},
+            "metadata": metadata,
             "items": items,
         }),
     )
