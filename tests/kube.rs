@@ -11,6 +11,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
 
+#[path = "kube/isolation.rs"]
+mod isolation;
 mod kube_api;
 #[path = "kube/link.rs"]
 mod link;
