@@ -241,11 +241,31 @@ async fn a_conflict_is_written_then_cleared_when_the_conflicting_export_goes() {
         patch.path,
         "/apis/multicluster.x-k8s.io/v1beta1/namespaces/shop/serviceexports/cart/status"
     );
-    assert!(
-        patch.body["metadata"]["resourceVersion"].is_string(),
-        "conditional on the version read: {:#}",
-        patch.body
-    );
+    // A server-side apply of Strait's two conditions, and nothing else.
+    assert_eq!(patch.body["kind"], "ServiceExport", "{:#}", patch.body);
+    let applied: Vec<&str> = patch.body["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert_eq!(applied, ["Valid", "Conflict"], "{:#}", patch.body);
+    let stored = local.object("ServiceExport", "shop", "cart").expect("cart");
+    let strait = stored["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields")
+        .iter()
+        .find(|entry| entry["manager"] == "strait")
+        .expect("Strait's entry")
+        .clone();
+    assert_eq!(strait["operation"], "Apply");
+    assert_eq!(strait["subresource"], "status");
+    let owned: Vec<&String> = strait["fieldsV1"]["f:status"]["f:conditions"]
+        .as_object()
+        .expect("owned conditions")
+        .keys()
+        .collect();
+    assert_eq!(owned, [r#"k:{"type":"Conflict"}"#, r#"k:{"type":"Valid"}"#]);
     assert_eq!(remote.writes().len(), 0, "{:#?}", remote.writes());
     let valid_before = condition(&conditions, "Valid").cloned();
 
@@ -671,4 +691,71 @@ async fn strait_run_writes_export_status_with_the_flag_and_releases_the_lease_on
     assert!(status.success(), "{status:?}");
     let lease = local.object("Lease", NAMESPACE, LEASE).expect("the lease");
     assert!(lease["spec"]["holderIdentity"].is_null(), "{lease:#}");
+}
+
+/// Another controller's condition on the same export is its own: Strait's
+/// apply neither removes nor takes it, and it survives Strait's rewrites.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_controllers_condition_survives_strait_writes() {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (local, remote) = two_conflicting_clusters().await;
+    let local_config = local.write_kubeconfig(dir.path(), "local");
+    // Another MCS controller says Ready, by server-side apply.
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&local_config).expect("kubeconfig"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    let resource = kube::core::ApiResource {
+        group: "multicluster.x-k8s.io".into(),
+        version: "v1beta1".into(),
+        api_version: "multicluster.x-k8s.io/v1beta1".into(),
+        kind: "ServiceExport".into(),
+        plural: "serviceexports".into(),
+    };
+    let exports: Api<DynamicObject> = Api::namespaced_with(client, "shop", &resource);
+    let ready = json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+        "metadata": {"name": "cart", "namespace": "shop"},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Exported",
+            "message": "", "lastTransitionTime": "2026-12-01T00:00:00Z"}]}});
+    exports
+        .patch_status(
+            "cart",
+            &PatchParams::apply("other-mcs"),
+            &Patch::Apply(&ready),
+        )
+        .await
+        .expect("the other controller's apply");
+
+    let handle = KubeHandle::start(options(
+        &local_config,
+        &[&remote.write_kubeconfig(dir.path(), "remote")],
+        Some("gw-a"),
+    ))
+    .await
+    .expect("source starts");
+    conditions_until(&local, "cart", "Strait's conflict beside Ready", |c| {
+        is(
+            c,
+            "Conflict",
+            "True",
+            "PortConflict,SessionAffinityConflict,SessionAffinityConfigConflict",
+        ) && is(c, "Ready", "True", "Exported")
+    })
+    .await;
+    // The conflict clears: Strait rewrites its conditions, Ready stays.
+    remote.delete("ServiceExport", "shop", "cart");
+    let conditions = conditions_until(&local, "cart", "the conflict cleared beside Ready", |c| {
+        is(c, "Conflict", "False", "NoConflicts")
+    })
+    .await;
+    assert!(
+        is(&conditions, "Ready", "True", "Exported"),
+        "{conditions:#?}"
+    );
+    assert!(is(&conditions, "Valid", "True", "Valid"), "{conditions:#?}");
+    drop(handle);
 }

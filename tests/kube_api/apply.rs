@@ -2,8 +2,12 @@
 //!
 //! Each object has a side table of owners: per (manager, operation,
 //! subresource) the set of leaf paths it owns. A path is the list of map
-//! keys from the root; a leaf is any value that is not a map (lists are
-//! atomic leaves); empty maps and nulls own nothing. The server's own
+//! keys from the root; a leaf is any value that is not a map. Lists are
+//! atomic leaves, except `status.conditions`, a `listType=map` list keyed
+//! by `type` in every CRD here: its elements are merged by key and owned
+//! field by field (`k:{"type":"Valid"}` in paths and in `fieldsV1`), so
+//! managers applying different conditions keep each other's. Empty maps
+//! and nulls own nothing. The server's own
 //! metadata (`name`, `namespace`, `uid`, `resourceVersion`, `generation`,
 //! `creationTimestamp`, `managedFields`) and `apiVersion`/`kind` are owned
 //! by nobody. `metadata.managedFields` renders the table in the real
@@ -130,6 +134,29 @@ pub(super) fn leaves(object: &Value, scope: Scope) -> BTreeSet<Path> {
     out
 }
 
+/// The key field of the list at `path` when it is a `listType=map` list
+/// (`status.conditions`, keyed by `type`, as in every CRD here): its
+/// elements are owned field by field, named `k:{"type":"Valid"}`.
+fn list_key(path: &[String]) -> Option<&'static str> {
+    (path.len() == 2 && path[0] == "status" && path[1] == "conditions").then_some("type")
+}
+
+/// The path segment naming the element of a keyed list with `key: value`.
+fn element_segment(key: &str, value: &Value) -> String {
+    format!("k:{}", json!({key: value}))
+}
+
+/// Whether `element` is the one `segment` names.
+fn is_element(element: &Value, segment: &str) -> bool {
+    let Some(Ok(Value::Object(wanted))) = segment
+        .strip_prefix("k:")
+        .map(serde_json::from_str::<Value>)
+    else {
+        return false;
+    };
+    wanted.iter().all(|(k, v)| element.get(k) == Some(v))
+}
+
 fn collect(value: &Value, prefix: &mut Path, out: &mut BTreeSet<Path>) {
     match value {
         Value::Object(map) => {
@@ -137,6 +164,22 @@ fn collect(value: &Value, prefix: &mut Path, out: &mut BTreeSet<Path>) {
                 prefix.push(key.clone());
                 collect(value, prefix, out);
                 prefix.pop();
+            }
+        }
+        Value::Array(elements) if list_key(prefix).is_some() => {
+            let key = list_key(prefix).unwrap_or_default();
+            for element in elements {
+                match element.get(key) {
+                    Some(id) if element.is_object() => {
+                        prefix.push(element_segment(key, id));
+                        collect(element, prefix, out);
+                        prefix.pop();
+                    }
+                    // An element without its key is owned with the list.
+                    _ => {
+                        out.insert(prefix.clone());
+                    }
+                }
             }
         }
         Value::Null => {}
@@ -150,61 +193,96 @@ fn collect(value: &Value, prefix: &mut Path, out: &mut BTreeSet<Path>) {
 pub(super) fn get<'a>(value: &'a Value, path: &[String]) -> Option<&'a Value> {
     let mut value = value;
     for key in path {
-        value = value.as_object()?.get(key)?;
+        value = match value {
+            Value::Array(elements) => elements.iter().find(|e| is_element(e, key))?,
+            _ => value.as_object()?.get(key)?,
+        };
     }
     (!value.is_null()).then_some(value)
 }
 
-/// Removes the value at `path`, and every map that removal leaves empty on
-/// the way up (never the object itself).
-fn remove(value: &mut Value, path: &[String]) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut node = &mut *value;
-    for key in parents {
-        match node.as_object_mut().and_then(|map| map.get_mut(key)) {
-            Some(child) => node = child,
-            None => return,
-        }
-    }
-    if let Some(map) = node.as_object_mut() {
-        map.remove(last);
-    }
-    for depth in (1..path.len()).rev() {
-        let parent = &path[..depth];
-        let empty = get(value, parent)
-            .and_then(Value::as_object)
-            .is_some_and(Map::is_empty);
-        if !empty {
-            break;
-        }
-        let mut node = &mut *value;
-        for key in &parent[..depth - 1] {
-            node = node
-                .as_object_mut()
-                .and_then(|map| map.get_mut(key))
-                .expect("the parent was just found");
-        }
-        if let Some(map) = node.as_object_mut() {
-            map.remove(&parent[depth - 1]);
-        }
+fn child_mut<'a>(value: &'a mut Value, key: &str) -> Option<&'a mut Value> {
+    match value {
+        Value::Array(elements) => elements.iter_mut().find(|e| is_element(e, key)),
+        _ => value.as_object_mut()?.get_mut(key),
     }
 }
 
-/// Merges `config` into `target`: maps are merged, everything else
-/// (scalars and lists) replaced.
+/// Removes the value at `path`, and every map (or keyed list element, or
+/// keyed list) that removal leaves empty on the way up (never the object
+/// itself).
+fn remove(value: &mut Value, path: &[String]) {
+    remove_below(value, path);
+}
+
+/// Removes `path` below `node`; true when `node` is left empty.
+fn remove_below(node: &mut Value, path: &[String]) -> bool {
+    let Some((first, rest)) = path.split_first() else {
+        return false;
+    };
+    if rest.is_empty() {
+        match node {
+            Value::Array(elements) => elements.retain(|e| !is_element(e, first)),
+            Value::Object(map) => {
+                map.remove(first);
+            }
+            _ => {}
+        }
+    } else if let Some(child) = child_mut(node, first)
+        && remove_below(child, rest)
+    {
+        match node {
+            Value::Array(elements) => elements.retain(|e| !is_element(e, first)),
+            Value::Object(map) => {
+                map.remove(first);
+            }
+            _ => {}
+        }
+    }
+    match node {
+        Value::Object(map) => map.is_empty(),
+        Value::Array(elements) => elements.is_empty(),
+        _ => false,
+    }
+}
+
+/// Merges `config` into `target`: maps are merged, keyed lists element by
+/// element (by their key), everything else (scalars and other lists)
+/// replaced.
 fn merge(target: &mut Value, config: &Value) {
+    merge_at(target, config, &mut Vec::new());
+}
+
+fn merge_at(target: &mut Value, config: &Value, path: &mut Path) {
     match (target, config) {
         (Value::Object(target), Value::Object(config)) => {
             for (key, value) in config {
+                path.push(key.clone());
                 match target.get_mut(key) {
-                    Some(existing) if existing.is_object() && value.is_object() => {
-                        merge(existing, value)
+                    Some(existing)
+                        if (existing.is_object() && value.is_object())
+                            || (existing.is_array()
+                                && value.is_array()
+                                && list_key(path).is_some()) =>
+                    {
+                        merge_at(existing, value, path)
                     }
                     _ => {
                         target.insert(key.clone(), value.clone());
                     }
+                }
+                path.pop();
+            }
+        }
+        (Value::Array(target), Value::Array(config)) if list_key(path).is_some() => {
+            let key = list_key(path).unwrap_or_default();
+            for element in config {
+                let existing = element
+                    .get(key)
+                    .and_then(|id| target.iter_mut().find(|e| e.get(key) == Some(id)));
+                match existing {
+                    Some(existing) => merge_at(existing, element, path),
+                    None => target.push(element.clone()),
                 }
             }
         }
@@ -307,8 +385,13 @@ fn fields_v1(paths: &BTreeSet<Path>) -> Value {
     for path in paths {
         let mut node = &mut root;
         for key in path {
+            let field = if key.starts_with("k:") {
+                key.clone()
+            } else {
+                format!("f:{key}")
+            };
             node = node
-                .entry(format!("f:{key}"))
+                .entry(field)
                 .or_insert_with(|| json!({}))
                 .as_object_mut()
                 .expect("fieldsV1 nodes are maps");

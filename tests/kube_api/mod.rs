@@ -64,10 +64,12 @@
 //!   name and namespace (`400` otherwise) and carry no managedFields. A
 //!   missing object is created (`201`); otherwise (`200`) the configuration
 //!   is deep-merged into the object: maps merged, lists and scalars
-//!   replaced. Ownership is tracked per manager as a set of leaf paths
-//!   (map keys from the root); **lists are atomic leaves** — a real server
-//!   merges `listType=map` lists (ports, conditions) by key, this one owns
-//!   and replaces a list as a whole. A leaf the apply changes that another
+//!   replaced, except `status.conditions`, merged by `type` as the CRDs'
+//!   `listType=map` says. Ownership is tracked per manager as a set of leaf
+//!   paths (map keys from the root, `k:{"type":"Valid"}` for a condition);
+//!   **other lists are atomic leaves** — a real server merges every
+//!   `listType=map` list (ports too) by key, this one owns and replaces
+//!   those as a whole. A leaf the apply changes that another
 //!   manager owns is a conflict: `409 Conflict` naming the fields and the
 //!   manager without `force`, nothing changed; with `force=true` the
 //!   ownership moves. The same value is no conflict: both own it. Leaves
@@ -78,8 +80,8 @@
 //! - **Managed fields.** Stored and returned objects carry
 //!   `metadata.managedFields`: per manager, operation (`Apply`, `Update`)
 //!   and subresource an entry `{manager, operation, apiVersion, time,
-//!   fieldsType: FieldsV1, fieldsV1}` with the real `f:` format (no `k:`/`v:`
-//!   list keys, no `.` entries; one fixed `time`). POST, PUT and JSON merge
+//!   fieldsType: FieldsV1, fieldsV1}` with the real `f:` format (`k:` keys
+//!   for conditions only, no `v:` keys, no `.` entries; one fixed `time`). POST, PUT and JSON merge
 //!   patches are `Update`s by the request's `fieldManager`, else by its
 //!   user agent up to the first `/`, else `unknown`: the writer takes the
 //!   leaves it changed (as written, before the server's defaults) from every

@@ -6,10 +6,11 @@
 //! built from: each snapshot's cluster set is merged once, and for every
 //! local export `export_status` says which conditions are wanted and whether
 //! the ones the server holds already say so. Only a change is written: a
-//! JSON merge patch of `status.conditions` on the `status` subresource, in
-//! the API version the server offers, conditional on the resource version
-//! read (a `409 Conflict` means a newer version is on its way through the
-//! watch; it is evaluated then). Nothing is written before every cluster
+//! server-side apply (field manager `strait`, forced) of the `Valid` and
+//! `Conflict` conditions on the `status` subresource, in the API version
+//! the server offers. `status.conditions` is a `listType=map` list keyed by
+//! `type` in the MCS CRDs, so Strait owns those two conditions only and
+//! other controllers' conditions are untouched. Nothing is written before every cluster
 //! has synced or failed once, so a cluster still connecting does not make a
 //! conflict come and go.
 
@@ -39,6 +40,10 @@ use crate::model::{ClusterId, ServiceKey};
 
 /// The field manager named on every status write.
 const FIELD_MANAGER: &str = "strait";
+/// The ServiceExport conditions Strait writes and owns.
+const OWNED_CONDITIONS: [&str; 2] = ["Valid", "Conflict"];
+/// Longest wait for one status write.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How export status is written and the Lease held.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -384,6 +389,12 @@ impl Writer {
         });
     }
 
+    /// Server-side applies the conditions Strait owns (`Valid` and
+    /// `Conflict`) to the export's status, as field manager `strait`.
+    /// `status.conditions` is a `listType=map` list keyed by `type` in the
+    /// MCS CRDs, so other controllers' conditions are theirs and stay; a
+    /// condition Strait owned and no longer applies is removed by the
+    /// server. Forced: these two conditions are Strait's to say.
     async fn write(
         &self,
         resource: &ApiResource,
@@ -392,21 +403,32 @@ impl Writer {
     ) -> Result<(), StatusError> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &export.key.namespace, resource);
-        let mut patch = serde_json::json!({"status": {"conditions": conditions}});
-        if let Some(version) = &export.resource_version {
-            patch["metadata"] = serde_json::json!({"resourceVersion": version});
-        }
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        api.patch_status(&export.key.name, &params, &Patch::Merge(&patch))
-            .await
-            .map(|_| ())
-            .map_err(|source| StatusError::Write {
-                export: export.key.clone(),
-                source,
+        let ours: Vec<serde_json::Value> = conditions
+            .into_iter()
+            .filter(|c| {
+                c.get("type")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(|t| OWNED_CONDITIONS.contains(&t))
             })
+            .collect();
+        let object = serde_json::json!({
+            "apiVersion": resource.api_version,
+            "kind": resource.kind,
+            "metadata": {"name": export.key.name, "namespace": export.key.namespace},
+            "status": {"conditions": ours},
+        });
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        tokio::time::timeout(
+            WRITE_TIMEOUT,
+            api.patch_status(&export.key.name, &params, &Patch::Apply(&object)),
+        )
+        .await
+        .unwrap_or_else(|elapsed| Err(kube::Error::Service(Box::new(elapsed))))
+        .map(|_| ())
+        .map_err(|source| StatusError::Write {
+            export: export.key.clone(),
+            source,
+        })
     }
 }
 
