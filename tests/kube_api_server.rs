@@ -7,6 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
 
 mod kube_api;
+#[path = "kube_api_server/schema.rs"]
+mod schema;
 
 use std::time::Duration;
 

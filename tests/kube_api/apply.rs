@@ -220,19 +220,20 @@ fn remove_below(node: &mut Value, path: &[String]) -> bool {
     let Some((first, rest)) = path.split_first() else {
         return false;
     };
-    if rest.is_empty() {
+    // A keyed element is found before its fields (its key among them) go.
+    let index = match &*node {
+        Value::Array(elements) => elements.iter().position(|e| is_element(e, first)),
+        _ => None,
+    };
+    let emptied =
+        rest.is_empty() || child_mut(node, first).is_some_and(|child| remove_below(child, rest));
+    if emptied {
         match node {
-            Value::Array(elements) => elements.retain(|e| !is_element(e, first)),
-            Value::Object(map) => {
-                map.remove(first);
+            Value::Array(elements) => {
+                if let Some(index) = index {
+                    elements.remove(index);
+                }
             }
-            _ => {}
-        }
-    } else if let Some(child) = child_mut(node, first)
-        && remove_below(child, rest)
-    {
-        match node {
-            Value::Array(elements) => elements.retain(|e| !is_element(e, first)),
             Value::Object(map) => {
                 map.remove(first);
             }
@@ -514,6 +515,9 @@ pub(super) fn apply(
         }
     }
     merge(&mut object, &config);
+    if let Err(refused) = super::schema::admit(&resource, call.api_version(), &mut object) {
+        return *refused;
+    }
     if !call.status
         && let Err(refused) = defaults::on_update(state, &resource, &key, &current, &mut object)
     {

@@ -122,8 +122,11 @@
 //! `metadata.generation` counts the changes of `spec`, and seeding a CRD
 //! object again keeps its `status` (its status subresource).
 //!
-//! Not emulated: RBAC evaluation, admission webhooks, validation
-//! against schemas, strategic merge patches and JSON patches (`415`),
+//! - **CRD schemas** (`schema`): objects of the MCS and About kinds written
+//!   over HTTP are pruned and validated against `deploy/crds/`'s structural
+//!   schemas, `422 Invalid` with every cause (seeds are not).
+//!
+//! Not emulated: RBAC evaluation, admission webhooks, strategic merge patches and JSON patches (`415`),
 //! `generateName`, field selectors, dry runs.
 
 #![allow(dead_code)]
@@ -136,6 +139,7 @@ mod discovery;
 pub mod fixtures;
 mod query;
 mod read;
+mod schema;
 mod store;
 pub mod write;
 

@@ -534,6 +534,7 @@ pub(super) fn create(
     {
         map.remove("status");
     }
+    super::schema::admit(&resource, call.api_version(), &mut object)?;
     let paths = apply::leaves(&object, call.scope());
     let key = call.key(name);
     defaults::on_create(state, &resource, &key, &mut object)?;
@@ -578,6 +579,7 @@ pub(super) fn update(
     } else if resource.has_status {
         set_or_remove(&mut object, "status", current.get("status").cloned());
     }
+    super::schema::admit(&resource, call.api_version(), &mut object)?;
     let written = object.clone();
     if !call.status {
         defaults::on_update(state, &resource, &key, current, &mut object)?;

@@ -307,10 +307,15 @@ async fn apply(client: &Client, object: &Value, cluster: &str) -> Result<(), Lin
     let patch = Patch::Apply(object);
     let action = || format!("apply {kind} {name}");
     let result = match kind {
-        "Namespace" => Api::<Namespace>::all(client.clone())
-            .patch(name, &params, &patch)
-            .await
-            .map(drop),
+        "Namespace" => {
+            let namespaces = Api::<Namespace>::all(client.clone());
+            // One that exists is left alone: creating it may be allowed
+            // where patching an existing one is not.
+            match namespaces.get_opt(name).await {
+                Ok(Some(_)) => Ok(()),
+                _ => namespaces.patch(name, &params, &patch).await.map(drop),
+            }
+        }
         "ServiceAccount" => Api::<ServiceAccount>::namespaced(client.clone(), namespace)
             .patch(name, &params, &patch)
             .await
