@@ -25,7 +25,10 @@
 //! Under `cargo test` (no `--bench` argument) this runs `--quick`: 3
 //! clusters of 50 services, 2 slices of 5 endpoints, 3 changes; it checks
 //! that every cluster syncs, that a sampled service has every backend and
-//! that every change arrives, never speed.
+//! that every change arrives, never speed. `STRAIT_BENCH_KEEP=1` keeps the
+//! gateway's configuration and log; `KUBE_SCALE_LOG` sets its `RUST_LOG`
+//! (`strait::discovery::kube=debug,strait::gateway=debug` logs the time of
+//! each rebuild's phases).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on what it set up
 
@@ -277,7 +280,11 @@ fn spawn_gateway(dir: &Path, servers: &[ApiServer], debounce: &str) -> Result<Ga
         .arg(certs.join(cluster_id(0)))
         .env("KUBECONFIG", &local)
         .env("POD_NAMESPACE", "strait-system")
-        .env("RUST_LOG", "info,strait::access=off")
+        .env(
+            "RUST_LOG",
+            std::env::var("KUBE_SCALE_LOG")
+                .unwrap_or_else(|_| "info,strait::access=off".to_owned()),
+        )
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -353,6 +360,12 @@ fn run(options: &Options) -> Result<()> {
         seeding.elapsed().as_secs_f64()
     );
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    if std::env::var_os("STRAIT_BENCH_KEEP").is_some() {
+        println!(
+            "  keeping {} (the gateway's log: gateway.log)",
+            dir.path().display()
+        );
+    }
     let mut gateway = spawn_gateway(dir.path(), &servers, &debounce)?;
     let ready = wait_ready(&mut gateway, dir.path())?;
     let pid = gateway.child.id();
@@ -435,6 +448,9 @@ fn run(options: &Options) -> Result<()> {
     }
     drop(gateway);
     drop(servers);
+    if std::env::var_os("STRAIT_BENCH_KEEP").is_some() {
+        let _ = dir.keep();
+    }
     runtime.shutdown_background();
     Ok(())
 }

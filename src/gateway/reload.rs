@@ -157,9 +157,16 @@ pub(super) fn kube_routes(
             "the cluster set has not been read from the Kubernetes API yet".to_owned(),
         ));
     };
+    let started = std::time::Instant::now();
     let merged = crate::merge::merge(set);
+    let merge_time = started.elapsed();
     let mut table = RouteTable::build(set, &merged, &options.cluster)
         .map_err(|e| GatewayError::Routes(e.to_string()))?;
+    tracing::debug!(
+        merge_ms = merge_time.as_millis(),
+        routes_ms = (started.elapsed() - merge_time).as_millis(),
+        "routes built from the kube snapshot"
+    );
     // Import ports only where Strait is the MCS implementation: they are
     // recorded in its derived Services, which every replica reads.
     if options.settings.kube.manage_imports

@@ -645,6 +645,8 @@ impl Hub {
     /// translation (or every one, when the set's exports changed) is
     /// translated again; the others' translations are reused.
     fn rebuild(&mut self) {
+        let started = Instant::now();
+        let translations_before: u64 = self.clusters.values().map(|e| e.translations).sum();
         let mut exported = Exported::new();
         for (namespace, name) in self
             .clusters
@@ -692,8 +694,16 @@ impl Hub {
                 self.local_validity = Some(validity.clone());
             }
         }
+        let translate_time = started.elapsed();
         // Each invalid object (or cluster) left itself out of `set`.
         let (set, assembly) = assemble(translated);
+        let translations: u64 = self.clusters.values().map(|e| e.translations).sum();
+        tracing::debug!(
+            translated = translations - translations_before,
+            translate_ms = translate_time.as_millis(),
+            assemble_ms = (started.elapsed() - translate_time).as_millis(),
+            "cluster set rebuilt"
+        );
         findings.extend(assembly);
         let set = Arc::new(set);
         self.usable_set = Some(set.clone());
