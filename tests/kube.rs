@@ -71,18 +71,25 @@ async fn until(
 /// The backends of `shop/<service>:80` seen from `viewer`, as
 /// `cluster address:port`, sorted; empty when the set is invalid.
 fn backends(snapshot: &SourceSnapshot, viewer: &str, service: &str) -> Vec<String> {
-    let Ok(set) = &snapshot.set else {
-        return Vec::new();
-    };
+    match &snapshot.set {
+        Ok(set) => routed(set, viewer, service, 80),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The backends of `shop/<service>:<port>` in `set` seen from `viewer`, as
+/// `cluster address:port`, sorted.
+fn routed(set: &strait::model::ClusterSet, viewer: &str, service: &str, port: u16) -> Vec<String> {
     let merged = merge(set);
     let Ok(table) = RouteTable::build(set, &merged, viewer) else {
         return Vec::new();
     };
     let mut found: Vec<String> = table
         .service("shop", service)
-        .and_then(|s| s.port(strait::model::Protocol::Tcp, 80))
-        .map(|port| {
-            port.backends
+        .and_then(|s| s.port(strait::model::Protocol::Tcp, port))
+        .map(|route| {
+            route
+                .backends
                 .iter()
                 .map(|b| {
                     format!(

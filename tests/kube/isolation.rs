@@ -11,31 +11,11 @@ use super::*;
 /// `shop/<service>:<port>`'s backends in the usable set (the one the
 /// gateway routes with), as `cluster address:port`, sorted.
 fn usable(snapshot: &SourceSnapshot, service: &str, port: u16) -> Vec<String> {
-    let Some(set) = &snapshot.usable_set else {
-        return Vec::new();
-    };
-    let merged = merge(set);
-    let Ok(table) = RouteTable::build(set, &merged, "c1") else {
-        return Vec::new();
-    };
-    let mut found: Vec<String> = table
-        .service("shop", service)
-        .and_then(|s| s.port(strait::model::Protocol::Tcp, port))
-        .map(|route| {
-            route
-                .backends
-                .iter()
-                .map(|b| {
-                    format!(
-                        "{} {}:{}",
-                        b.backend.cluster, b.backend.address, b.backend.port
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
-    found
+    snapshot
+        .usable_set
+        .as_ref()
+        .map(|set| routed(set, "c1", service, port))
+        .unwrap_or_default()
 }
 
 fn findings(snapshot: &SourceSnapshot) -> Vec<String> {
