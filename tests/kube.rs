@@ -671,7 +671,11 @@ async fn a_gateway_routes_from_the_api_and_reports_cluster_sync() {
     gateway.shutdown(Duration::from_secs(1)).await;
 }
 
-async fn strait(args: &[&str], kubeconfig: &Path, home: &Path) -> std::process::Output {
+async fn strait<S: AsRef<std::ffi::OsStr>>(
+    args: &[S],
+    kubeconfig: &Path,
+    home: &Path,
+) -> std::process::Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_strait"))
         .args(args)
         .env("KUBECONFIG", kubeconfig)

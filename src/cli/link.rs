@@ -53,7 +53,9 @@ fn refused(error: impl std::fmt::Display) -> Refused {
 /// Secret, or with `apply` creates it in the local cluster.
 pub fn run_link(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<(), Refused> {
     runtime()?.block_on(async {
-        let linked = link::link(&args.options()).await.map_err(refused)?;
+        let options = args.options();
+        let remote = link::Remote::connect(&options).await.map_err(refused)?;
+        let linked = link::link(&remote, &options).await.map_err(refused)?;
         if apply {
             let local = link::local_client(args.local_kubeconfig.as_deref())
                 .await
@@ -82,14 +84,17 @@ pub fn run_link(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<(),
 pub fn run_unlink(args: &LinkArgs, out: &mut dyn Write) -> Result<(), Refused> {
     runtime()?.block_on(async {
         let options = args.options();
-        let name = link::remote_name(&options).await.map_err(refused)?;
+        let remote = link::Remote::connect(&options).await.map_err(refused)?;
+        let name = remote.name(&options).await.map_err(refused)?;
         let local = link::local_client(args.local_kubeconfig.as_deref())
             .await
             .map_err(refused)?;
         link::delete_local(&local, &args.namespace, &name)
             .await
             .map_err(refused)?;
-        link::unlink_remote(&options).await.map_err(refused)?;
+        link::unlink_remote(&remote, &options)
+            .await
+            .map_err(refused)?;
         emit(
             out,
             &format!(

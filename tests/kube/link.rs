@@ -9,14 +9,6 @@ use std::process::Output;
 
 use super::*;
 
-fn strait(args: &[&std::ffi::OsStr]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("strait runs")
-}
-
 fn text(output: &Output) -> String {
     format!(
         "status {}\nstdout:\n{}\nstderr:\n{}",
@@ -53,11 +45,16 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     let local_admin = local.write_kubeconfig(dir.path(), "local-admin");
 
     // Printed: the Secret, named after the remote cluster's id.
-    let printed = strait(&[
-        "link".as_ref(),
-        "--kubeconfig".as_ref(),
-        remote_admin.as_os_str(),
-    ]);
+    let printed = strait(
+        &[
+            "link".as_ref(),
+            "--kubeconfig".as_ref(),
+            remote_admin.as_os_str(),
+        ],
+        &local_admin,
+        dir.path(),
+    )
+    .await;
     assert!(printed.status.success(), "{}", text(&printed));
     let stdout = String::from_utf8_lossy(&printed.stdout);
     assert!(
@@ -67,22 +64,20 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     );
 
     // Applied, twice: the second run changes nothing.
-    let apply = || {
-        strait(&[
-            "link".as_ref(),
-            "--kubeconfig".as_ref(),
-            remote_admin.as_os_str(),
-            "--apply".as_ref(),
-            "--local-kubeconfig".as_ref(),
-            local_admin.as_os_str(),
-        ])
-    };
-    let first = apply();
+    let apply: [&std::ffi::OsStr; 6] = [
+        "link".as_ref(),
+        "--kubeconfig".as_ref(),
+        remote_admin.as_os_str(),
+        "--apply".as_ref(),
+        "--local-kubeconfig".as_ref(),
+        local_admin.as_os_str(),
+    ];
+    let first = strait(&apply, &local_admin, dir.path()).await;
     assert!(first.status.success(), "{}", text(&first));
     let secret = local
         .object("Secret", "strait-system", "c2")
         .expect("the local Secret");
-    let second = apply();
+    let second = strait(&apply, &local_admin, dir.path()).await;
     assert!(second.status.success(), "{}", text(&second));
     let again = local
         .object("Secret", "strait-system", "c2")
@@ -150,13 +145,18 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     .await;
 
     // Unlinked: both sides gone, and c2 leaves the set.
-    let unlinked = strait(&[
-        "unlink".as_ref(),
-        "--kubeconfig".as_ref(),
-        remote_admin.as_os_str(),
-        "--local-kubeconfig".as_ref(),
-        local_admin.as_os_str(),
-    ]);
+    let unlinked = strait(
+        &[
+            "unlink".as_ref(),
+            "--kubeconfig".as_ref(),
+            remote_admin.as_os_str(),
+            "--local-kubeconfig".as_ref(),
+            local_admin.as_os_str(),
+        ],
+        &local_admin,
+        dir.path(),
+    )
+    .await;
     assert!(unlinked.status.success(), "{}", text(&unlinked));
     assert!(local.object("Secret", "strait-system", "c2").is_none());
     for (kind, namespace) in [
@@ -187,13 +187,18 @@ async fn strait_link_refuses_a_cluster_without_the_crds_or_the_rights() {
     let dir = tempfile::tempdir().expect("temp dir");
     let bare = ApiServer::start(&[]).await;
     let config = bare.write_kubeconfig(dir.path(), "bare");
-    let refused = strait(&[
-        "link".as_ref(),
-        "--kubeconfig".as_ref(),
-        config.as_os_str(),
-        "--name".as_ref(),
-        "c9".as_ref(),
-    ]);
+    let refused = strait(
+        &[
+            "link".as_ref(),
+            "--kubeconfig".as_ref(),
+            config.as_os_str(),
+            "--name".as_ref(),
+            "c9".as_ref(),
+        ],
+        &config,
+        dir.path(),
+    )
+    .await;
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
@@ -218,7 +223,12 @@ async fn strait_link_refuses_a_cluster_without_the_crds_or_the_rights() {
     );
     limited.forbid("PATCH", "clusterroles");
     let config = limited.write_kubeconfig(dir.path(), "limited");
-    let refused = strait(&["link".as_ref(), "--kubeconfig".as_ref(), config.as_os_str()]);
+    let refused = strait(
+        &["link".as_ref(), "--kubeconfig".as_ref(), config.as_os_str()],
+        &config,
+        dir.path(),
+    )
+    .await;
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(

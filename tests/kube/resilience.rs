@@ -145,7 +145,7 @@ async fn an_api_server_restart_within_the_grace_costs_no_relist() {
     let listed = lists(&server);
 
     server.stop().await;
-    // Long enough for several refused reconnects.
+    // Down for a while: the watchers' reconnects are refused meanwhile.
     tokio::time::sleep(Duration::from_secs(1)).await;
     server.restart().await;
     server.apply(slice("cart", "cart-1", &[("10.1.0.8", true)]));

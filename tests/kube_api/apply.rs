@@ -166,8 +166,7 @@ fn collect(value: &Value, prefix: &mut Path, out: &mut BTreeSet<Path>) {
                 prefix.pop();
             }
         }
-        Value::Array(elements) if list_key(prefix).is_some() => {
-            let key = list_key(prefix).unwrap_or_default();
+        Value::Array(elements) if let Some(key) = list_key(prefix) => {
             for element in elements {
                 match element.get(key) {
                     Some(id) if element.is_object() => {
@@ -215,35 +214,57 @@ fn remove(value: &mut Value, path: &[String]) {
     remove_below(value, path);
 }
 
-/// Removes `path` below `node`; true when `node` is left empty.
+/// Removes `path` below `node`; true when `node` is left empty. In a keyed
+/// list the element's key fields stay while it has any other field, and an
+/// element left with its key alone goes.
 fn remove_below(node: &mut Value, path: &[String]) -> bool {
     let Some((first, rest)) = path.split_first() else {
         return false;
     };
-    // A keyed element is found before its fields (its key among them) go.
-    let index = match &*node {
-        Value::Array(elements) => elements.iter().position(|e| is_element(e, first)),
-        _ => None,
-    };
-    let emptied =
-        rest.is_empty() || child_mut(node, first).is_some_and(|child| remove_below(child, rest));
-    if emptied {
-        match node {
-            Value::Array(elements) => {
-                if let Some(index) = index {
+    match node {
+        Value::Array(elements) => {
+            if let Some(index) = elements.iter().position(|e| is_element(e, first)) {
+                let keys = segment_keys(first);
+                let element = &mut elements[index];
+                match rest {
+                    [] => {}
+                    [field] if keys.contains(field) => {}
+                    _ => {
+                        remove_below(element, rest);
+                    }
+                }
+                let bare = rest.is_empty()
+                    || element
+                        .as_object()
+                        .is_none_or(|fields| fields.keys().all(|k| keys.contains(k)));
+                if bare {
                     elements.remove(index);
                 }
             }
-            Value::Object(map) => {
+            elements.is_empty()
+        }
+        Value::Object(map) => {
+            let emptied = rest.is_empty()
+                || map
+                    .get_mut(first)
+                    .is_some_and(|child| remove_below(child, rest));
+            if emptied {
                 map.remove(first);
             }
-            _ => {}
+            map.is_empty()
         }
-    }
-    match node {
-        Value::Object(map) => map.is_empty(),
-        Value::Array(elements) => elements.is_empty(),
         _ => false,
+    }
+}
+
+/// The key fields a keyed list element's segment names.
+fn segment_keys(segment: &str) -> Vec<String> {
+    match segment
+        .strip_prefix("k:")
+        .map(serde_json::from_str::<Value>)
+    {
+        Some(Ok(Value::Object(keys))) => keys.keys().cloned().collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -275,8 +296,7 @@ fn merge_at(target: &mut Value, config: &Value, path: &mut Path) {
                 path.pop();
             }
         }
-        (Value::Array(target), Value::Array(config)) if list_key(path).is_some() => {
-            let key = list_key(path).unwrap_or_default();
+        (Value::Array(target), Value::Array(config)) if let Some(key) = list_key(path) => {
             for element in config {
                 let existing = element
                     .get(key)

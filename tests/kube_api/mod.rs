@@ -363,11 +363,9 @@ struct Cut {
 impl Shared {
     /// Whether to leave this request unanswered (`ApiServer::hang_lists`).
     fn hang(&self, request: &Request<hyper::body::Incoming>) -> bool {
+        let query = parse_query(request.uri().query().unwrap_or(""));
         if request.method() != hyper::Method::GET
-            || request
-                .uri()
-                .query()
-                .is_some_and(|q| q.contains("watch=true"))
+            || query.get("watch").is_some_and(|w| w == "true" || w == "1")
         {
             return false;
         }
@@ -393,7 +391,13 @@ impl Shared {
     fn refuse(&self, request: &Request<hyper::body::Incoming>) -> Option<Response<Body>> {
         let mut state = self.state();
         let path = request.uri().path().to_owned();
-        let plural = path.rsplit('/').next().unwrap_or_default().to_owned();
+        // The resource the request names, whichever verb: a collection,
+        // one object or its status.
+        let plural = path
+            .split('/')
+            .find(|segment| RESOURCES.iter().any(|r| r.plural == *segment))
+            .unwrap_or_default()
+            .to_owned();
         if let Some((code, retry_after)) =
             state.failures.get_mut(&plural).and_then(|f| f.pop_front())
         {

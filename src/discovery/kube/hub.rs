@@ -646,7 +646,7 @@ impl Hub {
     /// translated again; the others' translations are reused.
     fn rebuild(&mut self) {
         let started = Instant::now();
-        let translations_before: u64 = self.clusters.values().map(|e| e.translations).sum();
+        let mut translated_now = 0;
         let mut exported = Exported::new();
         for (namespace, name) in self
             .clusters
@@ -676,6 +676,7 @@ impl Hub {
                 .as_ref()
                 .is_some_and(|t| t.revision == entry.revision && t.exports == self.exports);
             if !current {
+                translated_now += 1;
                 entry.translations += 1;
                 entry.translation = Some(translate_entry(
                     source,
@@ -697,9 +698,8 @@ impl Hub {
         let translate_time = started.elapsed();
         // Each invalid object (or cluster) left itself out of `set`.
         let (set, assembly) = assemble(translated);
-        let translations: u64 = self.clusters.values().map(|e| e.translations).sum();
         tracing::debug!(
-            translated = translations - translations_before,
+            translated = translated_now,
             translate_ms = translate_time.as_millis(),
             assemble_ms = (started.elapsed() - translate_time).as_millis(),
             "cluster set rebuilt"

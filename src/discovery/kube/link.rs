@@ -22,7 +22,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 
-use super::client::{ClusterSource, Kind, discover};
+use super::client::{ClusterSource, Kind, Resources, discover};
 use super::connect::build_client;
 use super::{
     AccessScope, REMOTE_CLUSTER_LABEL, REMOTE_KUBECONFIG_KEY, WATCH_VERBS, WATCHED_RESOURCES,
@@ -203,30 +203,100 @@ pub fn local_secret(name: &str, namespace: &str, kubeconfig: &str) -> Value {
         "stringData": {REMOTE_KUBECONFIG_KEY: kubeconfig}})
 }
 
-/// The chosen context's server, and a client for it.
-async fn remote(options: &LinkOptions) -> Result<(RemoteServer, Client), LinkError> {
-    let path = &options.remote_kubeconfig;
-    let kubeconfig = Kubeconfig::read_from(path).map_err(|source| LinkError::Kubeconfig {
-        path: path.clone(),
-        source,
-    })?;
-    let server = remote_server(&kubeconfig, options.context.as_deref(), path)?;
-    let config_options = KubeConfigOptions {
-        context: options.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &config_options)
-        .await
-        .map_err(|source| LinkError::Kubeconfig {
+/// A remote cluster, connected to once per command.
+pub struct Remote {
+    server: RemoteServer,
+    client: Client,
+    /// How messages name it: `the remote cluster (https://…)`.
+    label: String,
+}
+
+impl Remote {
+    /// Reads the kubeconfig's chosen context and builds a client for it.
+    pub async fn connect(options: &LinkOptions) -> Result<Remote, LinkError> {
+        let path = &options.remote_kubeconfig;
+        let kubeconfig = Kubeconfig::read_from(path).map_err(|source| LinkError::Kubeconfig {
             path: path.clone(),
             source,
         })?;
-    let client =
-        build_client(config, CLIENT_WATCH_TIMEOUT).map_err(|source| LinkError::Client {
-            what: path.display().to_string(),
-            source,
-        })?;
-    Ok((server, client))
+        let server = remote_server(&kubeconfig, options.context.as_deref(), path)?;
+        let config_options = KubeConfigOptions {
+            context: options.context.clone(),
+            ..KubeConfigOptions::default()
+        };
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &config_options)
+            .await
+            .map_err(|source| LinkError::Kubeconfig {
+                path: path.clone(),
+                source,
+            })?;
+        let client =
+            build_client(config, CLIENT_WATCH_TIMEOUT).map_err(|source| LinkError::Client {
+                what: path.display().to_string(),
+                source,
+            })?;
+        let label = format!("the remote cluster ({})", server.server);
+        Ok(Remote {
+            server,
+            client,
+            label,
+        })
+    }
+
+    /// The APIs it serves, refusing a cluster without the CRDs the gateway
+    /// reads there.
+    async fn resources(&self, options: &LinkOptions) -> Result<Resources, LinkError> {
+        let source = ClusterSource::Kubeconfig(options.remote_kubeconfig.clone());
+        let resources = discover(&self.client, &source)
+            .await
+            .map_err(|source| api_error("discover the APIs".to_owned(), &self.label, source))?;
+        if !resources.missing.is_empty() {
+            return Err(LinkError::MissingCrds {
+                server: self.server.server.clone(),
+                kinds: resources
+                    .missing
+                    .iter()
+                    .map(|k| k.name().to_owned())
+                    .collect(),
+            });
+        }
+        Ok(resources)
+    }
+
+    /// The local Secret's name: `--name`, else the cluster's id (its
+    /// `cluster.clusterset.k8s.io` ClusterProperty).
+    pub async fn name(&self, options: &LinkOptions) -> Result<String, LinkError> {
+        if let Some(name) = &options.name {
+            return Ok(name.clone());
+        }
+        let resources = self.resources(options).await?;
+        self.id(&resources).await
+    }
+
+    /// The cluster's id, its `cluster.clusterset.k8s.io` ClusterProperty.
+    async fn id(&self, resources: &Resources) -> Result<String, LinkError> {
+        let (_, resource) = resources
+            .served
+            .iter()
+            .find(|(kind, _)| *kind == Kind::ClusterProperty)
+            .ok_or(LinkError::NoName)?;
+        let api: Api<kube::api::DynamicObject> = Api::all_with(self.client.clone(), resource);
+        let property = api
+            .get_opt(CLUSTER_ID_PROPERTY)
+            .await
+            .map_err(|source| {
+                api_error(
+                    format!("read ClusterProperty {CLUSTER_ID_PROPERTY}"),
+                    &self.label,
+                    source,
+                )
+            })?
+            .ok_or(LinkError::NoName)?;
+        property.data["spec"]["value"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or(LinkError::NoName)
+    }
 }
 
 /// The server entry of `context` (default: the current one).
@@ -336,53 +406,23 @@ async fn apply(client: &Client, object: &Value, cluster: &str) -> Result<(), Lin
     result.map_err(|source| api_error(action(), cluster, source))
 }
 
-/// The remote cluster's id, from its `cluster.clusterset.k8s.io` property.
-async fn remote_cluster_id(
-    client: &Client,
-    resources: &super::client::Resources,
-) -> Option<String> {
-    let (_, resource) = resources
-        .served
-        .iter()
-        .find(|(kind, _)| *kind == Kind::ClusterProperty)?;
-    let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), resource);
-    let property = api.get_opt(CLUSTER_ID_PROPERTY).await.ok()??;
-    property.data["spec"]["value"].as_str().map(str::to_owned)
-}
-
 /// Creates the reader in the remote cluster and returns the local Secret
 /// that lets a gateway read it.
-pub async fn link(options: &LinkOptions) -> Result<Linked, LinkError> {
-    let (server, client) = remote(options).await?;
-    let cluster = format!("the remote cluster ({})", server.server);
-    let source = ClusterSource::Kubeconfig(options.remote_kubeconfig.clone());
-    let resources = discover(&client, &source)
-        .await
-        .map_err(|source| api_error("discover the APIs".to_owned(), &cluster, source))?;
-    if !resources.missing.is_empty() {
-        return Err(LinkError::MissingCrds {
-            server: server.server.clone(),
-            kinds: resources
-                .missing
-                .iter()
-                .map(|k| k.name().to_owned())
-                .collect(),
-        });
-    }
+pub async fn link(remote: &Remote, options: &LinkOptions) -> Result<Linked, LinkError> {
+    let resources = remote.resources(options).await?;
     let name = match &options.name {
         Some(name) => name.clone(),
-        None => remote_cluster_id(&client, &resources)
-            .await
-            .ok_or(LinkError::NoName)?,
+        None => remote.id(&resources).await?,
     };
+    let (client, cluster) = (&remote.client, remote.label.as_str());
     for object in remote_objects(&options.remote_namespace) {
-        apply(&client, &object, &cluster).await?;
+        apply(client, &object, cluster).await?;
     }
-    let (token, ca) = wait_for_token(&client, &options.remote_namespace, &cluster).await?;
+    let (token, ca) = wait_for_token(client, &options.remote_namespace, cluster).await?;
     let server = RemoteServer {
         // The CA the cluster publishes with the token, else the kubeconfig's.
-        certificate_authority_data: ca.or(server.certificate_authority_data),
-        ..server
+        certificate_authority_data: ca.or_else(|| remote.server.certificate_authority_data.clone()),
+        ..remote.server.clone()
     };
     let kubeconfig = crate::discovery::yaml::to_string(&kubeconfig_for(&name, &server, &token))
         .map_err(|error| LinkError::Unusable {
@@ -437,74 +477,44 @@ pub async fn apply_local(local: &Client, linked: &Linked) -> Result<(), LinkErro
 
 /// Deletes the reader from the remote cluster: its binding, role, token
 /// and account (those already gone are no error). The namespace stays.
-pub async fn unlink_remote(options: &LinkOptions) -> Result<(), LinkError> {
-    let (server, client) = remote(options).await?;
-    let cluster = format!("the remote cluster ({})", server.server);
-    let params = DeleteParams::default();
+pub async fn unlink_remote(remote: &Remote, options: &LinkOptions) -> Result<(), LinkError> {
+    let client = &remote.client;
     let namespace = &options.remote_namespace;
-    let gone = |result: kube::Result<()>, action: String| match result {
-        Ok(()) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(api_error(action, &cluster, source)),
-    };
-    gone(
-        Api::<ClusterRoleBinding>::all(client.clone())
-            .delete(READER_NAME, &params)
-            .await
-            .map(drop),
-        format!("delete ClusterRoleBinding {READER_NAME}"),
-    )?;
-    gone(
-        Api::<ClusterRole>::all(client.clone())
-            .delete(READER_NAME, &params)
-            .await
-            .map(drop),
-        format!("delete ClusterRole {READER_NAME}"),
-    )?;
-    let token = token_secret_name();
-    gone(
-        Api::<Secret>::namespaced(client.clone(), namespace)
-            .delete(&token, &params)
-            .await
-            .map(drop),
-        format!("delete Secret {namespace}/{token}"),
-    )?;
-    gone(
-        Api::<ServiceAccount>::namespaced(client.clone(), namespace)
-            .delete(READER_NAME, &params)
-            .await
-            .map(drop),
-        format!("delete ServiceAccount {namespace}/{READER_NAME}"),
+    let at = &remote.label;
+    delete(
+        Api::<ClusterRoleBinding>::all(client.clone()),
+        READER_NAME,
+        at,
     )
-}
-
-/// The remote cluster's name for `unlink`: `--name`, else its id.
-pub async fn remote_name(options: &LinkOptions) -> Result<String, LinkError> {
-    if let Some(name) = &options.name {
-        return Ok(name.clone());
-    }
-    let (server, client) = remote(options).await?;
-    let cluster = format!("the remote cluster ({})", server.server);
-    let source = ClusterSource::Kubeconfig(options.remote_kubeconfig.clone());
-    let resources = discover(&client, &source)
-        .await
-        .map_err(|source| api_error("discover the APIs".to_owned(), &cluster, source))?;
-    remote_cluster_id(&client, &resources)
-        .await
-        .ok_or(LinkError::NoName)
+    .await?;
+    delete(Api::<ClusterRole>::all(client.clone()), READER_NAME, at).await?;
+    let secrets = Api::<Secret>::namespaced(client.clone(), namespace);
+    delete(secrets, &token_secret_name(), at).await?;
+    delete(
+        Api::<ServiceAccount>::namespaced(client.clone(), namespace),
+        READER_NAME,
+        at,
+    )
+    .await
 }
 
 /// Deletes the remote-cluster Secret `name` from the local cluster.
 pub async fn delete_local(local: &Client, namespace: &str, name: &str) -> Result<(), LinkError> {
-    match Api::<Secret>::namespaced(local.clone(), namespace)
-        .delete(name, &DeleteParams::default())
-        .await
-    {
+    let secrets = Api::<Secret>::namespaced(local.clone(), namespace);
+    delete(secrets, name, "the local cluster").await
+}
+
+/// Deletes one object; one already gone is no error.
+async fn delete<K>(api: Api<K>, name: &str, cluster: &str) -> Result<(), LinkError>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(api_error(
-            format!("delete Secret {namespace}/{name}"),
-            "the local cluster",
+            format!("delete {} {name}", K::kind(&())),
+            cluster,
             source,
         )),
     }

@@ -188,8 +188,9 @@ impl ClusterStore {
 }
 
 /// Whether two versions of an object mean the same to the cluster set:
-/// equal, apart from what every write changes (`resourceVersion`,
-/// `managedFields`) in a ServiceExport, whose status is not decoded.
+/// equal, apart from the `resourceVersion` every write changes in a
+/// ServiceExport, whose status is not decoded (`managedFields` were dropped
+/// on arrival).
 fn same_content(a: &Stored, b: &Stored) -> bool {
     match (&a.item, &b.item) {
         (Ok(x), Ok(y)) => match (&x.object, &y.object) {
@@ -197,7 +198,6 @@ fn same_content(a: &Stored, b: &Stored) -> bool {
                 let bare = |export: &crate::discovery::objects::ServiceExport| {
                     let mut export = export.clone();
                     export.metadata.resource_version = None;
-                    export.metadata.managed_fields = None;
                     export
                 };
                 bare(x) == bare(y)
