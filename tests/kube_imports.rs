@@ -11,9 +11,10 @@
 //! field managers (other managers' fields survive, conflicts, removal of
 //! fields an applier stops setting), ClusterIP allocation and defaulting of
 //! Services, garbage collection by owner reference, and refusal to create
-//! objects in a namespace that does not exist. What only a real server
-//! shows (RBAC, admission webhooks, CRD schema validation, kube-proxy
-//! programming the derived Service) is not covered here; the multi-network
+//! objects in a namespace that does not exist, and the pruning and
+//! validation of custom resources against `deploy/crds/`. What only a real
+//! server shows (RBAC rules, admission webhooks, CEL and `pattern` checks,
+//! kube-proxy programming the derived Service) is not covered here; the multi-network
 //! suite covers the data path with iptables standing in for kube-proxy.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
@@ -595,6 +596,14 @@ async fn a_full_import_port_range_is_a_ready_false_condition() {
         })
         .await;
     assert_eq!(ports(&import).len(), 2, "the import still lists every port");
+    // The import's Ready=False may be written in the pass before the one
+    // that creates the derived Service: wait for it rather than race it.
+    until(
+        "the derived Service",
+        || world.derived("cart").is_some(),
+        || format!("{:#?}", world.derived("cart")),
+    )
+    .await;
     let derived = world.derived("cart").expect("derived");
     assert_eq!(
         derived["spec"]["ports"].as_array().map(Vec::len),
