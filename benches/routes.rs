@@ -109,7 +109,7 @@ fn cluster_set() -> ClusterSet {
         });
         for s in 0..SERVICES {
             let service = cluster_service(c, s);
-            cluster.services.insert(service.key.clone(), service);
+            cluster.services.insert(service.key.clone(), service.into());
         }
         if id.as_str() == VIEWER {
             for s in 0..SERVICES {

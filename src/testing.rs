@@ -116,7 +116,7 @@ pub fn cluster_set(clusters: &[(&str, &str, ClusterService)]) -> ClusterSet {
         });
         cluster
             .services
-            .insert(service.key.clone(), service.clone());
+            .insert(service.key.clone(), service.clone().into());
         set.clusters.insert(id, cluster);
     }
     set

@@ -93,7 +93,7 @@ fn cluster_set(services: u32) -> ClusterSet {
         });
         for s in 0..services {
             let service = cluster_service(c, s);
-            cluster.services.insert(service.key.clone(), service);
+            cluster.services.insert(service.key.clone(), service.into());
         }
         set.clusters.insert(id, cluster);
     }

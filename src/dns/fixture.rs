@@ -123,7 +123,10 @@ fn cluster(id: &str, network: &str, gateway: u8, services: Vec<ClusterService>) 
         host: GatewayHost::Ip(IpAddr::from([192, 0, 2, gateway])),
         port: 15008,
     });
-    cluster.services = services.into_iter().map(|s| (s.key.clone(), s)).collect();
+    cluster.services = services
+        .into_iter()
+        .map(|s| (s.key.clone(), s.into()))
+        .collect();
     cluster
 }
 

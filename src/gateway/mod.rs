@@ -157,8 +157,17 @@ pub struct Routes {
 /// object excludes only itself. Fails only when nothing usable is left
 /// (no cluster, or not this gateway's own).
 pub fn load_routes(options: &GatewayOptions) -> Result<Routes, GatewayError> {
+    load_routes_reusing(options, None)
+}
+
+/// Loads the routes like [`load_routes`]; from the Kubernetes source, the
+/// routes of every service unchanged since `previous` are reused.
+pub(crate) fn load_routes_reusing(
+    options: &GatewayOptions,
+    previous: Option<&RouteTable>,
+) -> Result<Routes, GatewayError> {
     if let Some(kube) = &options.kube {
-        return reload::kube_routes(kube, options);
+        return reload::kube_routes(kube, options, previous);
     }
     let usable = crate::discovery::files::load_usable(
         &options.config_dir,

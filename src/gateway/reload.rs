@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::state::GatewayState;
-use super::{GatewayError, GatewayOptions, Routes, load_routes};
+use super::{GatewayError, GatewayOptions, Routes, load_routes_reusing};
 use crate::admin::JsonView;
 use crate::admin::metrics::{Metrics, ReloadKind, ReloadResult};
 use crate::diagnostics::Diagnostic;
@@ -86,7 +86,8 @@ pub(super) fn spawn(
 
 /// Rebuilds the routes and swaps them in, or keeps the old ones.
 pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) {
-    match load_routes(options) {
+    let previous = state.routes.load_full();
+    match load_routes_reusing(options, Some(&previous)) {
         Ok(Routes { table, findings }) => {
             let services = table.services().count();
             let backends = table.backend_count();
@@ -150,21 +151,19 @@ pub(crate) fn report_findings(state: &GatewayState, findings: Vec<Diagnostic>, l
 pub(super) fn kube_routes(
     kube: &KubeHandle,
     options: &GatewayOptions,
+    previous: Option<&RouteTable>,
 ) -> Result<Routes, GatewayError> {
     let snapshot = kube.snapshot();
-    let Some(set) = snapshot.usable_set.as_ref() else {
+    let (Some(set), Some(merged)) = (&snapshot.usable_set, &snapshot.usable_merged) else {
         return Err(GatewayError::Routes(
             "the cluster set has not been read from the Kubernetes API yet".to_owned(),
         ));
     };
     let started = std::time::Instant::now();
-    let merged = crate::merge::merge(set);
-    let merge_time = started.elapsed();
-    let mut table = RouteTable::build(set, &merged, &options.cluster)
+    let mut table = RouteTable::build_reusing(set, merged, &options.cluster, previous)
         .map_err(|e| GatewayError::Routes(e.to_string()))?;
     tracing::debug!(
-        merge_ms = merge_time.as_millis(),
-        routes_ms = (started.elapsed() - merge_time).as_millis(),
+        routes_ms = started.elapsed().as_millis(),
         "routes built from the kube snapshot"
     );
     // Import ports only where Strait is the MCS implementation: they are

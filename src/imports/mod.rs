@@ -252,7 +252,7 @@ fn importable<'a>(
         {
             skipped.insert(service.key.clone(), Skipped::ForeignImport);
         } else {
-            services.push(service);
+            services.push(service.as_ref());
         }
     }
     (services, skipped)

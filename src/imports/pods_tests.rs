@@ -38,9 +38,9 @@ fn set(remote: u8) -> ClusterSet {
             .services
             .values()
             .map(|service| {
-                let mut service = service.clone();
+                let mut service = service.as_ref().clone();
                 service.key = ServiceKey::new("data", "pg");
-                (service.key.clone(), service)
+                (service.key.clone(), service.into())
             })
             .collect();
     }
@@ -306,7 +306,7 @@ fn a_per_pod_service_exposes_the_pods_own_port() {
     let mut set = set(1);
     for cluster in set.clusters.values_mut() {
         for service in cluster.services.values_mut() {
-            for group in &mut service.endpoint_groups {
+            for group in &mut std::sync::Arc::make_mut(service).endpoint_groups {
                 for port in &mut group.ports {
                     port.port = 6432;
                 }

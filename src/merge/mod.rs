@@ -31,10 +31,13 @@ use crate::model::{
     ServicePort, ServiceType, SessionAffinity,
 };
 
-/// Every multi-cluster service of the set, by key.
+/// Every multi-cluster service of the set, by key. Each service is shared:
+/// a merge that finds a service's holders unchanged hands on the same
+/// allocation, and whoever built something from it (a route table) can
+/// tell it is unchanged by its address (`Arc::ptr_eq`).
 #[derive(Debug, Clone, Default)]
 pub struct MergedSet {
-    pub services: BTreeMap<ServiceKey, MergedService>,
+    pub services: BTreeMap<ServiceKey, Arc<MergedService>>,
 }
 
 /// One multi-cluster service: what its constituents agree on, or what the oldest said.
@@ -64,6 +67,10 @@ pub struct MergedService {
     pub constituents: Vec<ClusterId>,
     /// Clusters that hold the Service without exporting it.
     pub not_exported: Vec<ClusterId>,
+    /// What it was merged from: every cluster holding the Service, in
+    /// cluster id order, and its translation there. A later merge whose
+    /// holders are these very allocations reuses this service.
+    holders: Vec<(ClusterId, Arc<ClusterService>)>,
 }
 
 impl MergedService {
@@ -158,7 +165,15 @@ pub struct Exclusion {
 
 /// Merges every exported service of the set.
 pub fn merge(set: &ClusterSet) -> MergedSet {
-    let mut holders: BTreeMap<&ServiceKey, Vec<(&Cluster, &ClusterService)>> = BTreeMap::new();
+    merge_reusing(set, &MergedSet::default())
+}
+
+/// Merges every exported service of the set like [`merge`], reusing
+/// `previous`'s merge of each service whose holders are unchanged: the same
+/// clusters holding the same shared translations. A change in one cluster
+/// merges again only the services it touched.
+pub fn merge_reusing(set: &ClusterSet, previous: &MergedSet) -> MergedSet {
+    let mut holders: BTreeMap<&ServiceKey, Vec<(&Cluster, &Arc<ClusterService>)>> = BTreeMap::new();
     for cluster in set.clusters.values() {
         for service in cluster.services.values() {
             holders
@@ -169,9 +184,32 @@ pub fn merge(set: &ClusterSet) -> MergedSet {
     }
     let services = holders
         .into_iter()
-        .filter_map(|(key, holders)| merge_service(key, holders).map(|m| (key.clone(), m)))
+        .filter_map(|(key, holders)| {
+            if let Some(earlier) = previous.services.get(key)
+                && earlier.merged_from(&holders)
+            {
+                return Some((key.clone(), earlier.clone()));
+            }
+            let merged = merge_service(key, &holders)?;
+            Some((key.clone(), Arc::new(merged)))
+        })
         .collect();
     MergedSet { services }
+}
+
+impl MergedService {
+    /// Whether `holders` are exactly the clusters and translations this
+    /// service was merged from.
+    fn merged_from(&self, holders: &[(&Cluster, &Arc<ClusterService>)]) -> bool {
+        self.holders.len() == holders.len()
+            && self
+                .holders
+                .iter()
+                .zip(holders)
+                .all(|((id, held), (cluster, service))| {
+                    *id == cluster.id && Arc::ptr_eq(held, service)
+                })
+    }
 }
 
 /// Orders constituents oldest export first; exports without a timestamp come
@@ -190,12 +228,14 @@ fn oldest_first(a: &(&Cluster, &ClusterService), b: &(&Cluster, &ClusterService)
 
 fn merge_service(
     key: &ServiceKey,
-    holders: Vec<(&Cluster, &ClusterService)>,
+    holders: &[(&Cluster, &Arc<ClusterService>)],
 ) -> Option<MergedService> {
     let is_constituent =
         |s: &ClusterService| s.export.is_some() && s.spec.service_type != ServiceType::ExternalName;
-    let (mut constituents, others): (Vec<_>, Vec<_>) =
-        holders.into_iter().partition(|(_, s)| is_constituent(s));
+    let (mut constituents, others): (Vec<_>, Vec<_>) = holders
+        .iter()
+        .map(|(cluster, service)| (*cluster, service.as_ref()))
+        .partition(|(_, s)| is_constituent(s));
     if constituents.is_empty() {
         return None;
     }
@@ -263,6 +303,10 @@ fn merge_service(
             .map(Arc::new),
         constituents: constituents.iter().map(|(c, _)| c.id.clone()).collect(),
         not_exported,
+        holders: holders
+            .iter()
+            .map(|(cluster, service)| (cluster.id.clone(), Arc::clone(service)))
+            .collect(),
     })
 }
 

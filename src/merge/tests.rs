@@ -11,7 +11,7 @@ fn merged(set: &ClusterSet) -> MergedService {
     merge(set)
         .services
         .get(&ServiceKey::new("shop", "cart"))
-        .cloned()
+        .map(|merged| merged.as_ref().clone())
         .expect("shop/cart is merged")
 }
 
@@ -625,7 +625,7 @@ fn services_with_the_same_name_in_other_namespaces_stay_apart() {
         ServiceBuilder::new().port("tcp", 42, 42).exported_at(10),
     )]);
     if let Some(cluster) = set.clusters.values_mut().next() {
-        cluster.services.insert(other.key.clone(), other);
+        cluster.services.insert(other.key.clone(), other.into());
     }
     let all = merge(&set);
     assert_eq!(all.services.len(), 2);

@@ -8,6 +8,7 @@ mod ids;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -67,7 +68,10 @@ pub struct Cluster {
     /// Where the cluster was read from (a folder, an API server), for messages.
     pub source: String,
     pub gateways: Vec<GatewayAddress>,
-    pub services: BTreeMap<ServiceKey, ClusterService>,
+    /// Shared, so a cluster's unchanged services are one allocation for
+    /// every translation, set and merge that holds them, and a merge can
+    /// tell an unchanged service by its address (`Arc::ptr_eq`).
+    pub services: BTreeMap<ServiceKey, Arc<ClusterService>>,
     /// ClusterSetIP VIPs allocated in this cluster, from its ServiceImports.
     pub imports: BTreeMap<ServiceKey, Vec<IpAddr>>,
 }
@@ -82,6 +86,22 @@ impl Cluster {
             gateways: Vec::new(),
             services: BTreeMap::new(),
             imports: BTreeMap::new(),
+        }
+    }
+}
+
+impl Cluster {
+    /// Takes over `previous`'s allocation of every service that translated
+    /// the same, so an unchanged service stays one shared allocation from
+    /// one translation to the next, and what was built from it can be
+    /// reused (the merge compares services by address).
+    pub fn share_unchanged(&mut self, previous: &Cluster) {
+        for (key, service) in &mut self.services {
+            if let Some(earlier) = previous.services.get(key)
+                && earlier == service
+            {
+                *service = Arc::clone(earlier);
+            }
         }
     }
 }
@@ -117,7 +137,7 @@ impl Serialize for GatewayAddress {
 }
 
 /// A Service as it exists in one cluster, with its export (if any) and endpoints.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ClusterService {
     pub key: ServiceKey,
     pub spec: ServiceSpec,
@@ -238,7 +258,7 @@ pub struct Export {
 }
 
 /// The endpoints of one EndpointSlice and the ports they serve.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct EndpointGroup {
     pub ports: Vec<EndpointPort>,
     pub endpoints: Vec<Endpoint>,

@@ -277,7 +277,7 @@ mod tests {
             .endpoint("10.0.0.5");
         hidden.key = ServiceKey::new("shop", "hidden");
         if let Some(cluster) = set.clusters.values_mut().next() {
-            cluster.services.insert(hidden.key.clone(), hidden);
+            cluster.services.insert(hidden.key.clone(), hidden.into());
         }
         set
     }
@@ -435,7 +435,7 @@ mod tests {
         let access = crate::model::AccessPolicy::from_annotations(&annotations).expect("valid");
         for cluster in set.clusters.values_mut() {
             for service in cluster.services.values_mut() {
-                if let Some(export) = service.export.as_mut() {
+                if let Some(export) = std::sync::Arc::make_mut(service).export.as_mut() {
                     export.access = access.clone();
                 }
             }
@@ -488,13 +488,13 @@ mod tests {
         .expect("valid");
         for cluster in set.clusters.values_mut() {
             for service in cluster.services.values_mut() {
-                if let Some(export) = service.export.as_mut() {
+                if let Some(export) = std::sync::Arc::make_mut(service).export.as_mut() {
                     export.access = closed.clone();
                 }
             }
         }
         if let Some(c1) = set.clusters.values_mut().next() {
-            c1.services.insert(till.key.clone(), till);
+            c1.services.insert(till.key.clone(), till.into());
         }
         let table = RouteTable::build(&set, &merge(&set), "c1").expect("viewer");
         assert!(decide_for(&table, "c3", "10.0.0.1:8042").is_ok());

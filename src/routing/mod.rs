@@ -75,6 +75,9 @@ pub struct ServiceRoutes {
     pub vips: Vec<IpAddr>,
     /// Who may call through a gateway; `None` admits every cluster of the set.
     pub access: Option<Arc<AccessPolicy>>,
+    /// The merged service these routes were made from: a table built from
+    /// the same one (and the same paths) reuses them.
+    merged: Arc<MergedService>,
 }
 
 impl ServiceRoutes {
@@ -127,8 +130,10 @@ pub enum RouteError {
 pub struct RouteTable {
     viewer: ClusterId,
     network: NetworkId,
-    /// namespace → name → routes: two levels so a lookup borrows `&str`s and allocates nothing.
-    services: HashMap<String, HashMap<String, ServiceRoutes>>,
+    /// namespace → name → routes: two levels so a lookup borrows `&str`s
+    /// and allocates nothing. Shared, so the next table reuses what did not
+    /// change.
+    services: HashMap<String, HashMap<String, Arc<ServiceRoutes>>>,
     /// ClusterSetIP VIP, protocol and port → the service key, from the viewer's ServiceImports.
     vips: HashMap<(IpAddr, Protocol, u16), ServiceKey>,
     /// Gateway import port → the service port it stands for (TCP only:
@@ -152,11 +157,31 @@ pub struct RouteTable {
     network_clusters: HashMap<NetworkId, Arc<[ClusterId]>>,
     /// Each cluster's network: a caller is known when its cluster is here.
     cluster_networks: HashMap<ClusterId, NetworkId>,
+    /// Each backend cluster's network and the path to it: what every
+    /// service's routes were made with.
+    paths: ClusterPaths,
 }
+
+/// Each cluster's network and the path from the viewer to it (`None` when
+/// no gateway of its network is known).
+type ClusterPaths = HashMap<ClusterId, (NetworkId, Option<Path>)>;
 
 impl RouteTable {
     /// Builds the routes seen from `viewer`'s gateway.
     pub fn build(set: &ClusterSet, merged: &MergedSet, viewer: &str) -> Result<Self, RouteError> {
+        Self::build_reusing(set, merged, viewer, None)
+    }
+
+    /// Builds the routes like [`RouteTable::build`], reusing `previous`'s
+    /// routes of every service merged from the same [`MergedService`] when
+    /// the viewer and every cluster's path are the same: a change to one
+    /// service routes only that service again.
+    pub fn build_reusing(
+        set: &ClusterSet,
+        merged: &MergedSet,
+        viewer: &str,
+        previous: Option<&RouteTable>,
+    ) -> Result<Self, RouteError> {
         let Some(viewing) = set.cluster(viewer) else {
             let known: Vec<&str> = set.clusters.keys().map(ClusterId::as_str).collect();
             return Err(RouteError::UnknownCluster {
@@ -169,7 +194,7 @@ impl RouteTable {
             });
         };
         // Each backend cluster's network and tunnel gateways, computed once per cluster.
-        let paths: HashMap<&ClusterId, (NetworkId, Option<Path>)> = set
+        let paths: ClusterPaths = set
             .clusters
             .values()
             .map(|cluster| {
@@ -181,16 +206,25 @@ impl RouteTable {
                         gateways: gateways.into(),
                     })
                 };
-                (&cluster.id, (cluster.network.clone(), path))
+                (cluster.id.clone(), (cluster.network.clone(), path))
             })
             .collect();
+        let previous = previous.filter(|table| table.viewer == viewing.id && table.paths == paths);
 
-        let mut services: HashMap<String, HashMap<String, ServiceRoutes>> = HashMap::new();
+        let mut services: HashMap<String, HashMap<String, Arc<ServiceRoutes>>> = HashMap::new();
         for service in merged.services.values() {
+            let reused = previous
+                .and_then(|table| table.services.get(&service.key.namespace))
+                .and_then(|names| names.get(&service.key.name))
+                .filter(|routes| Arc::ptr_eq(&routes.merged, service));
+            let routes = match reused {
+                Some(routes) => routes.clone(),
+                None => Arc::new(route_service(service, &paths)),
+            };
             services
                 .entry(service.key.namespace.clone())
                 .or_default()
-                .insert(service.key.name.clone(), route_service(service, &paths));
+                .insert(service.key.name.clone(), routes);
         }
 
         let mut vips = HashMap::new();
@@ -204,8 +238,10 @@ impl RouteTable {
             if let Some(routes) = services
                 .get_mut(&key.namespace)
                 .and_then(|names| names.get_mut(&key.name))
+                && routes.vips != sorted
             {
-                routes.vips = sorted;
+                // Copies only routes reused from the previous table.
+                Arc::make_mut(routes).vips = sorted;
             }
             for address in addresses {
                 for port in &service.ports {
@@ -261,6 +297,7 @@ impl RouteTable {
             local_backends,
             network_clusters,
             cluster_networks,
+            paths,
         })
     }
 
@@ -273,7 +310,7 @@ impl RouteTable {
     }
 
     pub fn service(&self, namespace: &str, name: &str) -> Option<&ServiceRoutes> {
-        self.services.get(namespace)?.get(name)
+        self.services.get(namespace)?.get(name).map(AsRef::as_ref)
     }
 
     /// The routes of one service port; `None` when the service or the port is unknown.
@@ -407,7 +444,10 @@ impl RouteTable {
     }
 
     pub fn services(&self) -> impl Iterator<Item = &ServiceRoutes> {
-        self.services.values().flat_map(HashMap::values)
+        self.services
+            .values()
+            .flat_map(HashMap::values)
+            .map(AsRef::as_ref)
     }
 
     /// Whether `address` is a backend (with its target port) on the viewer's
@@ -484,10 +524,7 @@ impl PortRoute {
     }
 }
 
-fn route_service(
-    service: &MergedService,
-    paths: &HashMap<&ClusterId, (NetworkId, Option<Path>)>,
-) -> ServiceRoutes {
+fn route_service(service: &Arc<MergedService>, paths: &ClusterPaths) -> ServiceRoutes {
     ServiceRoutes {
         key: service.key.clone(),
         service_type: service.service_type,
@@ -501,13 +538,11 @@ fn route_service(
             .iter()
             .map(|port| route_port(port, paths))
             .collect(),
+        merged: Arc::clone(service),
     }
 }
 
-fn route_port(
-    port: &MergedPort,
-    paths: &HashMap<&ClusterId, (NetworkId, Option<Path>)>,
-) -> PortRoute {
+fn route_port(port: &MergedPort, paths: &ClusterPaths) -> PortRoute {
     let mut backends = Vec::with_capacity(port.backends.len());
     let mut excluded = port.excluded.clone();
     for backend in &port.backends {

@@ -30,11 +30,17 @@ use crate::discovery::export_status::{LocalExport, Validity, export_validity};
 use crate::discovery::objects::KubeObject;
 use crate::discovery::translate::{SourcedObject, assemble, translate_cluster};
 use crate::imports::{Observed, ObservedObject};
+use crate::merge::{MergedSet, merge_reusing};
 use crate::model::{Cluster, ClusterSet, ServiceKey};
 use serde_json::Value;
 
 /// Reports queued between the cluster tasks and the hub.
 const QUEUE: usize = 1024;
+
+/// What the first merge reuses: nothing.
+static EMPTY_MERGE: MergedSet = MergedSet {
+    services: BTreeMap::new(),
+};
 
 /// A message to the hub.
 #[derive(Debug)]
@@ -69,6 +75,7 @@ pub(super) fn empty_snapshot() -> SourceSnapshot {
         remote_secrets: None,
         local_exports: None,
         usable_set: None,
+        usable_merged: None,
         local_imports: None,
     }
 }
@@ -231,6 +238,9 @@ struct Hub {
     /// The set built from every object that translated, invalid objects
     /// left out; `None` only when the clusters could not be assembled.
     usable_set: Option<Arc<ClusterSet>>,
+    /// `usable_set` merged, reusing the previous merge of every unchanged
+    /// service.
+    usable_merged: Option<Arc<MergedSet>>,
     warnings: Vec<Diagnostic>,
     /// Findings of the last build, so each is logged once.
     logged: HashSet<String>,
@@ -265,6 +275,7 @@ pub(super) async fn run(start: HubStart) {
         set_dirty: true,
         set: Ok(Arc::new(ClusterSet::default())),
         usable_set: None,
+        usable_merged: None,
         warnings: Vec::new(),
         logged: HashSet::new(),
         local_validity: None,
@@ -561,6 +572,7 @@ impl Hub {
             remote_secrets,
             local_exports: self.local_exports(),
             usable_set: self.usable_set.clone(),
+            usable_merged: self.usable_merged.clone(),
             local_imports: self.local_imports(),
         };
         self.snapshots.send_replace(Arc::new(snapshot));
@@ -678,13 +690,15 @@ impl Hub {
             if !current {
                 translated_now += 1;
                 entry.translations += 1;
-                entry.translation = Some(translate_entry(
-                    source,
-                    entry,
-                    &self.exported,
-                    self.exports,
-                    &self.options,
-                ));
+                let mut translation =
+                    translate_entry(source, entry, &self.exported, self.exports, &self.options);
+                if let (Some(now), Some(before)) = (
+                    translation.cluster.as_mut(),
+                    entry.translation.as_ref().and_then(|t| t.cluster.as_ref()),
+                ) {
+                    now.share_unchanged(before);
+                }
+                entry.translation = Some(translation);
             }
             let Some(translation) = &entry.translation else {
                 continue;
@@ -698,10 +712,14 @@ impl Hub {
         let translate_time = started.elapsed();
         // Each invalid object (or cluster) left itself out of `set`.
         let (set, assembly) = assemble(translated);
+        let assemble_time = started.elapsed() - translate_time;
+        let merged = merge_reusing(&set, self.usable_merged.as_deref().unwrap_or(&EMPTY_MERGE));
+        self.usable_merged = Some(Arc::new(merged));
         tracing::debug!(
             translated = translated_now,
             translate_ms = translate_time.as_millis(),
-            assemble_ms = (started.elapsed() - translate_time).as_millis(),
+            assemble_ms = assemble_time.as_millis(),
+            merge_ms = (started.elapsed() - translate_time - assemble_time).as_millis(),
             "cluster set rebuilt"
         );
         findings.extend(assembly);

@@ -46,7 +46,7 @@ use crate::imports::{
     ImportPlan, Observed, ObservedObject, PlanInputs, ReleasedPorts, RemotePods, Skipped, plan,
     remote_pods,
 };
-use crate::merge::{MergedSet, merge};
+use crate::merge::MergedSet;
 use crate::model::ServiceKey;
 use crate::routing::RouteTable;
 
@@ -103,6 +103,7 @@ pub(super) fn start(
         leadership,
         reports,
         merged: None,
+        local_routes: None,
         released: ReleasedPorts::default(),
         refused: BTreeMap::new(),
         written: HashMap::new(),
@@ -161,6 +162,9 @@ struct Reconciler {
     /// The last merge and the remote headless pods it gives, by the set
     /// revision it was made from.
     merged: Option<(u64, Merged)>,
+    /// The local cluster's routes that `merged`'s pods were read from; the
+    /// next build reuses their unchanged services.
+    local_routes: Option<RouteTable>,
     /// Import ports released recently: not handed out for the grace period.
     released: ReleasedPorts,
     /// Services whose derived Service was refused for its IP families, until when.
@@ -246,16 +250,19 @@ impl Reconciler {
 
     fn merged(&mut self, snapshot: &SourceSnapshot) -> Option<Merged> {
         let set = snapshot.usable_set.as_ref()?;
+        let merged = snapshot.usable_merged.clone()?;
         match &self.merged {
             Some((revision, merged)) if *revision == snapshot.set_revision => Some(merged.clone()),
             _ => {
-                let merged = Arc::new(merge(set));
                 // The pods on other networks than the local cluster's.
-                let pods = snapshot
-                    .local
-                    .as_deref()
-                    .and_then(|local| RouteTable::build(set, &merged, local).ok())
-                    .map(|table| remote_pods(&table, self.options.max_headless_endpoints))
+                let previous = self.local_routes.take();
+                self.local_routes = snapshot.local.as_deref().and_then(|local| {
+                    RouteTable::build_reusing(set, &merged, local, previous.as_ref()).ok()
+                });
+                let pods = self
+                    .local_routes
+                    .as_ref()
+                    .map(|table| remote_pods(table, self.options.max_headless_endpoints))
                     .unwrap_or_default();
                 let merged = Merged {
                     set: merged,

@@ -409,6 +409,9 @@ pub struct SourceSnapshot {
     /// itself: the routes, export status and the import reconciler work
     /// from it. `None` until the clusters have been assembled once.
     pub usable_set: Option<Arc<ClusterSet>>,
+    /// `usable_set` merged (KEP-1645), once per set revision for every
+    /// reader: the routes, export status and the import reconciler.
+    pub usable_merged: Option<Arc<crate::merge::MergedSet>>,
     /// What the local cluster holds for its imports.
     pub local_imports: Option<Arc<LocalImports>>,
 }

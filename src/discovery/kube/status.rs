@@ -3,7 +3,7 @@
 //! (`lease`).
 //!
 //! The writer follows the source's snapshots, the same ones the routes are
-//! built from: each snapshot's cluster set is merged once, and for every
+//! built from, and their merge of the cluster set: for every
 //! local export `export_status` says which conditions are wanted and whether
 //! the ones the server holds already say so. Only a change is written: a
 //! server-side apply (field manager `strait`, forced) of the `Valid` and
@@ -35,7 +35,6 @@ use super::{
     ImportOptions, LocalExports, POD_NAME_ENV, POD_NAMESPACE_ENV, Retry, SourceSnapshot, SyncState,
 };
 use crate::discovery::export_status::{LocalExport, updated_conditions, wanted};
-use crate::merge::{MergedSet, merge};
 use crate::model::{ClusterId, ServiceKey};
 
 /// The field manager named on every status write.
@@ -216,7 +215,6 @@ pub(super) fn start(
                 leadership,
                 reports,
                 written: HashMap::new(),
-                merged: None,
             }
             .run(snapshots, retry),
         ))
@@ -238,8 +236,6 @@ struct Writer {
     /// Exports written, by the resource version the write was based on:
     /// while a snapshot still shows that version, the write is not in it yet.
     written: HashMap<ServiceKey, String>,
-    /// The last merge, by the set revision it was made from.
-    merged: Option<(u64, Arc<MergedSet>)>,
 }
 
 impl Writer {
@@ -274,22 +270,6 @@ impl Writer {
         }
     }
 
-    /// The merged usable set of the snapshot (invalid objects left out, so
-    /// one bad object does not stop Conflict from being judged for every
-    /// other service), merged once per set revision; `None` until the set
-    /// has been read.
-    fn merged(&mut self, snapshot: &SourceSnapshot) -> Option<Arc<MergedSet>> {
-        let set = snapshot.usable_set.as_ref()?;
-        match &self.merged {
-            Some((revision, merged)) if *revision == snapshot.set_revision => Some(merged.clone()),
-            _ => {
-                let merged = Arc::new(merge(set));
-                self.merged = Some((snapshot.set_revision, merged.clone()));
-                Some(merged)
-            }
-        }
-    }
-
     /// Writes what changed for the snapshot; true when a write failed and
     /// should be tried again.
     async fn evaluate(&mut self, snapshot: &SourceSnapshot) -> bool {
@@ -317,7 +297,9 @@ impl Writer {
                 return false;
             }
         };
-        let merged = self.merged(snapshot);
+        // The usable set (invalid objects left out, so one bad object does
+        // not stop Conflict from being judged for every other service).
+        let merged = snapshot.usable_merged.clone();
         let mut failed = false;
         let present: HashSet<&ServiceKey> = exports.exports.iter().map(|e| &e.key).collect();
         self.written.retain(|key, _| present.contains(key));

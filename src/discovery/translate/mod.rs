@@ -6,6 +6,7 @@ mod service;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::diagnostics::{Diagnostic, Origin};
 use crate::model::{
@@ -185,12 +186,12 @@ fn translate_objects(
                 let key = key_of(&sourced.object);
                 cluster.services.insert(
                     key.clone(),
-                    ClusterService {
+                    Arc::new(ClusterService {
                         key,
                         spec,
                         export: None,
                         endpoint_groups: Vec::new(),
-                    },
+                    }),
                 );
             } else {
                 unroutable.insert(key_of(&sourced.object), Unroutable::Invalid);
@@ -383,7 +384,8 @@ fn attach_export<'a>(
     findings: &mut Findings<'a>,
 ) {
     let key = key_of(&sourced.object);
-    let Some(service) = cluster.services.get_mut(&key) else {
+    // Not shared yet: `make_mut` never copies here.
+    let Some(service) = cluster.services.get_mut(&key).map(Arc::make_mut) else {
         match unroutable.get(&key) {
             Some(Unroutable::Gateway) => findings.error(
                 "metadata.name",
@@ -458,7 +460,7 @@ fn attach_slice(
     };
     let namespace = slice.metadata.namespace.as_deref().unwrap_or("default");
     let key = ServiceKey::new(namespace, service_name.as_str());
-    match cluster.services.get_mut(&key) {
+    match cluster.services.get_mut(&key).map(Arc::make_mut) {
         Some(service) => service.endpoint_groups.push(group),
         None if unroutable.contains_key(&key) => {}
         None => findings.warning(format!(
