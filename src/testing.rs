@@ -30,6 +30,12 @@ impl ClusterService {
         }
     }
 
+    /// The same Service named `shop/<name>`.
+    pub fn named(mut self, name: &str) -> Self {
+        self.key = ServiceKey::new("shop", name);
+        self
+    }
+
     /// Adds a TCP port whose EndpointSlice port of the same name is `target`.
     pub fn port(self, name: &str, port: u16, target: u16) -> Self {
         self.port_with(name, Protocol::Tcp, port, target)
@@ -93,6 +99,15 @@ impl ClusterService {
         }
         self
     }
+}
+
+/// `shop/<name>`, exported, port `http` 80 to 8080, one ready endpoint.
+pub fn exported_http(name: &str, address: &str) -> ClusterService {
+    ServiceBuilder::new()
+        .named(name)
+        .port("http", 80, 8080)
+        .exported_at(1)
+        .endpoint(address)
 }
 
 impl Default for ClusterService {

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use super::*;
 use crate::model::{Endpoint, EndpointGroup, EndpointPort, IpFamily, ServicePort, ServiceSpec};
-use crate::testing::{ServiceBuilder, cluster_set, ip};
+use crate::testing::{ServiceBuilder, cluster_set, exported_http, ip};
 
 fn merged(set: &ClusterSet) -> MergedService {
     merge(set)
@@ -683,4 +683,58 @@ fn the_oldest_exports_access_policy_wins_and_a_different_one_conflicts() {
         service.conflicts[0].message,
         "Conflicting access policy. Using \"every cluster of the cluster set\" from oldest service export in \"c1\". 1/2 clusters disagree."
     );
+}
+
+/// c1 and c2, each holding `shop/cart` and `shop/orders`, exported.
+fn two_services_in_two_clusters() -> ClusterSet {
+    let mut set = cluster_set(&[
+        ("c1", "net-a", exported_http("cart", "10.0.0.1")),
+        ("c2", "net-b", exported_http("cart", "10.0.0.2")),
+    ]);
+    for (index, cluster) in set.clusters.values_mut().enumerate() {
+        let orders = exported_http("orders", &format!("10.0.1.{}", index + 1));
+        cluster
+            .services
+            .insert(orders.key.clone(), Arc::new(orders));
+    }
+    set
+}
+
+#[test]
+fn a_merge_reuses_every_service_whose_holders_did_not_change() {
+    let mut set = two_services_in_two_clusters();
+    let cart = ServiceKey::new("shop", "cart");
+    let orders = ServiceKey::new("shop", "orders");
+    let first = merge(&set);
+    // c2's cart gains an endpoint: a new allocation, as a new translation is.
+    let c2 = ClusterId::new("c2").expect("id");
+    let changed = set
+        .clusters
+        .get_mut(&c2)
+        .and_then(|c| c.services.get_mut(&cart))
+        .map(Arc::make_mut)
+        .expect("c2 holds cart");
+    changed.endpoint_groups[0]
+        .endpoints
+        .push(Endpoint::ready(ip("10.0.0.3")));
+    let second = merge_reusing(&set, &first);
+    assert!(Arc::ptr_eq(
+        &first.services[&orders],
+        &second.services[&orders]
+    ));
+    assert!(!Arc::ptr_eq(
+        &first.services[&cart],
+        &second.services[&cart]
+    ));
+    assert_eq!(second.services[&cart].ports[0].backends.len(), 3);
+    assert_eq!(
+        format!("{:?}", second.services),
+        format!("{:?}", merge(&set).services),
+        "the same as merging from scratch"
+    );
+    // A cluster that leaves changes every service it held.
+    set.clusters.remove(&c2);
+    let third = merge_reusing(&set, &second);
+    assert_eq!(third.services[&orders].constituents.len(), 1);
+    assert_eq!(third.services[&orders].ports[0].backends.len(), 1);
 }

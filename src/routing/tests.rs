@@ -3,7 +3,7 @@
 use super::*;
 use crate::merge::merge;
 use crate::model::{GatewayHost, ServiceKey};
-use crate::testing::{ServiceBuilder, cluster_set, ip};
+use crate::testing::{ServiceBuilder, cluster_set, exported_http, ip};
 
 fn table(set: &ClusterSet, viewer: &str) -> RouteTable {
     RouteTable::build(set, &merge(set), viewer).expect("viewer is known")
@@ -216,4 +216,52 @@ fn the_routes_query_picks_one_service_or_refuses() {
         report::query(&table, "verbose=1").map(|p| p.len()),
         Err(report::RoutesQueryError::Unknown("verbose".to_owned()))
     );
+}
+
+#[test]
+fn a_table_reuses_the_routes_of_unchanged_services_while_every_path_stays() {
+    let mut set = cluster_set(&[
+        ("c1", "net-a", exported_http("cart", "10.0.0.1")),
+        ("c2", "net-b", exported_http("cart", "10.0.0.2")),
+    ]);
+    let c2 = ClusterId::new("c2").expect("id");
+    let orders = exported_http("orders", "10.0.1.2");
+    if let Some(cluster) = set.clusters.get_mut(&c2) {
+        cluster
+            .services
+            .insert(orders.key.clone(), Arc::new(orders));
+    }
+    let routes = |table: &RouteTable, name: &str| table.services["shop"][name].clone();
+    let merged = merge(&set);
+    let first = RouteTable::build(&set, &merged, "c1").expect("viewer");
+    // c2's cart gains an endpoint.
+    if let Some(cart) = set
+        .clusters
+        .get_mut(&c2)
+        .and_then(|c| c.services.get_mut(&ServiceKey::new("shop", "cart")))
+    {
+        Arc::make_mut(cart).endpoint_groups[0]
+            .endpoints
+            .push(crate::model::Endpoint::ready(ip("10.0.0.3")));
+    }
+    let merged = crate::merge::merge_reusing(&set, &merged);
+    let second = RouteTable::build_reusing(&set, &merged, "c1", Some(&first)).expect("viewer");
+    assert!(Arc::ptr_eq(
+        &routes(&first, "orders"),
+        &routes(&second, "orders")
+    ));
+    assert!(!Arc::ptr_eq(
+        &routes(&first, "cart"),
+        &routes(&second, "cart")
+    ));
+    assert_eq!(routes(&second, "cart").ports[0].backends.len(), 3);
+    // A new gateway of net-b changes the path to c2: every service is routed again.
+    if let Some(cluster) = set.clusters.get_mut(&c2) {
+        cluster.gateways.push(gateway(99));
+    }
+    let third = RouteTable::build_reusing(&set, &merged, "c1", Some(&second)).expect("viewer");
+    let now = routes(&third, "orders");
+    assert!(!Arc::ptr_eq(&routes(&second, "orders"), &now));
+    assert!(matches!(&now.ports[0].backends[0].path,
+        Path::Tunnel { gateways } if gateways.contains(&gateway(99))));
 }

@@ -37,11 +37,6 @@ use serde_json::Value;
 /// Reports queued between the cluster tasks and the hub.
 const QUEUE: usize = 1024;
 
-/// What the first merge reuses: nothing.
-static EMPTY_MERGE: MergedSet = MergedSet {
-    services: BTreeMap::new(),
-};
-
 /// A message to the hub.
 #[derive(Debug)]
 pub(super) enum HubMessage {
@@ -690,15 +685,13 @@ impl Hub {
             if !current {
                 translated_now += 1;
                 entry.translations += 1;
-                let mut translation =
-                    translate_entry(source, entry, &self.exported, self.exports, &self.options);
-                if let (Some(now), Some(before)) = (
-                    translation.cluster.as_mut(),
-                    entry.translation.as_ref().and_then(|t| t.cluster.as_ref()),
-                ) {
-                    now.share_unchanged(before);
-                }
-                entry.translation = Some(translation);
+                entry.translation = Some(translate_entry(
+                    source,
+                    entry,
+                    &self.exported,
+                    self.exports,
+                    &self.options,
+                ));
             }
             let Some(translation) = &entry.translation else {
                 continue;
@@ -713,8 +706,8 @@ impl Hub {
         // Each invalid object (or cluster) left itself out of `set`.
         let (set, assembly) = assemble(translated);
         let assemble_time = started.elapsed() - translate_time;
-        let merged = merge_reusing(&set, self.usable_merged.as_deref().unwrap_or(&EMPTY_MERGE));
-        self.usable_merged = Some(Arc::new(merged));
+        let previous: Arc<MergedSet> = self.usable_merged.take().unwrap_or_default();
+        self.usable_merged = Some(Arc::new(merge_reusing(&set, &previous)));
         tracing::debug!(
             translated = translated_now,
             translate_ms = translate_time.as_millis(),
@@ -757,7 +750,8 @@ impl Hub {
 
 /// Translates one cluster's objects: those the set needs (its Services
 /// and EndpointSlices only for exported services, and no EndpointSlice of
-/// a stale cluster), through the translation the file source uses.
+/// a stale cluster), through the translation the file source uses; each
+/// service that translated as before keeps its earlier allocation.
 fn translate_entry(
     source: &ClusterSource,
     entry: &Entry,
@@ -796,7 +790,13 @@ fn translate_entry(
         }
     }
     let label = format!("cluster {source} API");
-    let (cluster, cluster_findings) = translate_cluster(&label, &objects, &options.translate);
+    let (mut cluster, cluster_findings) = translate_cluster(&label, &objects, &options.translate);
+    if let (Some(now), Some(before)) = (
+        cluster.as_mut(),
+        entry.translation.as_ref().and_then(|t| t.cluster.as_ref()),
+    ) {
+        now.share_unchanged(before);
+    }
     // Objects that did not decode name their cluster too.
     let named = cluster.as_ref().map_or(label.as_str(), |c| c.id.as_str());
     let mut findings: Vec<Diagnostic> =
