@@ -7,6 +7,8 @@
 //! sync metrics and `/debug/clusters` current, and the export status
 //! writer's leadership and writes in `/metrics`.
 
+use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,18 +91,16 @@ pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) {
     let previous = state.routes.load_full();
     match load_routes_reusing(options, Some(&previous)) {
         Ok(Routes { table, findings }) => {
+            // The new routes go live first; the bookkeeping below reads them
+            // after, so it never delays a change reaching connections.
+            let table = Arc::new(table);
+            state.routes.store(table.clone());
+            state.route_updates.notify_one();
+            let routed = still_routed(&table, state.chooser.known());
+            state.chooser.retain(|id| routed.contains(id));
             let services = table.services().count();
             let backends = table.backend_count();
             let (addressed, unaddressed) = table.remote_pod_counts();
-            let keep: std::collections::HashSet<BackendId> = table
-                .services()
-                .flat_map(|s| &s.ports)
-                .flat_map(|p| &p.backends)
-                .map(BackendId::of)
-                .collect();
-            state.routes.store(Arc::new(table));
-            state.route_updates.notify_one();
-            state.chooser.retain(|id| keep.contains(id));
             state.metrics.set_route_sizes(services, backends);
             state.metrics.set_remote_pods(addressed, unaddressed);
             state.metrics.reload(ReloadKind::Routes, ReloadResult::Ok);
@@ -114,6 +114,31 @@ pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) {
             tracing::warn!(%error, "configuration update refused: nothing usable; the last good routes stay");
         }
     }
+}
+
+/// Which of the chooser's `known` backends `table` still routes. One walk
+/// over the table, allocating only for backends the chooser knows (those
+/// picked since they were routed): never a set of every routed backend.
+fn still_routed(table: &RouteTable, known: HashSet<BackendId>) -> HashSet<BackendId> {
+    if known.is_empty() {
+        return known;
+    }
+    let addresses: HashSet<SocketAddr> = known.iter().map(|id| id.address).collect();
+    let mut routed = HashSet::new();
+    for backend in table
+        .services()
+        .flat_map(|s| &s.ports)
+        .flat_map(|p| &p.backends)
+    {
+        let address = SocketAddr::new(backend.backend.address, backend.backend.port);
+        if addresses.contains(&address) {
+            let id = BackendId::of(backend);
+            if known.contains(&id) {
+                routed.insert(id);
+            }
+        }
+    }
+    routed
 }
 
 /// Records the findings of the configuration now in use: the invalid

@@ -48,7 +48,7 @@
 mod affinity;
 mod outlier;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -317,6 +317,25 @@ impl Chooser {
             .flat_map(HashMap::values)
             .map(|state| lock(&state.affinity).len())
             .sum()
+    }
+
+    /// Every backend the chooser holds state for: load or health, or a
+    /// client remembered as using it. Only backends picked since they were
+    /// routed are here, not every routed backend.
+    pub fn known(&self) -> HashSet<BackendId> {
+        let mut known: HashSet<BackendId> = read(&self.slots)
+            .iter()
+            .flat_map(|(network, addresses)| {
+                addresses.keys().map(move |address| BackendId {
+                    network: network.clone(),
+                    address: *address,
+                })
+            })
+            .collect();
+        for state in read(&self.routes).values().flat_map(HashMap::values) {
+            known.extend(lock(&state.affinity).backends().cloned());
+        }
+        known
     }
 
     /// Forgets backends that `keep` refuses (call after a reload with the

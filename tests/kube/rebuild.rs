@@ -63,3 +63,59 @@ async fn an_endpoint_change_translates_only_its_own_cluster() {
     );
     assert!(translations(&exported, "c2") > before.1);
 }
+
+/// `reloadDebounce` bounds how often the set is rebuilt; it does not hold
+/// back a change that follows a quiet spell. With a debounce longer than
+/// the wait, an endpoint change made after a quiet spell still arrives
+/// (the old trailing debounce held every change for the whole period), and
+/// a second change right after it waits out the period, then arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_after_a_quiet_spell_is_published_without_the_debounce() {
+    const DEBOUNCE: Duration = Duration::from_secs(8);
+    // Shorter than the debounce: what arrives within it was not held.
+    const PROMPT: Duration = Duration::from_secs(4);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let local = ApiServer::start(&["v1beta1"]).await;
+    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
+    let mut options = options(&local.write_kubeconfig(dir.path(), "local"), &[]);
+    options.debounce = DEBOUNCE;
+    let handle = KubeHandle::start(options).await.expect("source starts");
+    // Syncing takes several reports: the first is published at once, the
+    // rest one debounce later.
+    let synced = handle
+        .wait_for(DEBOUNCE + WAIT, |s| {
+            backends(s, "c1", "cart") == ["c1 10.1.0.1:8080"]
+        })
+        .await;
+    assert_eq!(backends(&synced, "c1", "cart"), ["c1 10.1.0.1:8080"]);
+    let quiet = tokio::time::Instant::now();
+    tokio::time::sleep(DEBOUNCE + Duration::from_secs(1)).await;
+
+    local.apply(slice("cart", "cart-1", &[("10.1.0.5", true)]));
+    let changed = handle
+        .wait_for(PROMPT, |s| {
+            backends(s, "c1", "cart") == ["c1 10.1.0.5:8080"]
+        })
+        .await;
+    assert_eq!(
+        backends(&changed, "c1", "cart"),
+        ["c1 10.1.0.5:8080"],
+        "a change after {:?} of quiet arrives within {PROMPT:?}, though the debounce is {DEBOUNCE:?}",
+        quiet.elapsed()
+    );
+
+    // Within the period of that publication: held, then published.
+    local.apply(slice("cart", "cart-1", &[("10.1.0.6", true)]));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        backends(&handle.snapshot(), "c1", "cart"),
+        ["c1 10.1.0.5:8080"],
+        "a change right after a publication waits for the debounce"
+    );
+    let held = handle
+        .wait_for(DEBOUNCE + WAIT, |s| {
+            backends(s, "c1", "cart") == ["c1 10.1.0.6:8080"]
+        })
+        .await;
+    assert_eq!(backends(&held, "c1", "cart"), ["c1 10.1.0.6:8080"]);
+}

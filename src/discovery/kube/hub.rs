@@ -1,15 +1,13 @@
 //! The hub: owns every cluster's store and sync state, starts and stops
 //! cluster tasks (remote-cluster Secrets come and go), applies their reports,
-//! and after a short settle time publishes a [`SourceSnapshot`]: the objects
+//! and publishes a [`SourceSnapshot`] (at once after a quiet spell, then at
+//! most once per `reloadDebounce`): the objects
 //! of every cluster that has synced at least once, through
-//! `translate_cluster` and `assemble` exactly as the file source does.
-//!
-//! Only what the cluster set needs goes to the translation: every
-//! ClusterProperty, ServiceExport and ServiceImport, the gateway Services,
-//! and the Services and EndpointSlices of services exported by some cluster
-//! (slices that an MCS implementation imported from another cluster are
-//! left out). A cluster unsynced for longer than `staleAfter` is stale: its
-//! EndpointSlices are left out, so it has no backends, until it resyncs.
+//! `translate_cluster` and `assemble` exactly as the file source does
+//! (`translation` says which objects, and how a change of a few services
+//! is translated alone). A cluster unsynced for longer than `staleAfter`
+//! is stale: its EndpointSlices are left out, so it has no backends, until
+//! it resyncs.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -22,16 +20,17 @@ use tokio::time::Instant;
 use super::client::{ClusterSource, Kind};
 use super::secrets::{RemoteSecret, SecretReport, watch_secrets};
 use super::store::ClusterStore;
+use super::translation::{Exported, Inputs, Translation, translate};
 use super::watch::{ClusterReport, Connect, TaskId, run_cluster};
 use super::{ClusterStatus, KubeOptions, SecretsStatus, SourceSnapshot, SyncState};
 use super::{LocalExports, LocalImports};
 use crate::diagnostics::{Diagnostic, Diagnostics};
-use crate::discovery::export_status::{LocalExport, Validity, export_validity};
+use crate::discovery::export_status::{LocalExport, Validity};
 use crate::discovery::objects::KubeObject;
-use crate::discovery::translate::{SourcedObject, assemble, translate_cluster};
+use crate::discovery::translate::{SourcedObject, assemble};
 use crate::imports::{Observed, ObservedObject};
 use crate::merge::{MergedSet, merge_reusing};
-use crate::model::{Cluster, ClusterSet, ServiceKey};
+use crate::model::{ClusterSet, ServiceKey};
 use serde_json::Value;
 
 /// Reports queued between the cluster tasks and the hub.
@@ -111,18 +110,6 @@ struct Entry {
     translations: u64,
 }
 
-/// One cluster's translation, and what it was made from.
-struct Translation {
-    /// The entry's revision and the set's exports revision it was made at.
-    revision: u64,
-    exports: u64,
-    cluster: Option<Cluster>,
-    /// The cluster's findings, undecoded objects included.
-    findings: Vec<Diagnostic>,
-    /// For the local cluster when export status is written.
-    validity: Option<BTreeMap<ServiceKey, Validity>>,
-}
-
 impl Entry {
     /// Applies one report of the cluster's task; true when the objects
     /// changed.
@@ -169,6 +156,8 @@ impl Entry {
 
     fn set_state(&mut self, state: SyncState) {
         self.revision += 1;
+        // Whether the cluster is stale decides whether its slices count.
+        self.store.all_changed();
         self.state = state;
         self.since = Instant::now();
         self.since_text = now_text();
@@ -250,9 +239,6 @@ struct Hub {
     exports: u64,
 }
 
-/// Exported service names by namespace.
-type Exported = BTreeMap<String, BTreeSet<String>>;
-
 /// Runs the hub until it is aborted.
 pub(super) async fn run(start: HubStart) {
     let (sender, mut receiver) = mpsc::channel(QUEUE);
@@ -298,26 +284,44 @@ pub(super) async fn run(start: HubStart) {
     hub.publish();
 
     let mut publish_at: Option<Instant> = None;
+    let mut published: Option<Instant> = None;
     loop {
         let stale_at = hub.next_stale_deadline();
         tokio::select! {
             message = receiver.recv() => {
                 // The hub holds a sender itself: the channel never closes.
                 let Some(message) = message else { return };
-                if hub.handle(message) && publish_at.is_none() {
-                    publish_at = Some(Instant::now() + options.debounce);
+                let mut changed = hub.handle(message);
+                // What is already queued joins this publication.
+                for _ in 0..QUEUE {
+                    let Ok(message) = receiver.try_recv() else { break };
+                    changed |= hub.handle(message);
+                }
+                if changed && publish_at.is_none() {
+                    publish_at = Some(next_publication(published, options.debounce));
                 }
             }
             () = sleep_until(publish_at) => {
                 publish_at = None;
                 hub.publish();
+                published = Some(Instant::now());
             }
             () = sleep_until(stale_at) => {
                 hub.expire();
                 hub.publish();
+                published = Some(Instant::now());
             }
         }
     }
+}
+
+/// When a change seen now is published: at once after a quiet spell, else
+/// `debounce` after the last publication. Bounded frequency, as kube-proxy
+/// syncs its rules: an isolated change (a pod gone) reaches the routes
+/// without waiting, and a burst costs one rebuild per `debounce`.
+fn next_publication(published: Option<Instant>, debounce: std::time::Duration) -> Instant {
+    let now = Instant::now();
+    published.map_or(now, |published| (published + debounce).max(now))
 }
 
 /// Sleeps until `deadline`, or forever without one.
@@ -654,6 +658,7 @@ impl Hub {
     fn rebuild(&mut self) {
         let started = Instant::now();
         let mut translated_now = 0;
+        let mut partial = 0;
         let mut exported = Exported::new();
         for (namespace, name) in self
             .clusters
@@ -685,13 +690,19 @@ impl Hub {
             if !current {
                 translated_now += 1;
                 entry.translations += 1;
-                entry.translation = Some(translate_entry(
+                let changes = entry.store.take_changes();
+                let inputs = Inputs {
                     source,
-                    entry,
-                    &self.exported,
-                    self.exports,
-                    &self.options,
-                ));
+                    store: &entry.store,
+                    stale: entry.state == SyncState::Stale,
+                    revision: entry.revision,
+                    exported: &self.exported,
+                    exports: self.exports,
+                    options: &self.options,
+                };
+                let translation = translate(&inputs, entry.translation.as_ref(), &changes);
+                partial += usize::from(translation.partial);
+                entry.translation = Some(translation);
             }
             let Some(translation) = &entry.translation else {
                 continue;
@@ -710,6 +721,7 @@ impl Hub {
         self.usable_merged = Some(Arc::new(merge_reusing(&set, &previous)));
         tracing::debug!(
             translated = translated_now,
+            partial,
             translate_ms = translate_time.as_millis(),
             assemble_ms = assemble_time.as_millis(),
             merge_ms = (started.elapsed() - translate_time - assemble_time).as_millis(),
@@ -745,74 +757,5 @@ impl Hub {
             current.insert(text);
         }
         self.logged = current;
-    }
-}
-
-/// Translates one cluster's objects: those the set needs (its Services
-/// and EndpointSlices only for exported services, and no EndpointSlice of
-/// a stale cluster), through the translation the file source uses; each
-/// service that translated as before keeps its earlier allocation.
-fn translate_entry(
-    source: &ClusterSource,
-    entry: &Entry,
-    exported: &Exported,
-    exports: u64,
-    options: &KubeOptions,
-) -> Translation {
-    let own_id = entry.store.cluster_id();
-    let stale = entry.state == SyncState::Stale;
-    let mut objects = Vec::new();
-    let mut undecoded = Vec::new();
-    for (kind, key, stored) in entry.store.objects() {
-        let exported_service = stored.service.as_deref().is_some_and(|service| {
-            exported
-                .get(&key.0)
-                .is_some_and(|names| names.contains(service))
-        });
-        let wanted = match kind {
-            Kind::Service => stored.gateway || exported_service,
-            Kind::EndpointSlice => {
-                !stale
-                    && exported_service
-                    && stored
-                        .source_cluster
-                        .as_deref()
-                        .is_none_or(|cluster| Some(cluster) == own_id)
-            }
-            Kind::ClusterProperty | Kind::ServiceExport | Kind::ServiceImport => true,
-        };
-        if !wanted {
-            continue;
-        }
-        match &stored.item {
-            Ok(object) => objects.push(object),
-            Err(finding) => undecoded.push(finding.clone()),
-        }
-    }
-    let label = format!("cluster {source} API");
-    let (mut cluster, cluster_findings) = translate_cluster(&label, &objects, &options.translate);
-    if let (Some(now), Some(before)) = (
-        cluster.as_mut(),
-        entry.translation.as_ref().and_then(|t| t.cluster.as_ref()),
-    ) {
-        now.share_unchanged(before);
-    }
-    // Objects that did not decode name their cluster too.
-    let named = cluster.as_ref().map_or(label.as_str(), |c| c.id.as_str());
-    let mut findings: Vec<Diagnostic> =
-        undecoded.into_iter().map(|f| f.in_cluster(named)).collect();
-    let validity = match &cluster {
-        Some(cluster) if source.is_local() && options.export_status.is_some() => {
-            Some(export_validity(&objects, cluster, &cluster_findings))
-        }
-        _ => None,
-    };
-    findings.extend(cluster_findings);
-    Translation {
-        revision: entry.revision,
-        exports,
-        cluster,
-        findings,
-        validity,
     }
 }

@@ -35,6 +35,7 @@ pub mod link;
 mod secrets;
 mod status;
 mod store;
+mod translation;
 mod watch;
 
 use std::path::PathBuf;

@@ -63,12 +63,68 @@ struct KindStore {
     synced: bool,
 }
 
+/// What changed in a store since the hub last took its changes: what a
+/// translation of the cluster must redo.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) enum Changes {
+    #[default]
+    Nothing,
+    /// Only the Services, EndpointSlices and ServiceExports of these
+    /// services (none of them a gateway Service).
+    Services(ServiceChanges),
+    /// Anything else: a relist, a property, an import, a gateway Service.
+    All,
+}
+
+/// The services whose objects changed, and every EndpointSlice written or
+/// deleted (its findings name it, whichever service it belongs to now).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) struct ServiceChanges {
+    /// By namespace and Service name.
+    pub(super) services: BTreeSet<ObjectKey>,
+    /// By namespace and EndpointSlice name.
+    pub(super) slices: BTreeSet<ObjectKey>,
+}
+
+impl Changes {
+    fn all(&mut self) {
+        *self = Changes::All;
+    }
+
+    fn service(&mut self, namespace: &str, service: Option<&str>, slice: Option<&str>) {
+        let changes = match self {
+            Changes::All => return,
+            Changes::Nothing => {
+                *self = Changes::Services(ServiceChanges::default());
+                let Changes::Services(changes) = self else {
+                    return;
+                };
+                changes
+            }
+            Changes::Services(changes) => changes,
+        };
+        if let Some(service) = service {
+            changes
+                .services
+                .insert((namespace.to_owned(), service.to_owned()));
+        }
+        if let Some(slice) = slice {
+            changes
+                .slices
+                .insert((namespace.to_owned(), slice.to_owned()));
+        }
+    }
+}
+
 /// The objects of one cluster.
 #[derive(Debug, Default)]
 pub(super) struct ClusterStore {
     kinds: BTreeMap<Kind, KindStore>,
     /// The kinds being watched; `None` until the server's APIs are known.
     watched: Option<BTreeSet<Kind>>,
+    /// EndpointSlice names by namespace and the Service they belong to.
+    slices: BTreeMap<ObjectKey, BTreeSet<String>>,
+    changes: Changes,
 }
 
 impl ClusterStore {
@@ -81,10 +137,54 @@ impl ClusterStore {
                 && let Some(store) = self.kinds.remove(&kind)
             {
                 changed |= !store.objects.is_empty();
+                if kind == Kind::EndpointSlice {
+                    self.slices.clear();
+                }
             }
         }
         self.watched = Some(watched);
+        if changed {
+            self.changes.all();
+        }
         changed
+    }
+
+    /// What changed since the last call.
+    pub(super) fn take_changes(&mut self) -> Changes {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Marks everything changed: what the translation reads changed outside
+    /// the objects (the cluster's sync state).
+    pub(super) fn all_changed(&mut self) {
+        self.changes.all();
+    }
+
+    /// The EndpointSlices of one Service, by name.
+    pub(super) fn slices_of(&self, namespace: &str, service: &str) -> Vec<(&ObjectKey, &Stored)> {
+        let (Some(names), Some(store)) = (
+            self.slices.get(&(namespace.to_owned(), service.to_owned())),
+            self.kinds.get(&Kind::EndpointSlice),
+        ) else {
+            return Vec::new();
+        };
+        names
+            .iter()
+            .filter_map(|name| {
+                store
+                    .objects
+                    .get_key_value(&(namespace.to_owned(), name.clone()))
+            })
+            .collect()
+    }
+
+    /// One object, by kind and key.
+    pub(super) fn get_key_value(
+        &self,
+        kind: Kind,
+        key: &ObjectKey,
+    ) -> Option<(&ObjectKey, &Stored)> {
+        self.kinds.get(&kind)?.objects.get_key_value(key)
     }
 
     /// Applies one event; true when the current objects changed.
@@ -105,6 +205,12 @@ impl ClusterStore {
                 // A relist that found exactly what was there changes nothing.
                 let changed = !same_objects(&store.objects, &listed);
                 store.objects = listed;
+                if changed {
+                    if kind == Kind::EndpointSlice {
+                        self.slices = slice_index(&store.objects);
+                    }
+                    self.changes.all();
+                }
                 changed
             }
             StoreEvent::Apply(key, object) => {
@@ -114,10 +220,65 @@ impl ClusterStore {
                     .objects
                     .get(&key)
                     .is_none_or(|old| !same_content(old, &object));
-                store.objects.insert(key, object);
+                let new = Belongs::of(&object);
+                let old = store.objects.insert(key.clone(), object);
+                if changed {
+                    self.note_change(kind, &key, old.as_ref().map(Belongs::of), Some(new));
+                }
                 changed
             }
-            StoreEvent::Delete(key) => store.objects.remove(&key).is_some(),
+            StoreEvent::Delete(key) => {
+                let old = store.objects.remove(&key);
+                let changed = old.is_some();
+                if changed {
+                    self.note_change(kind, &key, old.as_ref().map(Belongs::of), None);
+                }
+                changed
+            }
+        }
+    }
+
+    /// Records what one object's change means for the translation, and keeps
+    /// the slice index current.
+    fn note_change(
+        &mut self,
+        kind: Kind,
+        key: &ObjectKey,
+        old: Option<Belongs>,
+        new: Option<Belongs>,
+    ) {
+        let (namespace, name) = (key.0.as_str(), key.1.as_str());
+        let gateway =
+            old.as_ref().is_some_and(|o| o.gateway) || new.as_ref().is_some_and(|n| n.gateway);
+        match kind {
+            Kind::EndpointSlice => {
+                let services = [&old, &new].map(|o| o.as_ref().and_then(|o| o.service.as_deref()));
+                if let Some(service) = services[0]
+                    && let Some(names) = self
+                        .slices
+                        .get_mut(&(namespace.to_owned(), service.to_owned()))
+                {
+                    names.remove(name);
+                    if names.is_empty() {
+                        self.slices
+                            .remove(&(namespace.to_owned(), service.to_owned()));
+                    }
+                }
+                if let Some(service) = services[1] {
+                    self.slices
+                        .entry((namespace.to_owned(), service.to_owned()))
+                        .or_default()
+                        .insert(name.to_owned());
+                }
+                for service in services.into_iter().flatten() {
+                    self.changes.service(namespace, Some(service), None);
+                }
+                self.changes.service(namespace, None, Some(name));
+            }
+            Kind::Service | Kind::ServiceExport if !gateway => {
+                self.changes.service(namespace, Some(name), None);
+            }
+            _ => self.changes.all(),
         }
     }
 
@@ -185,6 +346,35 @@ impl ClusterStore {
             _ => None,
         }
     }
+}
+
+/// What service an object belongs to, and whether it is a gateway Service.
+struct Belongs {
+    service: Option<String>,
+    gateway: bool,
+}
+
+impl Belongs {
+    fn of(stored: &Stored) -> Self {
+        Self {
+            service: stored.service.clone(),
+            gateway: stored.gateway,
+        }
+    }
+}
+
+/// EndpointSlice names by namespace and Service, for a kind's objects.
+fn slice_index(objects: &BTreeMap<ObjectKey, Stored>) -> BTreeMap<ObjectKey, BTreeSet<String>> {
+    let mut index: BTreeMap<ObjectKey, BTreeSet<String>> = BTreeMap::new();
+    for ((namespace, name), stored) in objects {
+        if let Some(service) = &stored.service {
+            index
+                .entry((namespace.clone(), service.clone()))
+                .or_default()
+                .insert(name.clone());
+        }
+    }
+    index
 }
 
 /// Whether two versions of an object mean the same to the cluster set:

@@ -122,6 +122,11 @@ impl AffinityTable {
         }
     }
 
+    /// The backends some client is remembered as using.
+    pub(super) fn backends(&self) -> impl Iterator<Item = &BackendId> {
+        self.entries.values().map(|sticky| &sticky.backend)
+    }
+
     /// Forgets clients whose backend is not kept.
     pub(super) fn retain(&mut self, keep: &impl Fn(&BackendId) -> bool) {
         self.entries.retain(|_, sticky| keep(&sticky.backend));

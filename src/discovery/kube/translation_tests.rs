@@ -1,0 +1,351 @@
+//! A translation made for the changed services alone must equal one made
+//! whole from the same store: the same services, gateways and imports, and
+//! the same findings (each bad object reported once, a fixed one no more).
+
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::config::GatewaySettings;
+use crate::diagnostics::Origin;
+use crate::discovery::kube::store::{StoreEvent, decode};
+
+fn resource(kind: &str) -> ApiResource {
+    match kind {
+        "Service" => ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
+        "EndpointSlice" => {
+            ApiResource::erase::<k8s_openapi::api::discovery::v1::EndpointSlice>(&())
+        }
+        "ServiceExport" => ApiResource {
+            group: "multicluster.x-k8s.io".into(),
+            version: "v1beta1".into(),
+            api_version: "multicluster.x-k8s.io/v1beta1".into(),
+            kind: kind.into(),
+            plural: "serviceexports".into(),
+        },
+        _ => ApiResource {
+            group: "about.k8s.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "about.k8s.io/v1alpha1".into(),
+            kind: "ClusterProperty".into(),
+            plural: "clusterproperties".into(),
+        },
+    }
+}
+
+fn kind_of(name: &str) -> Kind {
+    match name {
+        "Service" => Kind::Service,
+        "EndpointSlice" => Kind::EndpointSlice,
+        "ServiceExport" => Kind::ServiceExport,
+        _ => Kind::ClusterProperty,
+    }
+}
+
+fn apply(store: &mut ClusterStore, kind: &str, object: Value) -> bool {
+    let object: DynamicObject = serde_json::from_value(object).expect("dynamic object");
+    let (key, stored) = decode(&resource(kind), object, &Origin::file("cluster c1 API"));
+    store.apply(kind_of(kind), StoreEvent::Apply(key, stored))
+}
+
+fn delete(store: &mut ClusterStore, kind: &str, namespace: &str, name: &str) -> bool {
+    store.apply(
+        kind_of(kind),
+        StoreEvent::Delete((namespace.to_owned(), name.to_owned())),
+    )
+}
+
+fn property(name: &str, value: &str) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"value": value}})
+}
+
+fn service(name: &str, port: u32) -> Value {
+    json!({"metadata": {"name": name, "namespace": "shop"},
+        "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10",
+            "ports": [{"name": "http", "port": port, "protocol": "TCP"}]}})
+}
+
+fn gateway() -> Value {
+    json!({"metadata": {"name": "strait-gateway", "namespace": "strait-system",
+            "labels": {"strait.dev/gateway": "true"}},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "tunnel", "port": 15008}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.1"}]}}})
+}
+
+fn export(name: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": "shop"}, "spec": {}})
+}
+
+fn slice(name: &str, service: &str, addresses: &[&str]) -> Value {
+    let endpoints: Vec<Value> = addresses
+        .iter()
+        .map(|a| json!({"addresses": [a], "conditions": {"ready": true}}))
+        .collect();
+    json!({"metadata": {"name": name, "namespace": "shop",
+            "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        "endpoints": endpoints})
+}
+
+struct Fixture {
+    store: ClusterStore,
+    options: KubeOptions,
+    exported: Exported,
+    translation: Translation,
+    revision: u64,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let mut store = ClusterStore::default();
+        store.set_watched(Kind::ALL.into_iter().collect());
+        apply(
+            &mut store,
+            "ClusterProperty",
+            property("cluster.clusterset.k8s.io", "c1"),
+        );
+        apply(
+            &mut store,
+            "ClusterProperty",
+            property("network.clusterset.k8s.io", "net-a"),
+        );
+        apply(&mut store, "Service", gateway());
+        for name in ["cart", "web", "idle"] {
+            apply(&mut store, "Service", service(name, 80));
+            apply(&mut store, "ServiceExport", export(name));
+        }
+        apply(
+            &mut store,
+            "EndpointSlice",
+            slice("cart-1", "cart", &["10.1.0.1", "10.1.0.2"]),
+        );
+        apply(
+            &mut store,
+            "EndpointSlice",
+            slice("cart-2", "cart", &["10.1.0.3"]),
+        );
+        apply(
+            &mut store,
+            "EndpointSlice",
+            slice("web-1", "web", &["10.1.0.9"]),
+        );
+        let options = KubeOptions::from_settings(&GatewaySettings::default());
+        let exported: Exported = [(
+            "shop".to_owned(),
+            ["cart", "web", "idle"].map(str::to_owned).into(),
+        )]
+        .into();
+        store.take_changes();
+        let translation = {
+            let source = ClusterSource::Kubeconfig("c1.kubeconfig".into());
+            let inputs = inputs(&source, &store, &exported, &options, 0);
+            translate_whole(&inputs, None)
+        };
+        Self {
+            store,
+            options,
+            exported,
+            translation,
+            revision: 0,
+        }
+    }
+
+    /// Translates the changes, checks the result against a whole
+    /// translation, and returns whether it was made partially.
+    fn step(&mut self, what: &str) -> bool {
+        self.revision += 1;
+        let source = ClusterSource::Kubeconfig("c1.kubeconfig".into());
+        let changes = self.store.take_changes();
+        let inputs = inputs(
+            &source,
+            &self.store,
+            &self.exported,
+            &self.options,
+            self.revision,
+        );
+        let next = translate(&inputs, Some(&self.translation), &changes);
+        let whole = translate_whole(&inputs, None);
+        let (got, want) = (
+            next.cluster.as_ref().expect("a cluster"),
+            whole.cluster.as_ref().expect("a cluster"),
+        );
+        assert_eq!(got.services, want.services, "{what}: services");
+        assert_eq!(got.gateways, want.gateways, "{what}: gateways");
+        assert_eq!(got.imports, want.imports, "{what}: imports");
+        assert_eq!(
+            sorted(&next.findings),
+            sorted(&whole.findings),
+            "{what}: findings"
+        );
+        // Unchanged services stay the same allocation.
+        for (key, service) in &got.services {
+            if let Some(before) = self
+                .translation
+                .cluster
+                .as_ref()
+                .and_then(|c| c.services.get(key))
+                && before == service
+            {
+                assert!(Arc::ptr_eq(before, service), "{what}: {key} shared");
+            }
+        }
+        let partial = next.partial;
+        self.translation = next;
+        partial
+    }
+}
+
+fn inputs<'a>(
+    source: &'a ClusterSource,
+    store: &'a ClusterStore,
+    exported: &'a Exported,
+    options: &'a KubeOptions,
+    revision: u64,
+) -> Inputs<'a> {
+    Inputs {
+        source,
+        store,
+        stale: false,
+        revision,
+        exported,
+        exports: 1,
+        options,
+    }
+}
+
+fn sorted(findings: &[Diagnostic]) -> Vec<String> {
+    let mut texts: Vec<String> = findings.iter().map(ToString::to_string).collect();
+    texts.sort();
+    texts
+}
+
+#[test]
+fn a_translation_of_the_changed_services_equals_a_whole_one() {
+    let mut fixture = Fixture::new();
+
+    assert!(apply(
+        &mut fixture.store,
+        "EndpointSlice",
+        slice("cart-1", "cart", &["10.1.0.5"])
+    ));
+    assert!(fixture.step("an endpoint moved"), "translated alone");
+
+    apply(
+        &mut fixture.store,
+        "EndpointSlice",
+        slice("cart-3", "cart", &["127.0.0.1", "10.1.0.6"]),
+    );
+    assert!(fixture.step("a loopback endpoint"));
+    assert_eq!(
+        fixture.translation.findings.len(),
+        1,
+        "reported once: {:?}",
+        fixture.translation.findings
+    );
+    assert_eq!(
+        fixture.translation.findings[0].object.as_deref(),
+        Some("EndpointSlice shop/cart-3")
+    );
+
+    apply(
+        &mut fixture.store,
+        "EndpointSlice",
+        slice("cart-3", "cart", &["10.1.0.6"]),
+    );
+    assert!(fixture.step("the loopback endpoint fixed"));
+    assert!(
+        fixture.translation.findings.is_empty(),
+        "{:?}",
+        fixture.translation.findings
+    );
+
+    apply(
+        &mut fixture.store,
+        "EndpointSlice",
+        slice("cart-2", "web", &["10.1.0.3"]),
+    );
+    assert!(fixture.step("a slice moved to another service"));
+
+    assert!(delete(
+        &mut fixture.store,
+        "EndpointSlice",
+        "shop",
+        "cart-1"
+    ));
+    assert!(fixture.step("a slice deleted"));
+
+    apply(
+        &mut fixture.store,
+        "EndpointSlice",
+        slice("web-1", "web", &["127.0.0.2"]),
+    );
+    apply(&mut fixture.store, "Service", service("cart", 70_000));
+    assert!(fixture.step("a bad port and a bad slice at once"));
+    assert_eq!(
+        fixture.translation.findings.len(),
+        2,
+        "{:?}",
+        fixture.translation.findings
+    );
+
+    apply(&mut fixture.store, "Service", service("cart", 80));
+    assert!(delete(&mut fixture.store, "EndpointSlice", "shop", "web-1"));
+    assert!(fixture.step("both fixed"));
+    assert!(
+        fixture.translation.findings.is_empty(),
+        "{:?}",
+        fixture.translation.findings
+    );
+
+    assert!(delete(&mut fixture.store, "ServiceExport", "shop", "idle"));
+    assert!(fixture.step("an export deleted"));
+
+    apply(&mut fixture.store, "Service", gateway());
+    apply(
+        &mut fixture.store,
+        "ClusterProperty",
+        property("network.clusterset.k8s.io", "net-b"),
+    );
+    assert!(
+        !fixture.step("the network changed"),
+        "a property translates the whole cluster"
+    );
+}
+
+#[test]
+fn a_relist_or_a_state_change_translates_the_whole_cluster() {
+    let mut fixture = Fixture::new();
+    fixture.store.apply(Kind::EndpointSlice, StoreEvent::Init);
+    let object: DynamicObject =
+        serde_json::from_value(slice("cart-9", "cart", &["10.1.0.7"])).expect("dynamic object");
+    let (key, stored) = decode(
+        &resource("EndpointSlice"),
+        object,
+        &Origin::file("cluster c1 API"),
+    );
+    fixture
+        .store
+        .apply(Kind::EndpointSlice, StoreEvent::InitApply(key, stored));
+    assert!(
+        fixture
+            .store
+            .apply(Kind::EndpointSlice, StoreEvent::InitDone)
+    );
+    assert!(!fixture.step("a relist"));
+
+    // The index follows the relist: a later change of the new slice is
+    // translated alone, and right.
+    apply(
+        &mut fixture.store,
+        "EndpointSlice",
+        slice("cart-9", "cart", &["10.1.0.8"]),
+    );
+    assert!(fixture.step("a slice from the relist moved"));
+
+    fixture.store.all_changed();
+    assert!(!fixture.step("the sync state changed"));
+}
