@@ -26,6 +26,8 @@ use support::*;
 
 #[path = "dataplane/authorization.rs"]
 mod authorization;
+#[path = "dataplane/head_of_line.rs"]
+mod head_of_line;
 #[path = "dataplane/import_ports.rs"]
 mod import_ports;
 #[path = "dataplane/isolation.rs"]
@@ -38,6 +40,7 @@ use authorization::{
     a_caller_of_another_certificate_authority_is_refused,
     callers_are_authorised_by_their_certificate,
 };
+use head_of_line::stuck_readers_do_not_stall_the_other_streams_of_their_connection;
 use import_ports::{
     a_remote_pods_import_port_and_address_reach_that_pod, an_import_port_selects_service_and_port,
 };
@@ -717,6 +720,7 @@ over_both_transports!(
     same_network_goes_direct_and_other_networks_through_the_gateway,
     ports_go_only_to_clusters_that_declare_them,
     two_hundred_tunnelled_connections_echo_a_mebibyte_each,
+    stuck_readers_do_not_stall_the_other_streams_of_their_connection,
     the_tunnel_server_dials_nothing_it_should_not,
     a_caller_of_another_certificate_authority_is_refused,
     a_reload_keeps_open_connections_and_moves_new_ones,

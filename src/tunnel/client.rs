@@ -343,7 +343,7 @@ impl TunnelPool {
         let (sender, mut connection) = h2::client::Builder::new()
             .enable_push(false)
             .initial_window_size(settings.stream_window)
-            .initial_connection_window_size(settings.connection_window)
+            .initial_connection_window_size(settings.connection_window())
             .max_frame_size(settings.max_frame_size)
             .max_header_list_size(settings.max_header_list_size)
             .handshake::<_, Chunk>(tls)

@@ -66,9 +66,9 @@ pub struct TunnelSettings {
     pub server_max_concurrent_streams: u32,
     pub max_header_list_size: u32,
     /// Per-stream flow-control window: MiB-scale so one bulk flow fills a WAN link.
+    /// A stream's window is what bounds the bytes it may make a gateway
+    /// hold; the connection window is sized from it ([`Self::connection_window`]).
     pub stream_window: u32,
-    /// Per-connection window, several streams' worth.
-    pub connection_window: u32,
     pub max_frame_size: u32,
     pub keepalive_interval: Duration,
     pub keepalive_timeout: Duration,
@@ -100,8 +100,7 @@ impl Default for TunnelSettings {
             max_streams_per_connection: 100,
             server_max_concurrent_streams: 1000,
             max_header_list_size: 16 * 1024,
-            stream_window: 4 * 1024 * 1024,
-            connection_window: 16 * 1024 * 1024,
+            stream_window: 2 * 1024 * 1024,
             max_frame_size: 64 * 1024,
             keepalive_interval: Duration::from_secs(20),
             keepalive_timeout: Duration::from_secs(10),
@@ -117,6 +116,26 @@ impl Default for TunnelSettings {
 }
 
 impl TunnelSettings {
+    /// The HTTP/2 connection window: every stream the connection may carry
+    /// times the stream window (capped at HTTP/2's largest window). h2 gives
+    /// a connection's credit back only as its streams' data is taken, so a
+    /// smaller window lets a few streams whose readers stopped (a client
+    /// that does not read, a backend that does not) hold all of it, and
+    /// every other stream of the connection stops with them. Memory is no
+    /// less bounded: each stream still holds at most its own window.
+    pub fn connection_window(&self) -> u32 {
+        const LARGEST: u64 = (1 << 31) - 1;
+        let all_streams =
+            u64::from(self.stream_window) * u64::from(self.server_max_concurrent_streams);
+        u32::try_from(all_streams.min(LARGEST)).unwrap_or(u32::MAX >> 1)
+    }
+
+    /// The QUIC connection's receive window, for the same reason: every
+    /// stream it may carry times the stream window.
+    pub fn quic_receive_window(&self) -> u64 {
+        u64::from(self.stream_window).saturating_mul(u64::from(self.quic_max_concurrent_streams))
+    }
+
     /// The transport to use with one peer gateway.
     pub fn transport_for(&self, gateway: &crate::model::GatewayAddress) -> TransportMode {
         if self.peer_transports.is_empty() {

@@ -86,7 +86,7 @@ async fn serve_connection(
         .max_concurrent_streams(settings.server_max_concurrent_streams)
         .max_header_list_size(settings.max_header_list_size)
         .initial_window_size(settings.stream_window)
-        .initial_connection_window_size(settings.connection_window)
+        .initial_connection_window_size(settings.connection_window())
         .max_frame_size(settings.max_frame_size)
         .handshake::<_, Chunk>(tls);
     let mut connection = match tokio::time::timeout(settings.handshake_timeout, handshake).await {

@@ -51,12 +51,16 @@ pub enum QuicError {
     Stream(String),
 }
 
+/// Bytes a QUIC connection queues for sending over all its streams.
+const SEND_WINDOW: u64 = 16 * 1024 * 1024;
+
 fn transport(settings: &TunnelSettings, server: bool) -> TransportConfig {
     let mut transport = TransportConfig::default();
     transport
         .stream_receive_window(VarInt::from_u32(settings.stream_window))
-        .receive_window(VarInt::from_u32(settings.connection_window))
-        .send_window(u64::from(settings.connection_window))
+        .receive_window(VarInt::from_u64(settings.quic_receive_window()).unwrap_or(VarInt::MAX))
+        // What one connection queues to send, over all its streams.
+        .send_window(SEND_WINDOW)
         .max_concurrent_uni_streams(VarInt::from_u32(0))
         .keep_alive_interval(Some(settings.quic_keepalive))
         .max_idle_timeout(IdleTimeout::try_from(settings.quic_idle_timeout).ok());
