@@ -158,6 +158,24 @@ impl World {
         }
     }
 
+    /// c1, c2 and c3 with `app/echo` port 42 exported by c3 alone, served
+    /// by one echo pod of c3 (tunnelled from c1 and c2).
+    async fn with_one_c3_echo_pod(transport: TransportMode) -> (World, Vec<Backend>) {
+        let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
+        let target = backends[0].address.port();
+        let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
+        let world = World::start(transport, |n| match n {
+            3 => vec![echo_service(
+                ports,
+                EXPORTED_EARLY,
+                vec![Pod::ready(pod_ip(3, 0))],
+            )],
+            _ => Vec::new(),
+        })
+        .await;
+        (world, backends)
+    }
+
     fn connect_address(&self, n: u8) -> SocketAddr {
         self.gateways[usize::from(n - 1)].addresses().connect
     }
@@ -266,18 +284,7 @@ async fn ports_go_only_to_clusters_that_declare_them(transport: TransportMode) {
 }
 
 async fn two_hundred_tunnelled_connections_echo_a_mebibyte_each(transport: TransportMode) {
-    let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
-    let target = backends[0].address.port();
-    let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
-    let world = World::start(transport, |n| match n {
-        3 => vec![echo_service(
-            ports,
-            EXPORTED_EARLY,
-            vec![Pod::ready(pod_ip(3, 0))],
-        )],
-        _ => Vec::new(),
-    })
-    .await;
+    let (world, _backends) = World::with_one_c3_echo_pod(transport).await;
     let connect_address = world.connect_address(1);
     let mut tasks = Vec::new();
     for index in 0..200u32 {

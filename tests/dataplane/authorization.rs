@@ -163,18 +163,7 @@ pub async fn callers_are_authorised_by_their_certificate(transport: TransportMod
 /// A certificate of another CA, for the same cluster set name and cluster
 /// id, fails the handshake.
 pub async fn a_caller_of_another_certificate_authority_is_refused(transport: TransportMode) {
-    let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
-    let ports: &'static [(&str, u16, u16)] =
-        Box::leak(Box::new([("tcp", 42, backends[0].address.port())]));
-    let world = World::start(transport, |n| match n {
-        3 => vec![echo_service(
-            ports,
-            EXPORTED_EARLY,
-            vec![Pod::ready(pod_ip(3, 0))],
-        )],
-        _ => Vec::new(),
-    })
-    .await;
+    let (world, backends) = World::with_one_c3_echo_pod(transport).await;
     // Same cluster set name, same cluster id, different CA.
     let impostor = tempfile::tempdir().expect("temp dir");
     let certs = certificates(impostor.path(), &["c1"]);

@@ -20,18 +20,7 @@ const STUCK_BYTES: usize = 12 * 1024 * 1024;
 pub(super) async fn stuck_readers_do_not_stall_the_other_streams_of_their_connection(
     transport: TransportMode,
 ) {
-    let backends = backends_on_one_port(&[("c3-pod", pod_ip(3, 0))]).await;
-    let target = backends[0].address.port();
-    let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
-    let world = World::start(transport, |n| match n {
-        3 => vec![echo_service(
-            ports,
-            EXPORTED_EARLY,
-            vec![Pod::ready(pod_ip(3, 0))],
-        )],
-        _ => Vec::new(),
-    })
-    .await;
+    let (world, _backends) = World::with_one_c3_echo_pod(transport).await;
     let authority = "echo.app.svc.clusterset.local:42";
 
     // The stuck clients: each writes until the echo of what it wrote fills
