@@ -112,8 +112,9 @@ fn series_names(family: &str, kind: &str) -> Vec<String> {
 fn record_everything(metrics: &Metrics) {
     for &path in RoutePath::ALL {
         for &transport in Transport::ALL {
-            let connection = metrics.connection(path, transport);
+            let mut connection = metrics.connection(path, transport);
             connection.dial(Duration::from_millis(2));
+            connection.stall_began();
             connection.closed(ClosedResult::Ok, 10, 20);
         }
         for &result in ClosedResult::ALL {

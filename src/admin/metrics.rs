@@ -254,6 +254,8 @@ pub struct Metrics {
     connections_opened: Family<OpenedLabels, Counter>,
     connections_active: Family<PathLabels, Gauge>,
     connections_closed: Family<ClosedLabels, Counter>,
+    connections_stalled: Family<PathLabels, Gauge>,
+    connection_stalls: Family<PathLabels, Counter>,
     bytes: Family<BytesLabels, Counter>,
     dial_duration: DialFamily,
     tunnel_pool_connections: Family<PeerLabels, Gauge>,
@@ -303,6 +305,8 @@ impl Metrics {
             connections_opened: Family::default(),
             connections_active: Family::default(),
             connections_closed: Family::default(),
+            connections_stalled: Family::default(),
+            connection_stalls: Family::default(),
             bytes: Family::default(),
             dial_duration: Family::new_with_constructor(dial_histogram as fn() -> Histogram),
             tunnel_pool_connections: Family::default(),
@@ -346,6 +350,16 @@ impl Metrics {
             "connections_closed",
             "Connections ended, by path and result",
             metrics.connections_closed.clone(),
+        );
+        metrics.registry.register(
+            "connections_stalled",
+            "Connections now holding bytes one side does not take, with none written for tuning.stallReport, by path",
+            metrics.connections_stalled.clone(),
+        );
+        metrics.registry.register(
+            "connection_stalls",
+            "Times a connection held bytes one side did not take, with none written for tuning.stallReport, by path",
+            metrics.connection_stalls.clone(),
         );
         metrics.registry.register(
             "bytes",
@@ -553,7 +567,10 @@ impl Metrics {
             bytes_up: bytes(Direction::ClientToBackend),
             bytes_down: bytes(Direction::BackendToClient),
             closed: self.connections_closed.clone(),
+            stalled: self.connections_stalled.clone(),
+            stalls: self.connection_stalls.clone(),
             open: true,
+            stalling: false,
         }
     }
 
@@ -709,8 +726,13 @@ pub struct ConnectionMetrics {
     bytes_up: Counter,
     bytes_down: Counter,
     closed: Family<ClosedLabels, Counter>,
+    /// Resolved only when a connection stalls: most never do.
+    stalled: Family<PathLabels, Gauge>,
+    stalls: Family<PathLabels, Counter>,
     /// Still counted as active: not yet closed.
     open: bool,
+    /// Counted in the stalled gauge.
+    stalling: bool,
 }
 
 impl ConnectionMetrics {
@@ -727,7 +749,31 @@ impl ConnectionMetrics {
         self.bytes_down.inc_by(bytes_down);
     }
 
+    /// The connection holds bytes one side does not take, and moved none
+    /// for the watch period.
+    pub fn stall_began(&mut self) {
+        if self.stalling {
+            return;
+        }
+        self.stalling = true;
+        let labels = PathLabels { path: self.path };
+        self.stalled.get_or_create(&labels).inc();
+        self.stalls.get_or_create(&labels).inc();
+    }
+
+    /// The stalled connection moved again (or ended).
+    pub fn stall_ended(&mut self) {
+        if !self.stalling {
+            return;
+        }
+        self.stalling = false;
+        self.stalled
+            .get_or_create(&PathLabels { path: self.path })
+            .dec();
+    }
+
     fn finish(&mut self, result: ClosedResult) {
+        self.stall_ended();
         if !self.open {
             return;
         }

@@ -171,6 +171,11 @@ pub struct Tuning {
     pub connect_timeout: Duration,
     #[serde(default = "default_idle_timeout", with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// A proxied connection that holds bytes one side does not take, and
+    /// writes none of them for this long, is logged and counted as stalled
+    /// (`0s`: not watched). It is not closed for it.
+    #[serde(default = "default_stall_report", with = "humantime_serde")]
+    pub stall_report: Duration,
     /// How many backends one connection may try before it fails.
     #[serde(default = "default_dial_attempts")]
     pub dial_attempts: u8,
@@ -194,6 +199,9 @@ fn default_connect_timeout() -> Duration {
 fn default_idle_timeout() -> Duration {
     Duration::from_secs(3600)
 }
+fn default_stall_report() -> Duration {
+    Duration::from_secs(10)
+}
 fn default_dial_attempts() -> u8 {
     3
 }
@@ -206,6 +214,7 @@ impl Default for Tuning {
         Self {
             connect_timeout: default_connect_timeout(),
             idle_timeout: default_idle_timeout(),
+            stall_report: default_stall_report(),
             dial_attempts: default_dial_attempts(),
             balancer: Balancer::default(),
             locality: Locality::default(),

@@ -307,6 +307,7 @@ impl Gateway {
             metrics: metrics.clone(),
             dial,
             idle_timeout: tuning.idle_timeout,
+            stall_report: tuning.stall_report,
             dial_attempts: tuning.dial_attempts,
             tunnel: options.tunnel.clone(),
             inbound: crate::routing::inbound::InboundGuard {

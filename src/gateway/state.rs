@@ -51,6 +51,9 @@ pub struct GatewayState {
     pub metrics: Arc<Metrics>,
     pub dial: DialOptions,
     pub idle_timeout: Duration,
+    /// `tuning.stallReport`: how long a connection may hold bytes and
+    /// write none before it is reported as stalled.
+    pub stall_report: Duration,
     pub dial_attempts: u8,
     pub tunnel: TunnelSettings,
     /// What the tunnel server refuses besides the route table: the

@@ -156,9 +156,9 @@ async fn handle(
     };
     let on_upgrade = hyper::upgrade::on(&mut request);
     let (upstream, finish) = Finish::split(opened, remote, key.clone(), port, started);
-    let idle_timeout = state.idle_timeout;
-    // This task lives as long as the connection: it holds the splice and
-    // what the log line needs, once each (see `Finish`).
+    let (idle_timeout, stall_report) = (state.idle_timeout, state.stall_report);
+    // This task lives as long as the connection: it holds the splice, and
+    // the splice what the log line needs (see `Finish`).
     state.connections.spawn(async move {
         // Not a `match` around the splice: its scrutinee would be kept
         // beside the splice for the connection's lifetime.
@@ -169,8 +169,11 @@ async fn handle(
                 return;
             }
         };
-        let outcome = splice(TokioIo::new(upgraded), upstream, idle_timeout).await;
-        finish.done(outcome);
+        let mut splice =
+            splice(TokioIo::new(upgraded), upstream, idle_timeout).watch(stall_report, finish);
+        // By reference: awaiting by value would move it into a second slot.
+        let outcome = (&mut splice).await;
+        splice.into_watch().done(outcome);
     });
     Response::new(Full::new(Bytes::new()))
 }

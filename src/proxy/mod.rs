@@ -22,7 +22,7 @@ use crate::admin::metrics::{ClosedResult, ConnectionMetrics, Limit, Listener, Tr
 use crate::gateway::state::GatewayState;
 use crate::model::ServiceKey;
 use crate::routing::balancer::ActiveGuard;
-use splice::{SpliceEnd, SpliceOutcome};
+use splice::{Flow, SpliceEnd, SpliceOutcome, StallWatch};
 use upstream::{Opened, Reached, Upstream};
 
 /// The first and the longest pause of an accept loop that failed for want
@@ -99,6 +99,15 @@ pub(crate) async fn accept_until<F, Fut>(
     }
 }
 
+/// How a splice's end counts in `strait_connections_closed_total`.
+pub(crate) fn closed_result(end: &SpliceEnd) -> ClosedResult {
+    match end {
+        SpliceEnd::Closed => ClosedResult::Ok,
+        SpliceEnd::IdleTimeout | SpliceEnd::Stalled => ClosedResult::Timeout,
+        SpliceEnd::Error(_) => ClosedResult::Error,
+    }
+}
+
 /// What a relayed connection's access-log line and metrics need once its
 /// splice ends. Kept apart from the upstream so a connection's task stores
 /// each of these once, beside the splice, rather than once per nested future.
@@ -152,11 +161,7 @@ impl Finish {
             active,
         } = self;
         drop(active);
-        let result = match &outcome.end {
-            SpliceEnd::Closed => ClosedResult::Ok,
-            SpliceEnd::IdleTimeout | SpliceEnd::Stalled => ClosedResult::Timeout,
-            SpliceEnd::Error(_) => ClosedResult::Error,
-        };
+        let result = closed_result(&outcome.end);
         tracing::info!(
             target: "strait::access",
             client = %client_address,
@@ -173,5 +178,33 @@ impl Finish {
             "connection"
         );
         metrics.closed(result, outcome.client_to_backend, outcome.backend_to_client);
+    }
+}
+
+impl StallWatch for Finish {
+    fn stalled(&mut self, flow: Flow, held: usize) {
+        self.metrics.stall_began();
+        tracing::warn!(
+            client = %self.client_address,
+            service = %self.service,
+            port = self.port,
+            backend = %self.backend.address,
+            path = self.backend.path,
+            direction = flow.as_str(),
+            held_bytes = held,
+            "connection stalled: it holds bytes the other side does not take"
+        );
+    }
+
+    fn resumed(&mut self, stalled_for: Duration) {
+        self.metrics.stall_ended();
+        tracing::info!(
+            client = %self.client_address,
+            service = %self.service,
+            port = self.port,
+            backend = %self.backend.address,
+            stalled_ms = u64::try_from(stalled_for.as_millis()).unwrap_or(u64::MAX),
+            "stalled connection moved again"
+        );
     }
 }

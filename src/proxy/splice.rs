@@ -1,6 +1,7 @@
 //! Splicing two byte streams together: both directions at once, a half-close
-//! on one side passed on to the other, an idle timeout, and byte counts that
-//! survive errors.
+//! on one side passed on to the other, an idle timeout, byte counts that
+//! survive errors, and a watch that reports a connection which holds bytes
+//! one side does not take and moves none of them ([`StallWatch`]).
 //!
 //! A direction borrows a copy buffer ([`super::buffer`]) when it reads and
 //! gives it back once everything read is written and the next read would
@@ -35,6 +36,40 @@ pub enum SpliceEnd {
     Error(io::Error),
 }
 
+/// One direction of a spliced connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    ClientToBackend,
+    BackendToClient,
+}
+
+impl Flow {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flow::ClientToBackend => "client_to_backend",
+            Flow::BackendToClient => "backend_to_client",
+        }
+    }
+}
+
+/// Told when a spliced connection stops making progress while it holds
+/// bytes (read from one side, not taken by the other for a whole watch
+/// period), and when it moves again: what makes a stall visible while it
+/// lasts, not only when the connection ends. `()` watches nothing.
+pub trait StallWatch {
+    /// `flow` has held `held` bytes its writer did not take, and written
+    /// none, for at least the watch period.
+    fn stalled(&mut self, flow: Flow, held: usize);
+    /// The stalled direction wrote again, or the splice ended, `stalled_for`
+    /// after the stall was first seen.
+    fn resumed(&mut self, stalled_for: Duration);
+}
+
+impl StallWatch for () {
+    fn stalled(&mut self, _flow: Flow, _held: usize) {}
+    fn resumed(&mut self, _stalled_for: Duration) {}
+}
+
 /// What a splice moved, and how it ended.
 #[derive(Debug)]
 pub struct SpliceOutcome {
@@ -60,6 +95,11 @@ where
         stall_timeout: None,
         last_activity: now,
         idle: Box::pin(tokio::time::sleep_until(now + idle_timeout)),
+        watch: (),
+        watch_every_ms: 0,
+        watch_armed: false,
+        stalled: None,
+        stalled_periods: 0,
     }
 }
 
@@ -67,7 +107,7 @@ where
 /// an `async fn` keeps a second copy of its arguments beside its locals, and
 /// this future lives as long as the connection. It is `Unpin` (the timer is
 /// boxed), so a caller can await it by reference instead of moving it again.
-pub struct Splice<C, B> {
+pub struct Splice<C, B, W = ()> {
     client: C,
     backend: B,
     /// Client to backend.
@@ -80,10 +120,52 @@ pub struct Splice<C, B> {
     /// long as the idle timeout.
     stall_timeout: Option<Duration>,
     last_activity: Instant,
+    /// The one timer: the idle deadline, the stall timeout's period, and
+    /// the watch period while a direction holds bytes.
     idle: Pin<Box<Sleep>>,
+    watch: W,
+    /// The watch period in milliseconds; 0: not watched. (Small fields:
+    /// this future lives as long as the connection.)
+    watch_every_ms: u32,
+    /// The timer is set within a watch period: a direction held bytes.
+    watch_armed: bool,
+    /// The stalled direction (sampling pauses while it is).
+    stalled: Option<Flow>,
+    /// Watch periods the stall has lasted: its length, to a period.
+    stalled_periods: u32,
 }
 
 impl<C, B> Splice<C, B> {
+    /// Reports to `watch` a direction that holds bytes and writes none of
+    /// them for `every` (seen within twice that). The timer is only moved
+    /// to the watch period when a direction holds bytes its writer pushed
+    /// back, so an idle connection never wakes for it.
+    pub fn watch<W: StallWatch>(self, every: Duration, watch: W) -> Splice<C, B, W> {
+        Splice {
+            client: self.client,
+            backend: self.backend,
+            up: self.up,
+            down: self.down,
+            idle_timeout: self.idle_timeout,
+            stall_timeout: self.stall_timeout,
+            last_activity: self.last_activity,
+            idle: self.idle,
+            watch,
+            watch_every_ms: u32::try_from(every.as_millis()).unwrap_or(u32::MAX),
+            watch_armed: false,
+            stalled: None,
+            stalled_periods: 0,
+        }
+    }
+}
+
+impl<C, B, W> Splice<C, B, W> {
+    /// The watch, back once the splice is over (it may own what the
+    /// connection's log line needs).
+    pub fn into_watch(self) -> W {
+        self.watch
+    }
+
     /// Ends the splice when a side holds bytes the other does not take for
     /// `timeout`, even while the idle timeout is far off.
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {
@@ -95,16 +177,21 @@ impl<C, B> Splice<C, B> {
     }
 }
 
-impl<C, B> Future for Splice<C, B>
+impl<C, B, W> Future for Splice<C, B, W>
 where
     C: SpliceIo,
     B: SpliceIo,
+    W: StallWatch + Unpin,
 {
     type Output = SpliceOutcome;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SpliceOutcome> {
         let this = self.get_mut();
         let end = ready!(this.poll_end(cx));
+        if this.stalled.take().is_some() {
+            let stalled_for = this.stalled_for();
+            this.watch.resumed(stalled_for);
+        }
         Poll::Ready(SpliceOutcome {
             client_to_backend: this.up.bytes,
             backend_to_client: this.down.bytes,
@@ -113,10 +200,11 @@ where
     }
 }
 
-impl<C, B> Splice<C, B>
+impl<C, B, W> Splice<C, B, W>
 where
     C: SpliceIo,
     B: SpliceIo,
+    W: StallWatch,
 {
     fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<SpliceEnd> {
         let moved = self.moved();
@@ -133,7 +221,9 @@ where
         }
         if self.moved() != moved {
             self.last_activity = Instant::now();
+            self.note_progress();
         }
+        self.arm_watch();
         // The timer is moved when it fires, not on every read or every
         // time a writer pushes back: a busy connection touches the timer
         // wheel once per period. With a stall timeout the period is the
@@ -145,22 +235,100 @@ where
             if now >= idle_deadline {
                 return Poll::Ready(SpliceEnd::IdleTimeout);
             }
-            let Some(stall) = self.stall_timeout else {
-                self.idle.as_mut().reset(idle_deadline);
-                continue;
-            };
-            let stall_deadline = self.last_activity + stall;
-            if now >= stall_deadline && (self.up.holds_unsent() || self.down.holds_unsent()) {
-                return Poll::Ready(SpliceEnd::Stalled);
+            let mut next = idle_deadline;
+            if let Some(stall) = self.stall_timeout {
+                let stall_deadline = self.last_activity + stall;
+                if now >= stall_deadline && (self.up.holds_unsent() || self.down.holds_unsent()) {
+                    return Poll::Ready(SpliceEnd::Stalled);
+                }
+                next = next.min(if stall_deadline > now {
+                    stall_deadline
+                } else {
+                    now + stall
+                });
             }
-            let next = if stall_deadline > now {
-                stall_deadline
-            } else {
-                now + stall
-            };
-            self.idle.as_mut().reset(next.min(idle_deadline));
+            if let Some(every) = self.watch_every().filter(|_| self.watch_armed) {
+                self.check_progress();
+                if self.stalled.is_some() || self.up.holds_unsent() || self.down.holds_unsent() {
+                    next = next.min(now + every);
+                } else {
+                    self.watch_armed = false;
+                }
+            }
+            self.idle.as_mut().reset(next);
         }
         Poll::Pending
+    }
+
+    /// Sets the timer within a watch period when a direction starts holding
+    /// bytes its writer pushed back (once per such spell, not per write).
+    fn arm_watch(&mut self) {
+        let Some(every) = self.watch_every() else {
+            return;
+        };
+        if self.watch_armed || !(self.up.holds_unsent() || self.down.holds_unsent()) {
+            return;
+        }
+        let now = Instant::now();
+        self.watch_armed = true;
+        self.sample();
+        if now + every < self.idle.deadline() {
+            self.idle.as_mut().reset(now + every);
+        }
+    }
+
+    /// At a watch period's end: a direction that held bytes at the last
+    /// sample, holds bytes now and wrote nothing in between is stalled.
+    fn check_progress(&mut self) {
+        if self.stalled.is_some() {
+            self.stalled_periods = self.stalled_periods.saturating_add(1);
+            return;
+        }
+        for (flow, direction) in [
+            (Flow::ClientToBackend, &self.up),
+            (Flow::BackendToClient, &self.down),
+        ] {
+            if direction.stuck() {
+                self.stalled = Some(flow);
+                self.stalled_periods = 1;
+                let held = direction.held.as_ref().map_or(0, Buf::remaining);
+                self.watch.stalled(flow, held);
+                return;
+            }
+        }
+        self.sample();
+    }
+
+    /// How long the stall has lasted, to a watch period.
+    fn stalled_for(&self) -> Duration {
+        self.watch_every()
+            .unwrap_or_default()
+            .saturating_mul(self.stalled_periods)
+    }
+
+    fn watch_every(&self) -> Option<Duration> {
+        Some(Duration::from_millis(u64::from(self.watch_every_ms))).filter(|d| !d.is_zero())
+    }
+
+    fn sample(&mut self) {
+        self.up.sample();
+        self.down.sample();
+    }
+
+    /// Bytes moved: a stalled direction that wrote again has resumed.
+    fn note_progress(&mut self) {
+        let Some(flow) = self.stalled else {
+            return;
+        };
+        let direction = match flow {
+            Flow::ClientToBackend => &self.up,
+            Flow::BackendToClient => &self.down,
+        };
+        if direction.sent != direction.sent_at_check {
+            self.stalled = None;
+            let stalled_for = self.stalled_for();
+            self.watch.resumed(stalled_for);
+        }
     }
 
     /// Bytes read and written so far, both ways: what counts as activity.
@@ -235,6 +403,9 @@ struct Direction {
     bytes: u64,
     /// Bytes written so far.
     sent: u64,
+    /// `sent` and whether bytes were held, at the watch's last sample.
+    sent_at_check: u64,
+    held_at_check: bool,
 }
 
 impl Direction {
@@ -295,6 +466,16 @@ impl Direction {
     /// Read bytes are waiting for the writer.
     fn holds_unsent(&self) -> bool {
         self.held.as_ref().is_some_and(Buf::has_remaining)
+    }
+
+    fn sample(&mut self) {
+        self.sent_at_check = self.sent;
+        self.held_at_check = self.holds_unsent();
+    }
+
+    /// Held bytes at the last sample and now, and wrote none in between.
+    fn stuck(&self) -> bool {
+        self.held_at_check && self.holds_unsent() && self.sent == self.sent_at_check
     }
 
     #[cfg(test)]

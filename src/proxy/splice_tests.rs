@@ -204,10 +204,10 @@ async fn a_direction_blocked_on_its_writer_holds_its_buffer_until_drained() {
 #[test]
 fn a_splice_between_two_sockets_stays_small() {
     // This future lives as long as the connection: 2 sockets, 2 directions,
-    // the timer's box and two times. Growth here is growth of every idle
-    // connection.
+    // the timer's box, a time and the stall watch's samples. Growth here is
+    // growth of every idle connection.
     let size = std::mem::size_of::<Splice<TcpStream, TcpStream>>();
-    assert!(size <= 256, "Splice<TcpStream, TcpStream> is {size} bytes");
+    assert!(size <= 280, "Splice<TcpStream, TcpStream> is {size} bytes");
 }
 
 /// A client that stops reading while the backend has bytes for it (a peer
@@ -249,4 +249,86 @@ async fn a_side_that_stops_reading_is_cut_off_after_the_stall_timeout() {
         outcome.end
     );
     assert!(started.elapsed() >= Duration::from_secs(600));
+}
+
+/// What a [`StallWatch`] was told, shared with the test.
+#[derive(Clone, Default)]
+struct Recorded(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Recorded {
+    fn events(&self) -> Vec<String> {
+        self.0.lock().expect("not poisoned").clone()
+    }
+}
+
+impl StallWatch for Recorded {
+    fn stalled(&mut self, flow: Flow, held: usize) {
+        let event = format!("stalled {} {held}", flow.as_str());
+        self.0.lock().expect("not poisoned").push(event);
+    }
+
+    fn resumed(&mut self, stalled_for: Duration) {
+        let event = format!("resumed after {}s", stalled_for.as_secs());
+        self.0.lock().expect("not poisoned").push(event);
+    }
+}
+
+/// A backend that takes none of the client's bytes is reported once,
+/// within two watch periods, and again as moving once it reads; the splice
+/// is not ended for it.
+#[tokio::test(start_paused = true)]
+async fn a_connection_that_holds_bytes_and_moves_none_is_reported_while_it_lasts() {
+    let (mut client, client_end) = duplex(BUFFER_SIZE);
+    // 16 bytes fit on the way to the backend; nobody reads them yet.
+    let (backend_end, mut backend) = duplex(16);
+    let recorded = Recorded::default();
+    let watched = tokio::spawn(
+        splice(client_end, backend_end, Duration::from_secs(3600))
+            .watch(Duration::from_secs(10), recorded.clone()),
+    );
+    client.write_all(&[7u8; 100]).await.expect("write");
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert!(recorded.events().is_empty(), "{:?}", recorded.events());
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(recorded.events(), ["stalled client_to_backend 84"]);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(recorded.events().len(), 1, "reported once per stall");
+
+    let mut received = [0u8; 100];
+    backend.read_exact(&mut received).await.expect("read");
+    assert_eq!(received, [7u8; 100]);
+    tokio::task::yield_now().await;
+    let events = recorded.events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(events[1].starts_with("resumed after"), "{events:?}");
+    assert!(!watched.is_finished(), "a stall is reported, not cut off");
+}
+
+/// A slow reader that takes some bytes every period is not stalled, and
+/// a quiet connection holds nothing: neither is reported.
+#[tokio::test(start_paused = true)]
+async fn a_slow_or_quiet_connection_is_not_reported() {
+    let (mut client, client_end) = duplex(BUFFER_SIZE);
+    let (backend_end, mut backend) = duplex(16);
+    let recorded = Recorded::default();
+    let slow = tokio::spawn(
+        splice(client_end, backend_end, Duration::from_secs(3600))
+            .watch(Duration::from_secs(10), recorded.clone()),
+    );
+    client.write_all(&[7u8; 200]).await.expect("write");
+    let mut byte = [0u8; 1];
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        backend.read_exact(&mut byte).await.expect("read");
+    }
+    assert!(recorded.events().is_empty(), "{:?}", recorded.events());
+    slow.abort();
+
+    let (_client, client_end) = duplex(1024);
+    let (backend_end, _backend) = duplex(1024);
+    let quiet = splice(client_end, backend_end, Duration::from_secs(600))
+        .watch(Duration::from_secs(10), recorded.clone());
+    let outcome = quiet.await;
+    assert!(matches!(outcome.end, SpliceEnd::IdleTimeout));
+    assert!(recorded.events().is_empty(), "{:?}", recorded.events());
 }

@@ -143,7 +143,10 @@ fn serve_connection(
                 return;
             }
         };
-        let outcome = splice(stream, upstream, state.idle_timeout).await;
-        finish.done(outcome);
+        let mut splice =
+            splice(stream, upstream, state.idle_timeout).watch(state.stall_report, finish);
+        // By reference: awaiting by value would move it into a second slot.
+        let outcome = (&mut splice).await;
+        splice.into_watch().done(outcome);
     }
 }

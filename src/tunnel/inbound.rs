@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 
@@ -14,8 +14,9 @@ use crate::admin::metrics::{
 };
 use crate::gateway::state::GatewayState;
 use crate::model::ClusterId;
+use crate::proxy::closed_result;
 use crate::proxy::dial::dial;
-use crate::proxy::splice::{SpliceEnd, SpliceIo, splice};
+use crate::proxy::splice::{Flow, SpliceEnd, SpliceIo, SpliceOutcome, StallWatch, splice};
 use crate::routing::Path;
 use crate::routing::balancer::BackendId;
 use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize};
@@ -37,6 +38,67 @@ pub struct Accepted {
     backend: TcpStream,
     metrics: ConnectionMetrics,
     started: Instant,
+}
+
+/// What an inbound stream's access-log line and metrics need once its
+/// splice ends; the splice holds it, and reports a stall through it.
+struct InboundFinish {
+    caller: ClusterId,
+    authority: String,
+    address: SocketAddr,
+    metrics: ConnectionMetrics,
+    started: Instant,
+}
+
+impl InboundFinish {
+    fn done(self, outcome: SpliceOutcome) {
+        let InboundFinish {
+            caller,
+            authority,
+            address,
+            metrics,
+            started,
+        } = self;
+        let result = closed_result(&outcome.end);
+        tracing::info!(
+            target: "strait::access",
+            direction = "inbound",
+            caller = %caller,
+            authority = %authority,
+            backend = %address,
+            bytes_in = outcome.client_to_backend,
+            bytes_out = outcome.backend_to_client,
+            duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            result = ?outcome.end,
+            "connection"
+        );
+        metrics.closed(result, outcome.client_to_backend, outcome.backend_to_client);
+    }
+}
+
+impl StallWatch for InboundFinish {
+    fn stalled(&mut self, flow: Flow, held: usize) {
+        self.metrics.stall_began();
+        tracing::warn!(
+            caller = %self.caller,
+            authority = %self.authority,
+            backend = %self.address,
+            direction = flow.as_str(),
+            held_bytes = held,
+            "inbound stream stalled: it holds bytes the other side does not take"
+        );
+    }
+
+    fn resumed(&mut self, stalled_for: Duration) {
+        self.metrics.stall_ended();
+        tracing::info!(
+            caller = %self.caller,
+            authority = %self.authority,
+            backend = %self.address,
+            stalled_ms = u64::try_from(stalled_for.as_millis()).unwrap_or(u64::MAX),
+            "stalled inbound stream moved again"
+        );
+    }
 }
 
 /// Counts and logs a refusal decided before any dial.
@@ -210,34 +272,25 @@ impl Accepted {
             metrics,
             started,
         } = self;
+        let finish = InboundFinish {
+            caller,
+            authority,
+            address,
+            metrics,
+            started,
+        };
         // A peer that stops reading (a zero window) must not hold the
         // backend's bytes for the whole idle timeout.
         let mut splice = splice(stream, backend, state.idle_timeout)
-            .stall_timeout(state.tunnel.stream_stall_timeout);
+            .stall_timeout(state.tunnel.stream_stall_timeout)
+            .watch(state.stall_report, finish);
         async move {
             // By reference: awaiting by value would move it into a second slot.
             let outcome = (&mut splice).await;
             if matches!(outcome.end, SpliceEnd::Stalled) {
                 limits.limited(Limit::StalledStream, transport);
             }
-            let result = match outcome.end {
-                SpliceEnd::Closed => ClosedResult::Ok,
-                SpliceEnd::IdleTimeout | SpliceEnd::Stalled => ClosedResult::Timeout,
-                SpliceEnd::Error(_) => ClosedResult::Error,
-            };
-            tracing::info!(
-                target: "strait::access",
-                direction = "inbound",
-                caller = %caller,
-                authority = %authority,
-                backend = %address,
-                bytes_in = outcome.client_to_backend,
-                bytes_out = outcome.backend_to_client,
-                duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                result = ?outcome.end,
-                "connection"
-            );
-            metrics.closed(result, outcome.client_to_backend, outcome.backend_to_client);
+            splice.into_watch().done(outcome);
         }
     }
 
