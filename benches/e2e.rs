@@ -64,12 +64,16 @@ mod haproxy;
 mod idle;
 #[path = "e2e/latency.rs"]
 mod latency;
+#[path = "e2e/mixed.rs"]
+mod mixed;
 #[path = "e2e/processes.rs"]
 mod processes;
 #[path = "e2e/report.rs"]
 mod report;
 #[path = "e2e/run.rs"]
 mod run;
+#[path = "e2e/soak.rs"]
+mod soak;
 #[path = "../tests/support/mod.rs"]
 mod support;
 #[path = "e2e/svg.rs"]
@@ -241,8 +245,15 @@ const SCENARIOS: [Scenario; 7] = [
     },
 ];
 
+/// The scenarios the soak runs unless `--only` says otherwise: the paths
+/// through Strait's tunnels.
+const SOAKED: [&str; 2] = ["strait-tunnel-h2", "strait-tunnel-quic"];
+
+#[derive(Clone)]
 struct Options {
     quick: bool,
+    /// Run the soak (`soak.rs`) instead of the measurements.
+    soak: bool,
     /// Run by `cargo test` (no `--bench` argument): the quick variant as a smoke test.
     as_test: bool,
     json: Option<PathBuf>,
@@ -257,6 +268,7 @@ impl Options {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         let mut options = Options {
             quick: false,
+            soak: false,
             as_test: true,
             json: None,
             svg: None,
@@ -266,6 +278,7 @@ impl Options {
         flags::parse(|flag, value| {
             match flag {
                 "--quick" => options.quick = true,
+                "--soak" => options.soak = true,
                 // `cargo bench` passes it; `cargo test` runs benches without it.
                 "--bench" => options.as_test = false,
                 "--json" => options.json = Some(PathBuf::from(value.text("--json PATH")?)),
@@ -288,7 +301,24 @@ impl Options {
         if options.as_test {
             options.quick = true;
         }
+        if options.soak && options.only.is_empty() {
+            options.only = SOAKED.iter().map(|name| (*name).to_owned()).collect();
+        }
         Ok(options)
+    }
+
+    /// The soak with this run's other settings, through the Strait tunnels.
+    fn soak_variant(&self) -> Options {
+        Options {
+            soak: true,
+            only: SOAKED.iter().map(|name| (*name).to_owned()).collect(),
+            ..self.clone()
+        }
+    }
+
+    /// Rounds of the soak, each through every scenario.
+    fn soak_rounds(&self) -> usize {
+        if self.quick { 2 } else { 10 }
     }
 
     fn selected(&self, scenario: &Scenario) -> bool {
@@ -314,6 +344,7 @@ impl Options {
             } else {
                 Duration::from_secs(2)
             },
+            stall: None,
         }
     }
 
@@ -388,10 +419,18 @@ fn main() -> ExitCode {
         Duration::from_secs(900)
     };
     let outcome = runtime.block_on(async {
-        match tokio::time::timeout(limit, run::run(&options)).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(format!("the whole run took longer than {limit:?}")),
+        let timed = |options: Options| async move {
+            match tokio::time::timeout(limit, run::run(&options)).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(format!("the whole run took longer than {limit:?}")),
+            }
+        };
+        timed(options.clone()).await?;
+        // As a test, the quick soak follows the quick measurements.
+        if options.as_test && !options.soak {
+            timed(options.soak_variant()).await?;
         }
+        Ok::<_, String>(())
     });
     runtime.shutdown_timeout(Duration::from_secs(2));
     match outcome {

@@ -9,6 +9,7 @@ use crate::cpu::Cpu;
 use crate::cpu::CpuWindow;
 use crate::report::size_label;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use std::time::Instant;
 use tokio::io::AsyncReadExt;
@@ -42,7 +43,7 @@ pub(crate) async fn bulk_round(
     let started = Instant::now();
     let mut flows = tokio::task::JoinSet::new();
     for stream in connections {
-        flows.spawn(echo_bulk(stream, each));
+        flows.spawn(echo_bulk(stream, Amount::Bytes(each), None));
     }
     let all = tokio::time::timeout(limit, async {
         while let Some(flow) = flows.join_next().await {
@@ -71,35 +72,71 @@ pub(crate) fn pattern() -> Arc<Vec<u8>> {
     Arc::new((0..CHUNK).map(|i| (i % 251) as u8).collect())
 }
 
-/// Writes `total` bytes (whole chunks of the pattern) and half-closes, while
-/// reading the echo to its end; the time from the first write to the last byte.
-pub(crate) async fn echo_bulk(stream: TcpStream, total: u64) -> Result<Duration> {
+/// How much a bulk flow sends.
+#[derive(Clone)]
+pub(crate) enum Amount {
+    Bytes(u64),
+    /// Whole chunks until the flag is set.
+    Until(Arc<AtomicBool>),
+    /// [`PACED_WRITE`]-byte writes at this many bytes a second, until the
+    /// flag is set.
+    Paced(u64, Arc<AtomicBool>),
+}
+
+/// The write size of a paced flow.
+const PACED_WRITE: usize = 64 * 1024;
+
+/// Writes the pattern (byte i of every chunk is `i % 251`) and half-closes,
+/// while reading the echo to its end and checking it byte for byte; the
+/// bytes echoed. With `stall`, a read that waits longer than that while
+/// echoes are outstanding fails the flow: the path stopped moving.
+pub(crate) async fn echo_bulk(
+    stream: TcpStream,
+    amount: Amount,
+    stall: Option<Duration>,
+) -> Result<u64> {
     let chunk = pattern();
     let (mut read, mut write) = stream.into_split();
-    let started = Instant::now();
     let sent = chunk.clone();
     let writer = tokio::spawn(async move {
-        let mut left = total;
-        while left > 0 {
-            let n = usize::try_from(left.min(CHUNK as u64)).unwrap_or(CHUNK);
-            write.write_all(&sent[..n]).await?;
-            left -= n as u64;
+        let started = tokio::time::Instant::now();
+        let mut written: u64 = 0;
+        loop {
+            let n = match &amount {
+                Amount::Bytes(total) => (*total - written).min(CHUNK as u64),
+                Amount::Until(stop) | Amount::Paced(_, stop) if stop.load(Ordering::Relaxed) => 0,
+                Amount::Until(_) => CHUNK as u64,
+                Amount::Paced(rate, _) => {
+                    let due = Duration::from_secs_f64(written as f64 / (*rate).max(1) as f64);
+                    tokio::time::sleep_until(started + due).await;
+                    // Whole writes of the pattern: it repeats every CHUNK bytes.
+                    (CHUNK - (written % CHUNK as u64) as usize).min(PACED_WRITE) as u64
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            let n = usize::try_from(n).unwrap_or(CHUNK);
+            let offset = (written % CHUNK as u64) as usize;
+            write.write_all(&sent[offset..offset + n]).await?;
+            written += n as u64;
         }
         write.shutdown().await?;
-        Ok::<_, std::io::Error>(write)
+        Ok::<_, std::io::Error>((write, written))
     });
     let mut buffer = vec![0u8; CHUNK];
     let mut received: u64 = 0;
     loop {
-        let n = read
-            .read(&mut buffer)
-            .await
-            .map_err(|e| format!("reading the echo after {received} bytes: {e}"))?;
+        let reading = read.read(&mut buffer);
+        let n = match stall {
+            None => reading.await,
+            Some(limit) => tokio::time::timeout(limit, reading).await.map_err(|_| {
+                format!("STALL: no echo for {limit:?} after {received} bytes were echoed")
+            })?,
+        }
+        .map_err(|e| format!("reading the echo after {received} bytes: {e}"))?;
         if n == 0 {
             break;
-        }
-        if received + n as u64 > total {
-            return Err(format!("echoed more than the {total} bytes sent"));
         }
         // The echo must be the pattern, continued across chunk boundaries.
         let mut checked = 0;
@@ -116,13 +153,12 @@ pub(crate) async fn echo_bulk(stream: TcpStream, total: u64) -> Result<Duration>
         }
         received += n as u64;
     }
-    let elapsed = started.elapsed();
-    let _write = writer
+    let (_write, written) = writer
         .await
         .map_err(|e| format!("writer task: {e}"))?
         .map_err(|e| format!("writing: {e}"))?;
-    if received != total {
-        return Err(format!("sent {total} bytes but {received} came back"));
+    if received != written {
+        return Err(format!("sent {written} bytes but {received} came back"));
     }
-    Ok(elapsed)
+    Ok(received)
 }

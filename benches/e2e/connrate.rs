@@ -21,11 +21,13 @@ pub(crate) struct RateRun {
 }
 
 /// `connectors` loops of connect / 1-byte echo / close for `duration`;
-/// connections per second over the time until the last loop stopped.
+/// connections per second over the time until the last loop stopped. A
+/// connection that takes longer than `each` fails the run.
 pub(crate) async fn connection_rate(
     target: Target,
     connectors: usize,
     duration: Duration,
+    each: Duration,
     pids: &[(String, u32)],
 ) -> Result<RateRun> {
     let done = Arc::new(AtomicU64::new(0));
@@ -52,9 +54,9 @@ pub(crate) async fn connection_rate(
                     }
                     Ok::<_, String>(())
                 };
-                tokio::time::timeout(Duration::from_secs(5), one)
+                tokio::time::timeout(each, one)
                     .await
-                    .map_err(|_| "a connection took over 5 s".to_owned())??;
+                    .map_err(|_| format!("STALL: a connection took over {each:?}"))??;
                 done.fetch_add(1, Ordering::Relaxed);
             }
             Ok::<_, String>(())

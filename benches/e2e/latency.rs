@@ -32,6 +32,9 @@ pub(crate) struct LatencyPlan {
     /// Requests per second over all connections.
     pub(crate) rate: u32,
     pub(crate) duration: Duration,
+    /// When set, an echo that takes longer than this fails the round (the
+    /// soak's check that no connection stops moving).
+    pub(crate) stall: Option<Duration>,
 }
 
 /// One measured round.
@@ -110,16 +113,21 @@ pub(crate) async fn latency_round(
 
     let window = CpuWindow::start(pids);
     let mut reading = tokio::task::JoinSet::new();
+    let stall = plan.stall;
     for (i, mut reader) in readers.into_iter().enumerate() {
         let expected = count(i);
         reading.spawn(async move {
             let mut latency = histogram();
             let mut echo = [0u8; MESSAGE];
             for seq in 0..expected {
-                reader
-                    .read_exact(&mut echo)
-                    .await
-                    .map_err(|e| format!("reading echo {seq} of {expected}: {e}"))?;
+                let read = reader.read_exact(&mut echo);
+                match stall {
+                    None => read.await,
+                    Some(limit) => tokio::time::timeout(limit, read).await.map_err(|_| {
+                        format!("STALL: echo {seq} of {expected} took over {limit:?}")
+                    })?,
+                }
+                .map_err(|e| format!("reading echo {seq} of {expected}: {e}"))?;
                 let received = Instant::now();
                 let scheduled = u64::from_le_bytes(echo[8..16].try_into().expect("8 bytes"));
                 if echo != request(seq, scheduled) {

@@ -253,16 +253,36 @@ pub(crate) async fn wait_ready(proxies: &mut Proxies, index: usize, limit: Durat
 
 /// The status of `GET path`, over a raw HTTP/1.1 connection.
 pub(crate) async fn http_status(address: SocketAddr, path: &str) -> std::io::Result<u16> {
+    http_response(address, path).await.map(|(status, _)| status)
+}
+
+/// The body of `GET path`, which must answer 200.
+pub(crate) async fn http_get(address: SocketAddr, path: &str) -> std::io::Result<String> {
+    match http_response(address, path).await? {
+        (200, body) => Ok(body),
+        (status, body) => Err(std::io::Error::other(format!(
+            "GET {path}: status {status}: {body}"
+        ))),
+    }
+}
+
+async fn http_response(address: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect(address).await?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response).await?;
     let text = String::from_utf8_lossy(&response);
-    text.split_whitespace()
+    let status = text
+        .split_whitespace()
         .nth(1)
         .and_then(|status| status.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {text:?}")))
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {text:?}")))?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
 }
 
 /// The first connection of a scenario, retried until routes, tunnel and

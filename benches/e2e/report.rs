@@ -7,7 +7,7 @@ use crate::Result;
 use crate::Scenario;
 use crate::cpu::Cpu;
 use crate::idle::Idle;
-use crate::latency::histogram;
+use crate::latency::{LatencyRound, histogram};
 use hdrhistogram::Histogram;
 use std::io::Write as _;
 use std::path::Path;
@@ -57,6 +57,8 @@ pub(crate) struct Latency {
     pub(crate) histogram: Histogram<u64>,
     pub(crate) pacer_late: Histogram<u64>,
     pub(crate) cpu: Vec<Cpu>,
+    /// Each round's p99, µs.
+    pub(crate) rounds_p99: Vec<f64>,
     pub(crate) error: Option<String>,
 }
 
@@ -66,8 +68,28 @@ impl Latency {
             histogram: histogram(),
             pacer_late: histogram(),
             cpu: Vec::new(),
+            rounds_p99: Vec::new(),
             error: None,
         }
+    }
+
+    /// Adds one round.
+    pub(crate) fn record(&mut self, round: LatencyRound) {
+        self.rounds_p99
+            .push(round.latency.value_at_quantile(0.99) as f64 / 1000.0);
+        let added = self
+            .histogram
+            .add(&round.latency)
+            .and_then(|()| self.pacer_late.add(&round.pacer_late));
+        if let Err(error) = added {
+            self.error = Some(format!("histogram: {error}"));
+        }
+        self.cpu.push(round.cpu);
+    }
+
+    fn rounds_label(&self) -> String {
+        let rounds: Vec<String> = self.rounds_p99.iter().map(|v| short(*v)).collect();
+        rounds.join(" / ")
     }
 
     /// Quantile `q` in µs, if this scenario has figures.
@@ -77,12 +99,21 @@ impl Latency {
     }
 }
 
+/// The mixed workload's rounds: request/response latency beside bulk flows.
+pub(crate) struct Mixed {
+    pub(crate) latency: Latency,
+    /// What the bulk flows moved in each round, Gbit/s one way.
+    pub(crate) bulk_gbps: Vec<f64>,
+}
+
 /// Everything measured for one scenario.
 pub(crate) struct Outcome<'a> {
     pub(crate) scenario: &'a Scenario,
     /// One stream, then eight.
     pub(crate) bulk: [Series; 2],
     pub(crate) latency: Latency,
+    /// The same schedule beside bulk flows (`mixed.rs`).
+    pub(crate) mixed: Mixed,
     pub(crate) rate: Series,
     /// `None` for `direct`, which has no proxy process.
     pub(crate) idle: Option<Result<Idle>>,
@@ -94,6 +125,10 @@ impl<'a> Outcome<'a> {
             scenario,
             bulk: [Series::default(), Series::default()],
             latency: Latency::new(),
+            mixed: Mixed {
+                latency: Latency::new(),
+                bulk_gbps: Vec::new(),
+            },
             rate: Series::default(),
             idle: None,
         }
@@ -119,6 +154,7 @@ pub(crate) struct Shape {
     pub(crate) bulk_bytes: u64,
     pub(crate) streams: [usize; 2],
     pub(crate) latency: crate::latency::LatencyPlan,
+    pub(crate) mixed_bulk_streams: usize,
     pub(crate) connectors: usize,
     pub(crate) rate_duration: std::time::Duration,
     pub(crate) idle_count: usize,
@@ -272,9 +308,9 @@ pub(crate) fn print_report(shape: &Shape, outcomes: &[Outcome<'_>]) {
         plan.duration.as_secs_f64()
     );
     println!(
-        "| scenario | p50 µs | p99 µs | p99.9 µs | max µs | vs direct (p50/p99/p99.9) | vs HAProxy (p50/p99/p99.9) | requests | pacer late p99 µs | proxy CPU |"
+        "| scenario | p50 µs | p99 µs | p99.9 µs | max µs | vs direct (p50/p99/p99.9) | vs HAProxy (p50/p99/p99.9) | p99 per round µs | requests | pacer late p99 µs | proxy CPU |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|");
     for outcome in outcomes {
         let latency = &outcome.latency;
         let mut versus = [Vec::new(), Vec::new()];
@@ -285,7 +321,7 @@ pub(crate) fn print_report(shape: &Shape, outcomes: &[Outcome<'_>]) {
         }
         let cpu = Cpu::mean(&latency.cpu);
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             outcome.scenario.name,
             figure(latency.micros(0.5)),
             figure(latency.micros(0.99)),
@@ -293,6 +329,7 @@ pub(crate) fn print_report(shape: &Shape, outcomes: &[Outcome<'_>]) {
             figure(latency.micros(1.0)),
             versus[0].join(" / "),
             versus[1].join(" / "),
+            latency.rounds_label(),
             latency.histogram.len(),
             short(latency.pacer_late.value_at_quantile(0.99) as f64 / 1000.0),
             proxies_cpu(outcome.scenario, &cpu),
@@ -302,6 +339,7 @@ pub(crate) fn print_report(shape: &Shape, outcomes: &[Outcome<'_>]) {
         "\nLatency runs from each request's scheduled send time to the last byte of its echo; \
          `pacer late` is how late the harness sent (already included in the latency)."
     );
+    print_mixed(shape, outcomes);
 
     println!(
         "\n### Connection rate: {} connectors, each connect → 1-byte echo → close in a loop, \
@@ -377,6 +415,42 @@ pub(crate) fn print_report(shape: &Shape, outcomes: &[Outcome<'_>]) {
                 }
             }
         }
+    }
+}
+
+/// The mixed workload's table: the schedule beside bulk flows, against
+/// the same schedule alone.
+fn print_mixed(shape: &Shape, outcomes: &[Outcome<'_>]) {
+    println!(
+        "\n### Latency beside {} bulk flows: the same schedule while {} bulk echo flows of {} Mbit/s each run through the same path\n",
+        shape.mixed_bulk_streams,
+        shape.mixed_bulk_streams,
+        crate::run::MIXED_BULK_RATE * 8 / 1_000_000
+    );
+    println!(
+        "| scenario | p50 µs | p99 µs | p99.9 µs | p99 per round µs | alone p50 / p99 / p99.9 µs | p99 beside / alone | p99 vs HAProxy beside | bulk Gbit/s meanwhile |"
+    );
+    println!("|---|---:|---:|---:|---|---|---:|---:|---:|");
+    for outcome in outcomes {
+        let mixed = &outcome.mixed.latency;
+        let alone = &outcome.latency;
+        let (value, _, peer) = with_references(outcomes, outcome, |o| o.mixed.latency.micros(0.99));
+        let mut bulk = outcome.mixed.bulk_gbps.clone();
+        bulk.sort_by(f64::total_cmp);
+        println!(
+            "| {} | {} | {} | {} | {} | {} / {} / {} | {} | {} | {} |",
+            outcome.scenario.name,
+            figure(mixed.micros(0.5)),
+            figure(mixed.micros(0.99)),
+            figure(mixed.micros(0.999)),
+            mixed.rounds_label(),
+            figure(alone.micros(0.5)),
+            figure(alone.micros(0.99)),
+            figure(alone.micros(0.999)),
+            ratio(mixed.micros(0.99), alone.micros(0.99)),
+            ratio(value, peer),
+            figure(bulk.get(bulk.len() / 2).copied()),
+        );
     }
 }
 
@@ -468,6 +542,36 @@ fn goals(outcomes: &[Outcome<'_>]) -> Vec<String> {
         let Some(outcome) = find(outcomes, tunnel) else {
             continue;
         };
+        if let Some(peer) = find(outcomes, "haproxy-tls-tunnel") {
+            let ours = &outcome.latency.rounds_p99;
+            let theirs = &peer.latency.rounds_p99;
+            if !ours.is_empty() && ours.len() == theirs.len() {
+                let ratios: Vec<String> = ours
+                    .iter()
+                    .zip(theirs)
+                    .map(|(a, b)| format!("{:.2}×", a / b))
+                    .collect();
+                let every = ours.iter().zip(theirs).all(|(a, b)| a <= b);
+                lines.push(format!(
+                    "latency p99 in every round: {tunnel} vs haproxy-tls-tunnel {} (goal ≤ 1.0× each): {}",
+                    ratios.join(" / "),
+                    verdict(every)
+                ));
+            }
+        }
+        if let (Some(beside), Some(alone)) = (
+            outcome.mixed.latency.micros(0.99),
+            outcome.latency.micros(0.99),
+        ) {
+            lines.push(format!(
+                "latency p99 beside {} bulk flows: {tunnel} {} vs {} alone ({:.2}×, goal ≤ 3×): {}",
+                crate::run::MIXED_BULK_STREAMS,
+                short(beside),
+                short(alone),
+                beside / alone,
+                verdict(beside <= 3.0 * alone)
+            ));
+        }
         for (name, kib) in outcome.idle_kib() {
             lines.push(format!(
                 "idle memory: {tunnel} {name} {kib:.1} KiB per connection (goal ≤ 4): {}",
@@ -498,6 +602,11 @@ pub(crate) fn missing(outcomes: &[Outcome<'_>]) -> Vec<String> {
             "latency",
             latency.micros(0.999).is_some(),
             latency.error.as_ref(),
+        );
+        need(
+            "latency beside bulk flows",
+            outcome.mixed.latency.micros(0.999).is_some(),
+            outcome.mixed.latency.error.as_ref(),
         );
         need(
             "connection rate",
@@ -598,6 +707,20 @@ pub(crate) fn rows(threads: usize, outcomes: &[Outcome<'_>]) -> Vec<Row> {
                 "µs",
             );
             cpu_rows(&mut push, "latency", &Cpu::mean(&latency.cpu));
+        }
+        let mixed = &outcome.mixed;
+        for (label, q) in [("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0)] {
+            if let Some(value) = mixed.latency.micros(q) {
+                push(name, format!("latency beside bulk {label}"), value, "µs");
+            }
+        }
+        for gbps in &mixed.bulk_gbps {
+            push(
+                name,
+                "latency beside bulk: bulk round".to_owned(),
+                *gbps,
+                "Gbit/s",
+            );
         }
         if let Some((value, cpu)) = outcome.rate.median() {
             push(name, "connection rate".to_owned(), *value, "connections/s");

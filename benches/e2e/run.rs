@@ -9,10 +9,12 @@ use crate::cpu::host_cpu;
 use crate::haproxy;
 use crate::idle::idle_memory;
 use crate::latency::latency_round;
+use crate::mixed::{Beside, mixed_round};
 use crate::processes::{Proxies, wait_ready, warm_up};
 use crate::report::{
     Outcome, Series, Shape, missing, print_report, print_summary, rows, write_json,
 };
+use crate::soak::soak;
 use crate::svg::write_chart;
 use crate::topology::{
     GatewayPorts, check_config, import_ports, raise_open_files, strait_binary, write_certificates,
@@ -21,6 +23,14 @@ use crate::topology::{
 use crate::{Entry, GATEWAYS, HAPROXY_IPS, MIB, Options, Result, SCENARIOS, Scenario, backend_ip};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
+
+/// The bulk flows beside the mixed workload's requests.
+pub(crate) const MIXED_BULK_STREAMS: usize = 8;
+/// Bytes a second of each of them: 50 Mbit/s, 400 Mbit/s in all.
+pub(crate) const MIXED_BULK_RATE: u64 = 50_000_000 / 8;
+
+/// How long one connection of the connection-rate workload may take.
+const RATE_EACH: Duration = Duration::from_secs(5);
 
 pub(crate) async fn run(options: &Options) -> Result<()> {
     let started = Instant::now();
@@ -163,9 +173,12 @@ pub(crate) async fn run(options: &Options) -> Result<()> {
     for (scenario, target) in scenarios.iter().zip(&targets) {
         warm_up(&proxies, scenario.name, *target).await?;
     }
+    let pids = proxies.pids();
+    if options.soak {
+        return soak(options, &scenarios, &targets, &proxies, &pids).await;
+    }
     warn_if_busy().await;
 
-    let pids = proxies.pids();
     let mut outcomes: Vec<Outcome<'_>> = scenarios.iter().map(|s| Outcome::new(s)).collect();
     let phase = |what: &str| {
         println!(
@@ -211,21 +224,37 @@ pub(crate) async fn run(options: &Options) -> Result<()> {
                 continue;
             }
             match latency_round(*target, plan, &pids).await {
-                Ok(measured) => {
-                    let added = latency
-                        .histogram
-                        .add(&measured.latency)
-                        .and_then(|()| latency.pacer_late.add(&measured.pacer_late));
-                    if let Err(error) = added {
-                        latency.error = Some(format!("histogram: {error}"));
-                    }
-                    latency.cpu.push(measured.cpu);
-                }
+                Ok(measured) => latency.record(measured),
                 Err(error) => latency.error = Some(format!("round {}: {error}", round + 1)),
             }
         }
     }
     phase("latency measured");
+
+    let beside = Beside {
+        bulk_streams: MIXED_BULK_STREAMS,
+        bulk_rate: Some(MIXED_BULK_RATE),
+        connectors: 0,
+        stall: None,
+    };
+    for round in 0..options.rounds() {
+        for (outcome, target) in outcomes.iter_mut().zip(&targets) {
+            let mixed = &mut outcome.mixed;
+            if mixed.latency.error.is_some() {
+                continue;
+            }
+            match mixed_round(*target, plan, beside, &pids).await {
+                Ok(run) => {
+                    mixed.bulk_gbps.push(run.bulk_gbps);
+                    mixed.latency.record(run.latency);
+                }
+                Err(error) => mixed.latency.error = Some(format!("round {}: {error}", round + 1)),
+            }
+        }
+    }
+    phase(&format!(
+        "latency beside {MIXED_BULK_STREAMS} bulk flows measured"
+    ));
 
     let streams = [1, 8];
     for (index, streams) in streams.iter().enumerate() {
@@ -255,8 +284,14 @@ pub(crate) async fn run(options: &Options) -> Result<()> {
 
     let connectors = options.connectors();
     for (outcome, target) in outcomes.iter_mut().zip(&targets) {
-        if let Err(error) =
-            connection_rate(*target, connectors, Duration::from_millis(100), &pids).await
+        if let Err(error) = connection_rate(
+            *target,
+            connectors,
+            Duration::from_millis(100),
+            RATE_EACH,
+            &pids,
+        )
+        .await
         {
             outcome.rate.error = Some(format!("warm-up: {error}"));
         }
@@ -266,7 +301,15 @@ pub(crate) async fn run(options: &Options) -> Result<()> {
             if outcome.rate.error.is_some() {
                 continue;
             }
-            match connection_rate(*target, connectors, options.rate_duration(), &pids).await {
+            match connection_rate(
+                *target,
+                connectors,
+                options.rate_duration(),
+                RATE_EACH,
+                &pids,
+            )
+            .await
+            {
                 Ok(run) => outcome.rate.runs.push((run.per_second, run.cpu)),
                 Err(error) => outcome.rate.error = Some(format!("round {}: {error}", round + 1)),
             }
@@ -280,6 +323,7 @@ pub(crate) async fn run(options: &Options) -> Result<()> {
         bulk_bytes: options.bulk_bytes(),
         streams,
         latency: plan,
+        mixed_bulk_streams: MIXED_BULK_STREAMS,
         connectors,
         rate_duration: options.rate_duration(),
         idle_count,

@@ -204,6 +204,10 @@ impl GatewayPorts {
     }
 }
 
+/// The gateways' `tuning.stallReport`: a connection holding bytes and
+/// writing none this long is counted as stalled (the soak fails on any).
+pub(crate) const STALL_REPORT: Duration = Duration::from_secs(2);
+
 /// A configuration directory: c1 and c3 with their gateways' tunnel
 /// addresses, c3 exporting `app/echo` with `backend` as its one endpoint,
 /// and a `gateway.yaml` that admits the loopback endpoint and picks the
@@ -235,7 +239,10 @@ pub(crate) fn write_config(
     let path = config.join("gateway.yaml");
     std::fs::write(
         &path,
-        format!("allowLoopbackEndpoints: true\ntunnel:\n  transport: {transport}\n"),
+        format!(
+            "allowLoopbackEndpoints: true\ntuning:\n  stallReport: {}s\ntunnel:\n  transport: {transport}\n",
+            STALL_REPORT.as_secs()
+        ),
     )
     .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
