@@ -77,9 +77,46 @@ pub(super) async fn stuck_readers_do_not_stall_the_other_streams_of_their_connec
         .await;
         assert_eq!(echoed, payload, "round {round}");
     }
+
+    // The stuck connections are seen while they last: each gateway's stall
+    // watch (`tuning.stallReport`, 1 s here) counts them as stalled, c1's
+    // outbound ones and c3's inbound streams alike, without closing them.
+    let stalled = |gateway: usize, path: &str| {
+        let metrics = world.gateways[gateway].state().metrics.encode();
+        let series = format!("strait_connections_stalled{{path=\"{path}\"}} ");
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(series.as_str()))
+            .and_then(|value| value.trim().parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while (stalled(0, "tunnel") == 0 || stalled(2, "inbound") == 0)
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (outbound, inbound) = (stalled(0, "tunnel"), stalled(2, "inbound"));
+    assert!(
+        (1..=STUCK as i64).contains(&outbound) && (1..=STUCK as i64).contains(&inbound),
+        "stalled now: c1 tunnel {outbound}, c3 inbound {inbound} (of {STUCK} stuck clients)"
+    );
+
+    // Once the stuck clients go, so do their stalls.
     for task in stuck {
         task.abort();
     }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while (stalled(0, "tunnel") != 0 || stalled(2, "inbound") != 0)
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        (stalled(0, "tunnel"), stalled(2, "inbound")),
+        (0, 0),
+        "stalls left after the stuck clients closed"
+    );
 }
 
 /// `future`'s output, or a panic naming `what` after 5 s.

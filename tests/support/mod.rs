@@ -485,6 +485,8 @@ pub async fn start_gateway_tuned(
     };
     settings.tuning.reload_debounce = Duration::from_millis(100);
     settings.tuning.connect_timeout = Duration::from_secs(2);
+    // A stalled connection shows in /metrics within two seconds.
+    settings.tuning.stall_report = Duration::from_secs(1);
     // Pods of this loopback world live on 127.0.0.0/8.
     settings.allow_loopback_endpoints = true;
     tune(&mut settings);
