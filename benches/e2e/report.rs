@@ -488,7 +488,7 @@ pub(crate) fn print_summary(outcomes: &[Outcome<'_>]) {
     }
     let goals = goals(outcomes);
     if !goals.is_empty() {
-        println!("\nGoals of issue 7 (informational; nothing here fails the run):\n");
+        println!("\nGoals of issues 7 and 15 (informational; nothing here fails the run):\n");
         for goal in goals {
             println!("- {goal}");
         }
