@@ -515,9 +515,11 @@ fn endpoint_group(
         });
     }
     for (index, endpoint) in slice.endpoints.iter().enumerate() {
-        let field = format!("endpoints[{index}].addresses");
+        // Named only when there is something to say: most endpoints have
+        // nothing, and a slice change translates all of its service's.
+        let field = || format!("endpoints[{index}].addresses");
         let Some(first) = endpoint.addresses.first() else {
-            findings.error(&field, "is empty; an endpoint needs an address");
+            findings.error(&field(), "is empty; an endpoint needs an address");
             continue;
         };
         let address = match first.parse::<IpAddr>() {
@@ -525,7 +527,7 @@ fn endpoint_group(
                 // One address, two spellings: every check (loopback, own
                 // listeners, backends) would have to know both.
                 findings.error(
-                    &format!("{field}[0]"),
+                    &format!("{}[0]", field()),
                     format!(
                         "{first} is an IPv4-mapped IPv6 address; list {} in an IPv4 slice instead",
                         v6.to_canonical()
@@ -536,7 +538,7 @@ fn endpoint_group(
             Ok(address) if address.is_ipv6() == want_v6 => {
                 if let Some(class) = unroutable_endpoint(&address, allow_loopback) {
                     findings.error(
-                        &format!("{field}[0]"),
+                        &format!("{}[0]", field()),
                         format!("{address} is a {class} address, which cannot be a backend"),
                     );
                     continue;
@@ -545,14 +547,14 @@ fn endpoint_group(
             }
             Ok(_) => {
                 findings.error(
-                    &format!("{field}[0]"),
+                    &format!("{}[0]", field()),
                     format!("{first} does not match addressType {}", slice.address_type),
                 );
                 continue;
             }
             Err(_) => {
                 findings.error(
-                    &format!("{field}[0]"),
+                    &format!("{}[0]", field()),
                     format!("{first:?} is not an IP address"),
                 );
                 continue;
