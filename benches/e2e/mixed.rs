@@ -99,24 +99,18 @@ pub(crate) async fn mixed_round(
     let latency = latency.map_err(|e| format!("request/response: {e}"));
     let connections = connections.map_err(|e| format!("connection rate: {e}"));
     let echoed = bulk.map_err(|e| format!("bulk flows: {e}"));
-    let errors: Vec<&String> = [
+    let stall = [
         latency.as_ref().err(),
         connections.as_ref().err(),
         echoed.as_ref().err(),
     ]
     .into_iter()
     .flatten()
-    .collect();
-    if let Some(first) = errors
-        .iter()
-        .find(|e| e.contains("STALL"))
-        .or(errors.first())
-    {
-        return Err((*first).clone());
+    .find(|e| e.contains("STALL"));
+    if let Some(stall) = stall {
+        return Err(stall.clone());
     }
-    let (Ok(latency), Ok(connections), Ok(echoed)) = (latency, connections, echoed) else {
-        return Err("a workload failed".to_owned());
-    };
+    let (latency, connections, echoed) = (latency?, connections?, echoed?);
     Ok(MixedRound {
         latency,
         bulk_gbps: echoed as f64 * 8.0 / elapsed.as_secs_f64() / 1e9,

@@ -188,10 +188,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SpliceOutcome> {
         let this = self.get_mut();
         let end = ready!(this.poll_end(cx));
-        if this.stalled.take().is_some() {
-            let stalled_for = this.stalled_for();
-            this.watch.resumed(stalled_for);
-        }
+        this.end_stall();
         Poll::Ready(SpliceOutcome {
             client_to_backend: this.up.bytes,
             backend_to_client: this.down.bytes,
@@ -238,7 +235,7 @@ where
             let mut next = idle_deadline;
             if let Some(stall) = self.stall_timeout {
                 let stall_deadline = self.last_activity + stall;
-                if now >= stall_deadline && (self.up.holds_unsent() || self.down.holds_unsent()) {
+                if now >= stall_deadline && self.holds_unsent() {
                     return Poll::Ready(SpliceEnd::Stalled);
                 }
                 next = next.min(if stall_deadline > now {
@@ -249,7 +246,7 @@ where
             }
             if let Some(every) = self.watch_every().filter(|_| self.watch_armed) {
                 self.check_progress();
-                if self.stalled.is_some() || self.up.holds_unsent() || self.down.holds_unsent() {
+                if self.stalled.is_some() || self.holds_unsent() {
                     next = next.min(now + every);
                 } else {
                     self.watch_armed = false;
@@ -263,12 +260,12 @@ where
     /// Sets the timer within a watch period when a direction starts holding
     /// bytes its writer pushed back (once per such spell, not per write).
     fn arm_watch(&mut self) {
+        if self.watch_armed || !self.holds_unsent() {
+            return;
+        }
         let Some(every) = self.watch_every() else {
             return;
         };
-        if self.watch_armed || !(self.up.holds_unsent() || self.down.holds_unsent()) {
-            return;
-        }
         let now = Instant::now();
         self.watch_armed = true;
         self.sample();
@@ -325,10 +322,21 @@ where
             Flow::BackendToClient => &self.down,
         };
         if direction.sent != direction.sent_at_check {
-            self.stalled = None;
+            self.end_stall();
+        }
+    }
+
+    /// Tells the watch that a stall, if any, is over.
+    fn end_stall(&mut self) {
+        if self.stalled.take().is_some() {
             let stalled_for = self.stalled_for();
             self.watch.resumed(stalled_for);
         }
+    }
+
+    /// Either direction holds read bytes its writer has not taken.
+    fn holds_unsent(&self) -> bool {
+        self.up.holds_unsent() || self.down.holds_unsent()
     }
 
     /// Bytes read and written so far, both ways: what counts as activity.

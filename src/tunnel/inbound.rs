@@ -31,18 +31,14 @@ pub struct Refusal {
 
 /// A request whose backend is dialled, waiting for the stream to splice to.
 pub struct Accepted {
-    /// The calling gateway's cluster (shared, not copied per stream).
-    caller: ClusterId,
-    authority: String,
-    address: SocketAddr,
     backend: TcpStream,
-    metrics: ConnectionMetrics,
-    started: Instant,
+    finish: InboundFinish,
 }
 
 /// What an inbound stream's access-log line and metrics need once its
 /// splice ends; the splice holds it, and reports a stall through it.
 struct InboundFinish {
+    /// The calling gateway's cluster (shared, not copied per stream).
     caller: ClusterId,
     authority: String,
     address: SocketAddr,
@@ -217,12 +213,14 @@ pub async fn open(
             Ok(backend) => {
                 metrics.dial(dial_started.elapsed());
                 return Ok(Accepted {
-                    caller: caller.cluster.clone(),
-                    authority: authority.unwrap_or_default(),
-                    address,
                     backend,
-                    metrics,
-                    started,
+                    finish: InboundFinish {
+                        caller: caller.cluster.clone(),
+                        authority: authority.unwrap_or_default(),
+                        address,
+                        metrics,
+                        started,
+                    },
                 });
             }
             Err(error) => {
@@ -264,21 +262,7 @@ impl Accepted {
         S: SpliceIo,
     {
         let limits = state.metrics.clone();
-        let Accepted {
-            caller,
-            authority,
-            address,
-            backend,
-            metrics,
-            started,
-        } = self;
-        let finish = InboundFinish {
-            caller,
-            authority,
-            address,
-            metrics,
-            started,
-        };
+        let Accepted { backend, finish } = self;
         // A peer that stops reading (a zero window) must not hold the
         // backend's bytes for the whole idle timeout.
         let mut splice = splice(stream, backend, state.idle_timeout)
@@ -296,7 +280,8 @@ impl Accepted {
 
     /// The peer went away before the stream could be spliced.
     pub fn abandon(self, why: &str) {
-        tracing::debug!(caller = %self.caller, why, "tunnel stream abandoned");
-        self.metrics.closed(ClosedResult::Error, 0, 0);
+        let finish = self.finish;
+        tracing::debug!(caller = %finish.caller, why, "tunnel stream abandoned");
+        finish.metrics.closed(ClosedResult::Error, 0, 0);
     }
 }

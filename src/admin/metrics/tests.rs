@@ -1,6 +1,7 @@
 //! Unit tests of the metric handles and the exposition.
 
 use super::*;
+use std::time::Duration;
 
 fn closed(metrics: &Metrics, path: RoutePath, result: ClosedResult) -> u64 {
     metrics
