@@ -90,7 +90,7 @@ impl ClusterService {
         terminating: bool,
     ) -> Self {
         if let Some(group) = self.endpoint_groups.first_mut() {
-            group.endpoints.push(Endpoint {
+            group.add_endpoint(Endpoint {
                 ready,
                 serving,
                 terminating,

@@ -63,7 +63,11 @@ fn options(local: &Path, remotes: &[&Path], identity: &str, range: PortRange) ->
 fn gateway_pods(pods: &[&str]) -> Value {
     let endpoints: Vec<Value> = pods
         .iter()
-        .map(|ip| json!({"addresses": [ip], "conditions": {"ready": true}}))
+        .map(|ip| {
+            json!({"addresses": [ip], "conditions": {"ready": true},
+                "nodeName": format!("node-{ip}"), "zone": "zone-a",
+                "targetRef": {"kind": "Pod", "namespace": NAMESPACE, "name": format!("gw-{ip}")}})
+        })
         .collect();
     json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": "strait-gateway-1", "namespace": NAMESPACE,
@@ -258,6 +262,11 @@ async fn an_import_exists_while_any_cluster_exports_with_ips_from_its_derived_se
         .filter_map(|e| e["addresses"][0].as_str())
         .collect();
     assert_eq!(addresses, ["10.1.0.50", "10.1.0.51"]);
+    // Each keeps its gateway pod's node and zone (topology-aware routing in
+    // this cluster reads them).
+    let first = &slice["endpoints"][0];
+    assert_eq!(first["nodeName"], "node-10.1.0.50");
+    assert_eq!(first["zone"], "zone-a");
 
     // One cluster unexports: the import stays, with one cluster.
     world.local.delete("ServiceExport", "shop", "cart");

@@ -142,7 +142,7 @@ fn cart_endpoints(snapshot: &SourceSnapshot) -> Vec<String> {
         .map(|s| {
             s.endpoint_groups
                 .iter()
-                .flat_map(|g| &g.endpoints)
+                .flat_map(|g| g.endpoints.iter())
                 .map(|e| e.address.to_string())
                 .collect()
         })

@@ -8,9 +8,9 @@ use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::discovery::v1::{Endpoint as SliceEndpoint, EndpointSlice};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
+use strait::discovery::objects::EndpointSlice;
 use strait::imports::diff::{Change, changes};
 use strait::imports::render::{DesiredObject, Owners, desired_objects};
 use strait::imports::{ImportPlan, Observed, ObservedObject, PlanInputs, PortRange, plan};
@@ -112,18 +112,15 @@ fn empty_cluster() -> Observed {
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
         ));
     }
-    let gateway = EndpointSlice {
-        address_type: "IPv4".to_owned(),
-        endpoints: (0..GATEWAY_PODS)
-            .map(|pod| SliceEndpoint {
-                addresses: vec![format!("10.244.{pod}.7")],
-                node_name: Some(format!("node-{pod}")),
-                zone: Some(format!("zone-{pod}")),
-                ..SliceEndpoint::default()
-            })
-            .collect(),
-        ..EndpointSlice::default()
-    };
+    let endpoints: Vec<Value> = (0..GATEWAY_PODS)
+        .map(|pod| {
+            json!({"addresses": [format!("10.244.{pod}.7")],
+                "nodeName": format!("node-{pod}"), "zone": format!("zone-{pod}")})
+        })
+        .collect();
+    let gateway: EndpointSlice =
+        serde_json::from_value(json!({"addressType": "IPv4", "endpoints": endpoints}))
+            .expect("the gateway slice decodes");
     observed.add_gateway_slice(&gateway);
     observed
 }

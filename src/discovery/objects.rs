@@ -1,13 +1,18 @@
-//! The Kubernetes objects Strait reads: k8s-openapi's core types plus the MCS
-//! (`multicluster.x-k8s.io`) and About (`about.k8s.io`) CRDs, and the decoding
-//! of an untyped document into one of them by `apiVersion` and `kind`.
+//! The Kubernetes objects Strait reads: k8s-openapi's Service, the fields of
+//! EndpointSlice that Strait reads (decoded into the model's endpoints, see
+//! [`endpoint_slice`]), the MCS (`multicluster.x-k8s.io`) and About
+//! (`about.k8s.io`) CRDs, and the decoding of an untyped document into one
+//! of them by `apiVersion` and `kind`.
+
+mod endpoint_slice;
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
+
+pub use endpoint_slice::{EndpointSlice, SliceEndpoints, UnparsedEndpoint};
 
 /// API group of ClusterProperty.
 pub const ABOUT_GROUP: &str = "about.k8s.io";

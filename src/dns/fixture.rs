@@ -72,7 +72,7 @@ fn service(
             .collect(),
     );
     spec.service_type = service_type;
-    let group = |endpoints| EndpointGroup {
+    let group = |endpoints: Vec<Endpoint>| EndpointGroup {
         ports: ports
             .iter()
             .map(|(name, _, target)| EndpointPort {
@@ -81,7 +81,7 @@ fn service(
                 port: *target,
             })
             .collect(),
-        endpoints,
+        endpoints: endpoints.into(),
     };
     // One slice per address family, as Kubernetes keeps them.
     let (v4, v6): (Vec<Endpoint>, Vec<Endpoint>) =
@@ -100,7 +100,7 @@ fn service(
 
 pub(crate) fn pod(address: &str, hostname: Option<&str>) -> Endpoint {
     Endpoint {
-        hostname: hostname.map(str::to_owned),
+        hostname: hostname.map(Into::into),
         ..Endpoint::ready(ip(address))
     }
 }

@@ -8,13 +8,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION, POD_CLUSTER_ANNOTATION};
 use super::pods::PodRef;
 use super::ports::PortKey;
+use crate::discovery::objects::EndpointSlice;
 use crate::discovery::translate::MCS_SERVICE_NAME_LABEL;
 use crate::model::{ClusterId, Protocol, ServiceKey};
 
@@ -266,27 +266,22 @@ impl Observed {
 
     /// Adds the endpoints of the gateway Service's EndpointSlices.
     pub fn add_gateway_slice(&mut self, slice: &EndpointSlice) {
-        for endpoint in &slice.endpoints {
-            let conditions = endpoint.conditions.as_ref();
-            // As Kubernetes reads them: unset ready and serving mean true.
-            let ready = conditions.and_then(|c| c.ready).unwrap_or(true);
-            let serving = conditions.and_then(|c| c.serving).unwrap_or(ready);
-            let terminating = conditions.and_then(|c| c.terminating).unwrap_or(false);
-            for address in &endpoint.addresses {
-                let Ok(address) = address.parse::<IpAddr>() else {
-                    continue;
-                };
-                let gateway = GatewayEndpoint {
-                    address,
-                    ready,
-                    serving,
-                    terminating,
-                    node_name: endpoint.node_name.clone(),
-                    zone: endpoint.zone.clone(),
-                };
-                if !self.gateway_endpoints.iter().any(|g| g.address == address) {
-                    self.gateway_endpoints.push(gateway);
-                }
+        for endpoint in slice.endpoints.parsed.iter() {
+            let placement = endpoint.placement.as_deref();
+            let gateway = GatewayEndpoint {
+                address: endpoint.address,
+                ready: endpoint.ready,
+                serving: endpoint.serving,
+                terminating: endpoint.terminating,
+                node_name: placement.and_then(|p| p.node_name.clone()),
+                zone: placement.and_then(|p| p.zone.clone()),
+            };
+            if !self
+                .gateway_endpoints
+                .iter()
+                .any(|g| g.address == endpoint.address)
+            {
+                self.gateway_endpoints.push(gateway);
             }
         }
         self.gateway_endpoints.sort();

@@ -171,14 +171,10 @@ fn the_derived_service_forwards_each_port_to_its_import_port() {
         ServiceBuilder::new().port("http", 80, 8080).exported_at(20),
     );
     let mut observed = Observed::default();
-    let gateway = k8s_openapi::api::discovery::v1::EndpointSlice {
-        address_type: "IPv4".to_owned(),
-        endpoints: vec![k8s_openapi::api::discovery::v1::Endpoint {
-            addresses: vec!["10.0.0.5".to_owned()],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
+    let gateway: crate::discovery::objects::EndpointSlice = serde_json::from_value(
+        serde_json::json!({"addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.5"]}]}),
+    )
+    .expect("slice decodes");
     observed.add_gateway_slice(&gateway);
     let (plan, _) = plan_for(&set, &observed);
     let objects = objects(&set, &observed);

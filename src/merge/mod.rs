@@ -120,8 +120,8 @@ pub struct Backend {
     pub address: IpAddr,
     pub port: u16,
     pub state: BackendState,
-    pub hostname: Option<String>,
-    pub zone: Option<String>,
+    /// Shared with the endpoint it was made from.
+    pub hostname: Option<Arc<str>>,
 }
 
 /// Why a cluster or an endpoint carries no traffic for a port.
@@ -437,7 +437,7 @@ fn resolve_port(
                 continue;
             };
             found_target = true;
-            for endpoint in &group.endpoints {
+            for endpoint in group.endpoints.iter() {
                 if several_slices && !seen.insert((endpoint.address, target.port)) {
                     continue;
                 }
@@ -447,7 +447,6 @@ fn resolve_port(
                     port: target.port,
                     state: BackendState::Ready,
                     hostname: endpoint.hostname.clone(),
-                    zone: endpoint.zone.clone(),
                 };
                 if !ip_families.is_empty()
                     && !ip_families.contains(&IpFamily::of(&endpoint.address))

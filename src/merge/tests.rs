@@ -595,7 +595,7 @@ fn a_declared_port_without_a_slice_port_has_no_endpoints() {
             protocol: Protocol::Tcp,
             port: 1,
         }],
-        endpoints: vec![Endpoint::ready(ip("10.0.0.1"))],
+        endpoints: vec![Endpoint::ready(ip("10.0.0.1"))].into(),
     }];
     let set = cluster_set(&[("c1", "net-a", service)]);
     let port = merged(&set).ports[0].clone();
@@ -714,9 +714,7 @@ fn a_merge_reuses_every_service_whose_holders_did_not_change() {
         .and_then(|c| c.services.get_mut(&cart))
         .map(Arc::make_mut)
         .expect("c2 holds cart");
-    changed.endpoint_groups[0]
-        .endpoints
-        .push(Endpoint::ready(ip("10.0.0.3")));
+    changed.endpoint_groups[0].add_endpoint(Endpoint::ready(ip("10.0.0.3")));
     let second = merge_reusing(&set, &first);
     assert!(Arc::ptr_eq(
         &first.services[&orders],

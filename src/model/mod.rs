@@ -261,7 +261,18 @@ pub struct Export {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EndpointGroup {
     pub ports: Vec<EndpointPort>,
-    pub endpoints: Vec<Endpoint>,
+    /// Shared with the decoded EndpointSlice when every endpoint of it is
+    /// valid (the usual case), so a large cluster's endpoints are held once.
+    pub endpoints: Arc<[Endpoint]>,
+}
+
+impl EndpointGroup {
+    /// Adds one endpoint (a copy of the list: for builders and tests).
+    pub fn add_endpoint(&mut self, endpoint: Endpoint) {
+        let mut endpoints = self.endpoints.to_vec();
+        endpoints.push(endpoint);
+        self.endpoints = endpoints.into();
+    }
 }
 
 /// A port of an EndpointSlice: the target port behind the Service port of the same name.
@@ -273,13 +284,25 @@ pub struct EndpointPort {
 }
 
 /// One endpoint address with its conditions, as EndpointSlices define them.
+/// Small on purpose: a large cluster set holds millions of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub address: IpAddr,
     pub ready: bool,
     pub serving: bool,
     pub terminating: bool,
-    pub hostname: Option<String>,
+    /// Shared with every backend made from the endpoint.
+    pub hostname: Option<Arc<str>>,
+    /// Where the endpoint runs; kept only where something reads it (the
+    /// local cluster's endpoints: its gateway pods' slices are copied into
+    /// the derived Services' slices).
+    pub placement: Option<Box<Placement>>,
+}
+
+/// An endpoint's `nodeName` and `zone`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    pub node_name: Option<String>,
     pub zone: Option<String>,
 }
 
@@ -291,7 +314,7 @@ impl Endpoint {
             serving: true,
             terminating: false,
             hostname: None,
-            zone: None,
+            placement: None,
         }
     }
 }

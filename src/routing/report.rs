@@ -2,6 +2,7 @@
 //! prints and the admin endpoint `/debug/routes` serves.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -26,7 +27,7 @@ pub struct BackendReport {
     pub gateways: Option<Vec<GatewayAddress>>,
     pub state: BackendState,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
+    pub hostname: Option<Arc<str>>,
 }
 
 #[derive(Debug, Serialize)]

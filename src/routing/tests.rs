@@ -241,8 +241,7 @@ fn a_table_reuses_the_routes_of_unchanged_services_while_every_path_stays() {
         .and_then(|c| c.services.get_mut(&ServiceKey::new("shop", "cart")))
     {
         Arc::make_mut(cart).endpoint_groups[0]
-            .endpoints
-            .push(crate::model::Endpoint::ready(ip("10.0.0.3")));
+            .add_endpoint(crate::model::Endpoint::ready(ip("10.0.0.3")));
     }
     let merged = crate::merge::merge_reusing(&set, &merged);
     let second = RouteTable::build_reusing(&set, &merged, "c1", Some(&first)).expect("viewer");

@@ -203,7 +203,7 @@ async fn start_pods(set: &ClusterSet) -> std::io::Result<Pods> {
     for (cluster_index, cluster) in set.clusters.values().enumerate() {
         for service in cluster.services.values() {
             for group in &service.endpoint_groups {
-                for endpoint in &group.endpoints {
+                for endpoint in group.endpoints.iter() {
                     for port in group.ports.iter().filter(|p| p.protocol == Protocol::Tcp) {
                         next += 1;
                         let ip = IpAddr::V4(Ipv4Addr::new(

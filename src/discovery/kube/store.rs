@@ -421,10 +421,14 @@ pub(super) fn key_of(object: &DynamicObject) -> ObjectKey {
 
 /// Decodes a watched object into the type the file source would have read,
 /// through the same decoder, so both sources accept the same objects.
+///
+/// `local` says the object is the local cluster's: it keeps what only the
+/// local cluster's objects are read for (see [`slim`]).
 pub(super) fn decode(
     resource: &ApiResource,
     object: DynamicObject,
     origin: &Origin,
+    local: bool,
 ) -> (ObjectKey, Stored) {
     let key = key_of(&object);
     let labels = object.metadata.labels.clone().unwrap_or_default();
@@ -482,7 +486,7 @@ pub(super) fn decode(
         }
         raw = Some(std::sync::Arc::new(kept));
     }
-    slim(&mut json);
+    slim(&mut json, &resource.kind, local);
     let decoded = match decode_value(json) {
         Ok(Decoded::Object(object)) => stored(
             Ok(SourcedObject {
@@ -503,12 +507,23 @@ pub(super) fn decode(
 /// The annotation `kubectl apply` keeps a copy of the whole object in.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// The labels the translation reads on an EndpointSlice; a slice's other
+/// labels, and its annotations and owner references, are dropped as it arrives.
+const SLICE_LABELS: [&str; 3] = [
+    SERVICE_NAME_LABEL,
+    MCS_SERVICE_NAME_LABEL,
+    MCS_SOURCE_CLUSTER_LABEL,
+];
+
 /// Drops, as an object arrives, what no translation reads and what makes
 /// up most of a large cluster's objects: `managedFields`, the
-/// `kubectl apply` copy of the object, and of each EndpointSlice endpoint
-/// its `targetRef`, `nodeName`, `hints` and `deprecatedTopology` (the
-/// translation reads addresses, conditions, `hostname` and `zone`).
-fn slim(json: &mut serde_json::Value) {
+/// `kubectl apply` copy of the object, an EndpointSlice's metadata beyond
+/// its name, namespace and [`SLICE_LABELS`], and of each of its endpoints
+/// what the decoder would skip anyway (`targetRef`, `hints`, ...) and,
+/// unless `local`, `nodeName` and `zone` (read only from the local
+/// cluster's gateway pods).
+fn slim(json: &mut serde_json::Value, kind: &str, local: bool) {
+    let slice = kind == "EndpointSlice";
     if let Some(metadata) = json.get_mut("metadata").and_then(|m| m.as_object_mut()) {
         metadata.remove("managedFields");
         if let Some(annotations) = metadata
@@ -517,12 +532,20 @@ fn slim(json: &mut serde_json::Value) {
         {
             annotations.remove(LAST_APPLIED);
         }
+        if slice {
+            metadata.retain(|field, _| matches!(field.as_str(), "name" | "namespace" | "labels"));
+            if let Some(labels) = metadata.get_mut("labels").and_then(|l| l.as_object_mut()) {
+                labels.retain(|label, _| SLICE_LABELS.contains(&label.as_str()));
+            }
+        }
     }
     if let Some(endpoints) = json.get_mut("endpoints").and_then(|e| e.as_array_mut()) {
         for endpoint in endpoints.iter_mut().filter_map(|e| e.as_object_mut()) {
-            for unread in ["targetRef", "nodeName", "hints", "deprecatedTopology"] {
-                endpoint.remove(unread);
-            }
+            endpoint.retain(|field, _| match field.as_str() {
+                "addresses" | "conditions" | "hostname" => true,
+                "nodeName" | "zone" => local,
+                _ => false,
+            });
         }
     }
 }
@@ -531,12 +554,13 @@ fn slim(json: &mut serde_json::Value) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn arriving_objects_keep_only_what_the_translation_reads() {
+    fn arriving_slice(local: bool) -> crate::discovery::objects::EndpointSlice {
         let slice: DynamicObject = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "cart-1", "namespace": "shop",
-                "labels": {"kubernetes.io/service-name": "cart"},
-                "annotations": {LAST_APPLIED: "{}", "keep": "me"},
+                "labels": {"kubernetes.io/service-name": "cart",
+                    "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
+                "annotations": {LAST_APPLIED: "{}", "endpoints.kubernetes.io/last-change-trigger-time": "x"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "cart", "uid": "u"}],
                 "managedFields": [{"manager": "kube-controller-manager"}]},
             "addressType": "IPv4",
             "ports": [{"name": "http", "port": 8080}],
@@ -547,24 +571,59 @@ mod tests {
         }))
         .expect("dynamic object");
         let resource = ApiResource::erase::<k8s_openapi::api::discovery::v1::EndpointSlice>(&());
-        let (_, stored) = decode(&resource, slice, &Origin::file("cluster t API"));
+        let (_, stored) = decode(&resource, slice, &Origin::file("cluster t API"), local);
+        assert_eq!(stored.service.as_deref(), Some("cart"));
         let object = stored.item.expect("decodes");
-        let KubeObject::EndpointSlice(slice) = &object.object else {
+        let KubeObject::EndpointSlice(slice) = object.object else {
             panic!("not a slice: {object:?}");
         };
-        assert_eq!(slice.metadata.managed_fields, None);
-        let annotations = slice.metadata.annotations.clone().unwrap_or_default();
-        assert_eq!(annotations.keys().collect::<Vec<_>>(), ["keep"]);
-        let endpoint = &slice.endpoints[0];
-        assert_eq!(endpoint.addresses, ["10.1.0.1"]);
+        *slice
+    }
+
+    #[test]
+    fn arriving_slices_keep_only_what_the_translation_reads() {
+        let slice = arriving_slice(false);
+        let metadata = &slice.metadata;
+        assert_eq!(metadata.name.as_deref(), Some("cart-1"));
+        assert_eq!(metadata.namespace.as_deref(), Some("shop"));
+        let labels = metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.keys().collect::<Vec<_>>(), [SERVICE_NAME_LABEL]);
+        assert_eq!(metadata.annotations, None);
+        assert_eq!(metadata.managed_fields, None);
+        assert_eq!(metadata.owner_references, None);
+        let endpoint = &slice.endpoints.parsed[0];
+        assert_eq!(endpoint.address.to_string(), "10.1.0.1");
         assert_eq!(endpoint.hostname.as_deref(), Some("a"));
-        assert_eq!(endpoint.zone.as_deref(), Some("z1"));
+        assert!(endpoint.ready);
         assert_eq!(
-            endpoint.conditions.as_ref().and_then(|c| c.ready),
-            Some(true)
+            endpoint.placement, None,
+            "a remote endpoint's placement is unread"
         );
-        assert!(endpoint.target_ref.is_none() && endpoint.node_name.is_none());
-        assert!(endpoint.hints.is_none());
+        let local = arriving_slice(true);
+        let placement = local.endpoints.parsed[0].placement.as_deref();
+        assert_eq!(
+            placement.map(|p| (p.node_name.as_deref(), p.zone.as_deref())),
+            Some((Some("n1"), Some("z1"))),
+            "the local cluster's gateway pods' placement is copied into derived slices"
+        );
+    }
+
+    #[test]
+    fn arriving_objects_lose_managed_fields_and_the_applied_copy() {
+        let service: DynamicObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cart", "namespace": "shop",
+                "annotations": {LAST_APPLIED: "{}", "keep": "me"},
+                "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"ports": [{"port": 80}]},
+        }))
+        .expect("dynamic object");
+        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&());
+        let (_, stored) = decode(&resource, service, &Origin::file("cluster t API"), false);
+        let object = stored.item.expect("decodes");
+        let metadata = object.object.metadata();
+        assert_eq!(metadata.managed_fields, None);
+        let annotations = metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations.keys().collect::<Vec<_>>(), ["keep"]);
     }
 
     fn property(name: &str, value: &str) -> DynamicObject {
@@ -590,7 +649,12 @@ mod tests {
         let origin = Origin::file("cluster t API");
         let mut store = ClusterStore::default();
         store.set_watched([Kind::ClusterProperty].into());
-        let (key, object) = decode(&resource(), property(CLUSTER_ID_PROPERTY, "c1"), &origin);
+        let (key, object) = decode(
+            &resource(),
+            property(CLUSTER_ID_PROPERTY, "c1"),
+            &origin,
+            false,
+        );
         store.apply(Kind::ClusterProperty, StoreEvent::Init);
         store.apply(Kind::ClusterProperty, StoreEvent::InitApply(key, object));
         assert_eq!(store.cluster_id(), None, "not before InitDone");
@@ -624,7 +688,7 @@ mod tests {
                 "status": {"conditions": conditions},
             }))
             .expect("dynamic object");
-            decode(&resource, object, &Origin::file("cluster t API"))
+            decode(&resource, object, &Origin::file("cluster t API"), false)
         };
         let condition = serde_json::json!({"type": "Valid", "status": "True", "reason": "Valid",
             "message": "", "lastTransitionTime": "2025-01-01T00:00:00Z"});
@@ -660,7 +724,7 @@ mod tests {
             "spec": {"value": 7},
         }))
         .expect("dynamic object");
-        let (_, stored) = decode(&resource(), object, &Origin::file("cluster t API"));
+        let (_, stored) = decode(&resource(), object, &Origin::file("cluster t API"), false);
         let Err(diagnostic) = stored.item else {
             panic!("a number is not a property value");
         };

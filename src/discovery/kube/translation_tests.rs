@@ -47,7 +47,12 @@ fn kind_of(name: &str) -> Kind {
 
 fn apply(store: &mut ClusterStore, kind: &str, object: Value) -> bool {
     let object: DynamicObject = serde_json::from_value(object).expect("dynamic object");
-    let (key, stored) = decode(&resource(kind), object, &Origin::file("cluster c1 API"));
+    let (key, stored) = decode(
+        &resource(kind),
+        object,
+        &Origin::file("cluster c1 API"),
+        false,
+    );
     store.apply(kind_of(kind), StoreEvent::Apply(key, stored))
 }
 
@@ -326,6 +331,7 @@ fn a_relist_or_a_state_change_translates_the_whole_cluster() {
         &resource("EndpointSlice"),
         object,
         &Origin::file("cluster c1 API"),
+        false,
     );
     fixture
         .store

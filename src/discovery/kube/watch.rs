@@ -256,6 +256,7 @@ async fn watch_kind(
         .max(1);
     let config = watcher::Config::default().timeout(timeout);
     let origin = Origin::file(format!("cluster {} API", reporter.id.source));
+    let local = reporter.id.source == ClusterSource::Local;
     let mut backoff = Backoff::new(options.retry);
     // An error a retry away from the last one belongs to the same outage;
     // one that comes later follows a watch that worked in between.
@@ -268,7 +269,7 @@ async fn watch_kind(
             let event = match item {
                 Ok(watcher::Event::Init) => StoreEvent::Init,
                 Ok(watcher::Event::InitApply(object)) => {
-                    let (key, stored) = decode(resource, object, &origin);
+                    let (key, stored) = decode(resource, object, &origin, local);
                     StoreEvent::InitApply(key, stored)
                 }
                 Ok(watcher::Event::InitDone) => {
@@ -276,7 +277,7 @@ async fn watch_kind(
                     StoreEvent::InitDone
                 }
                 Ok(watcher::Event::Apply(object)) => {
-                    let (key, stored) = decode(resource, object, &origin);
+                    let (key, stored) = decode(resource, object, &origin, local);
                     StoreEvent::Apply(key, stored)
                 }
                 Ok(watcher::Event::Delete(object)) => StoreEvent::Delete(key_of(&object)),

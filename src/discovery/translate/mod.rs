@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use crate::diagnostics::{Diagnostic, Origin};
 use crate::model::{
-    AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, Endpoint, EndpointGroup,
-    EndpointPort, Export, NetworkId, Protocol, ServiceKey,
+    AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, EndpointGroup, EndpointPort,
+    Export, NetworkId, Protocol, ServiceKey,
 };
 
-use super::objects::{ClusterProperty, KubeObject};
+use super::objects::{ClusterProperty, EndpointSlice, KubeObject, UnparsedEndpoint};
 
 /// ClusterProperty naming the cluster (KEP-2149).
 pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
@@ -431,7 +431,7 @@ fn attach_export<'a>(
 
 fn attach_slice(
     cluster: &mut Cluster,
-    slice: &k8s_openapi::api::discovery::v1::EndpointSlice,
+    slice: &EndpointSlice,
     unroutable: &HashMap<ServiceKey, Unroutable>,
     allow_loopback: bool,
     findings: &mut Findings<'_>,
@@ -470,7 +470,7 @@ fn attach_slice(
 }
 
 fn endpoint_group(
-    slice: &k8s_openapi::api::discovery::v1::EndpointSlice,
+    slice: &EndpointSlice,
     allow_loopback: bool,
     findings: &mut Findings<'_>,
 ) -> Option<EndpointGroup> {
@@ -514,66 +514,70 @@ fn endpoint_group(
             port: number,
         });
     }
-    for (index, endpoint) in slice.endpoints.iter().enumerate() {
-        // Named only when there is something to say: most endpoints have
-        // nothing, and a slice change translates all of its service's.
-        let field = || format!("endpoints[{index}].addresses");
-        let Some(first) = endpoint.addresses.first() else {
-            findings.error(&field(), "is empty; an endpoint needs an address");
-            continue;
-        };
-        let address = match first.parse::<IpAddr>() {
-            Ok(IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_some() => {
-                // One address, two spellings: every check (loopback, own
-                // listeners, backends) would have to know both.
-                findings.error(
-                    &format!("{}[0]", field()),
-                    format!(
-                        "{first} is an IPv4-mapped IPv6 address; list {} in an IPv4 slice instead",
-                        v6.to_canonical()
-                    ),
-                );
-                continue;
-            }
-            Ok(address) if address.is_ipv6() == want_v6 => {
-                if let Some(class) = unroutable_endpoint(&address, allow_loopback) {
-                    findings.error(
-                        &format!("{}[0]", field()),
-                        format!("{address} is a {class} address, which cannot be a backend"),
-                    );
-                    continue;
-                }
-                address
-            }
-            Ok(_) => {
-                findings.error(
-                    &format!("{}[0]", field()),
-                    format!("{first} does not match addressType {}", slice.address_type),
-                );
-                continue;
-            }
-            Err(_) => {
-                findings.error(
-                    &format!("{}[0]", field()),
-                    format!("{first:?} is not an IP address"),
-                );
-                continue;
-            }
-        };
-        // EndpointSlice semantics: an unknown readiness means ready, and
-        // serving defaults to readiness.
-        let conditions = endpoint.conditions.clone().unwrap_or_default();
-        let ready = conditions.ready.unwrap_or(true);
-        group.endpoints.push(Endpoint {
-            address,
-            ready,
-            serving: conditions.serving.unwrap_or(ready),
-            terminating: conditions.terminating.unwrap_or(false),
-            hostname: endpoint.hostname.clone(),
-            zone: endpoint.zone.clone(),
-        });
+    let endpoints = &slice.endpoints;
+    let problem = |address: &IpAddr| endpoint_problem(address, want_v6, allow_loopback, slice);
+    // The usual slice has nothing to report: its translation shares the
+    // decoded endpoints instead of copying them.
+    if endpoints.unparsed.is_empty()
+        && endpoints
+            .parsed
+            .iter()
+            .all(|endpoint| problem(&endpoint.address).is_none())
+    {
+        group.endpoints = Arc::clone(&endpoints.parsed);
+        return Some(group);
     }
+    let mut kept = Vec::with_capacity(endpoints.parsed.len());
+    for (index, endpoint) in endpoints.iter() {
+        // Named only when there is something to say.
+        let field = || format!("endpoints[{index}].addresses");
+        match endpoint {
+            Err(UnparsedEndpoint { address: None, .. }) => {
+                findings.error(&field(), "is empty; an endpoint needs an address")
+            }
+            Err(UnparsedEndpoint {
+                address: Some(first),
+                ..
+            }) => findings.error(
+                &format!("{}[0]", field()),
+                format!("{first:?} is not an IP address"),
+            ),
+            Ok(endpoint) => match problem(&endpoint.address) {
+                Some(message) => findings.error(&format!("{}[0]", field()), message),
+                None => kept.push(endpoint.clone()),
+            },
+        }
+    }
+    group.endpoints = kept.into();
     Some(group)
+}
+
+/// Why an endpoint's address cannot be a backend of this slice, as
+/// Kubernetes' EndpointSlice validation decides; `None` when it can.
+fn endpoint_problem(
+    address: &IpAddr,
+    want_v6: bool,
+    allow_loopback: bool,
+    slice: &EndpointSlice,
+) -> Option<String> {
+    if let IpAddr::V6(v6) = address
+        && v6.to_ipv4_mapped().is_some()
+    {
+        // One address, two spellings: every check (loopback, own
+        // listeners, backends) would have to know both.
+        return Some(format!(
+            "{address} is an IPv4-mapped IPv6 address; list {} in an IPv4 slice instead",
+            v6.to_canonical()
+        ));
+    }
+    if address.is_ipv6() != want_v6 {
+        return Some(format!(
+            "{address} does not match addressType {}",
+            slice.address_type
+        ));
+    }
+    unroutable_endpoint(address, allow_loopback)
+        .map(|class| format!("{address} is a {class} address, which cannot be a backend"))
 }
 
 /// A port number in 1..=65535, or an error on `field`.

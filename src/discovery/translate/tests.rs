@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use super::*;
 use crate::diagnostics::Diagnostic;
 use crate::discovery::files::parse_file;
-use crate::model::SessionAffinity;
+use crate::model::{Endpoint, SessionAffinity};
 use crate::model::{GatewayHost, IpFamily, MAX_CLUSTER_ID_LEN, ServicePort, ServiceType};
 
 const FOLDER: &str = "clusters/c1";
@@ -405,7 +405,7 @@ fn slices_attach_by_service_name_label_and_carry_ports() {
         let groups = &cart(&cluster).endpoint_groups;
         assert_eq!(groups.len(), 1, "{label}");
         assert_eq!(groups[0].ports, [http.clone(), dns.clone()]);
-        assert_eq!(groups[0].endpoints, [Endpoint::ready(ip("fd00::1"))]);
+        assert_eq!(*groups[0].endpoints, [Endpoint::ready(ip("fd00::1"))]);
     }
 }
 
@@ -439,7 +439,8 @@ fn endpoint_conditions_follow_endpoint_slice_defaults() {
     let (defaults, unready) = ((true, true, false), (false, false, false));
     assert_eq!(flags, [defaults, unready, (false, true, true), defaults]);
     assert_eq!(endpoints[0].hostname.as_deref(), Some("a"));
-    assert_eq!(endpoints[0].zone.as_deref(), Some("z1"));
+    let placement = endpoints[0].placement.as_deref();
+    assert_eq!(placement.and_then(|p| p.zone.as_deref()), Some("z1"));
 }
 
 #[test]
