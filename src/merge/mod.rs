@@ -475,7 +475,7 @@ fn resolve_port(
     }
     // As kube-proxy does: terminating endpoints that still serve are a last
     // resort, used only when no endpoint of the port is ready.
-    let backends = if ready.is_empty() {
+    let mut backends = if ready.is_empty() {
         serving_terminating
             .iter_mut()
             .for_each(|b| b.state = BackendState::ServingTerminating);
@@ -484,6 +484,9 @@ fn resolve_port(
         not_ready.extend(serving_terminating);
         ready
     };
+    // Kept until the service changes: without the growth's spare room (up
+    // to half of it), a large set's backends take a third less.
+    backends.shrink_to_fit();
     excluded.extend(not_ready.into_iter().map(|b| Exclusion {
         cluster: b.cluster,
         address: Some(b.address),

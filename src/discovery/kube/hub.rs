@@ -27,7 +27,7 @@ use super::{LocalExports, LocalImports};
 use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::discovery::export_status::{LocalExport, Validity};
 use crate::discovery::objects::KubeObject;
-use crate::discovery::translate::{SourcedObject, assemble};
+use crate::discovery::translate::assemble;
 use crate::imports::{Observed, ObservedObject};
 use crate::merge::{MergedSet, merge_reusing};
 use crate::model::{ClusterSet, ServiceKey};
@@ -588,11 +588,7 @@ impl Hub {
             .objects()
             .filter(|(kind, _, _)| *kind == Kind::ServiceExport)
             .filter_map(|(_, (namespace, name), stored)| {
-                let Ok(SourcedObject {
-                    object: KubeObject::ServiceExport(export),
-                    ..
-                }) = &stored.item
-                else {
+                let KubeObject::ServiceExport(export) = &stored.item.as_deref().ok()?.object else {
                     return None;
                 };
                 let key = ServiceKey::new(namespace.as_str(), name.as_str());
@@ -634,13 +630,8 @@ impl Hub {
                     .service
                     .as_deref()
                     .is_some_and(|service| gateways.contains(&(key.0.as_str(), service)));
-            if let (
-                true,
-                Ok(SourcedObject {
-                    object: KubeObject::EndpointSlice(slice),
-                    ..
-                }),
-            ) = (gateway_slice, &stored.item)
+            if let (true, Ok(sourced)) = (gateway_slice, stored.item.as_deref())
+                && let KubeObject::EndpointSlice(slice) = &sourced.object
             {
                 observed.add_gateway_slice(slice);
             }

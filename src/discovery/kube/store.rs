@@ -26,8 +26,10 @@ pub(super) type ObjectKey = (String, String);
 /// decide whether it belongs in the cluster set.
 #[derive(Debug, Clone)]
 pub(super) struct Stored {
-    /// The decoded object, or the finding that says why it could not be.
-    pub(super) item: Result<SourcedObject, Diagnostic>,
+    /// The decoded object, or the finding that says why it could not be;
+    /// boxed, so the maps' nodes (which hold every `Stored` inline, most of
+    /// them EndpointSlices) stay small.
+    pub(super) item: Result<Box<SourcedObject>, Box<Diagnostic>>,
     /// The Service it belongs to: a Service's own name, an EndpointSlice's
     /// service-name label.
     pub(super) service: Option<String>,
@@ -334,15 +336,11 @@ impl ClusterStore {
     /// The value of the `cluster.clusterset.k8s.io` ClusterProperty, if held.
     pub(super) fn cluster_id(&self) -> Option<&str> {
         let store = self.kinds.get(&Kind::ClusterProperty)?;
-        match &store
+        let stored = store
             .objects
-            .get(&(String::new(), CLUSTER_ID_PROPERTY.to_owned()))?
-            .item
-        {
-            Ok(SourcedObject {
-                object: KubeObject::ClusterProperty(property),
-                ..
-            }) => Some(property.spec.value.as_str()),
+            .get(&(String::new(), CLUSTER_ID_PROPERTY.to_owned()))?;
+        match &stored.item.as_deref().ok()?.object {
+            KubeObject::ClusterProperty(property) => Some(property.spec.value.as_str()),
             _ => None,
         }
     }
@@ -467,7 +465,7 @@ pub(super) fn decode(
     let invalid = |message: String, field: Option<String>| {
         let mut diagnostic = Diagnostic::error(origin.clone(), message).object(display.clone());
         diagnostic.field = field;
-        stored(Err(diagnostic), &None)
+        stored(Err(Box::new(diagnostic)), &None)
     };
     let mut json = match serde_json::to_value(&object) {
         Ok(json) => json,
@@ -489,10 +487,10 @@ pub(super) fn decode(
     slim(&mut json, &resource.kind, local);
     let decoded = match decode_value(json) {
         Ok(Decoded::Object(object)) => stored(
-            Ok(SourcedObject {
+            Ok(Box::new(SourcedObject {
                 origin: origin.clone(),
                 object: *object,
-            }),
+            })),
             &raw,
         ),
         Ok(Decoded::Unknown { api_version, kind }) => invalid(

@@ -90,8 +90,8 @@ impl Inputs<'_> {
                 continue;
             }
             match &stored.item {
-                Ok(object) => objects.push(object),
-                Err(finding) => undecoded.push(finding.clone()),
+                Ok(object) => objects.push(&**object),
+                Err(finding) => undecoded.push(Diagnostic::clone(finding)),
             }
         }
         (objects, undecoded)
