@@ -7,6 +7,10 @@
 //! What it measures, in the group `route_table`:
 //! - `merge_and_build`: `merge::merge` then `RouteTable::build` seen from c0
 //!   (dropping the result is not timed). Target: well under 1 s.
+//! - `one_change`: what one endpoint change costs once its cluster is
+//!   translated: `merge::merge_reusing` and `RouteTable::build_reusing`
+//!   from the previous merge and table, one service of c5 changed. Target:
+//!   well under the 100 ms the Kubernetes source allows a change.
 //! - `lookup_hit`: `RouteTable::lookup` of an existing service port.
 //! - `lookup_miss_port`: `RouteTable::lookup` of an existing service on a port it lacks.
 //! - `lookup_vip`: `RouteTable::lookup_vip` of a ClusterSetIP VIP from c0's ServiceImports.
@@ -197,6 +201,35 @@ fn route_table(c: &mut Criterion) {
                 let table =
                     RouteTable::build(&set, &merged, black_box(VIEWER)).expect("c0 is in the set");
                 (merged, table)
+            },
+            BatchSize::PerIteration,
+        )
+    });
+
+    // One endpoint added to one service of c5 (tunnelled from c0).
+    let changed_set = || {
+        let mut changed = set.clone();
+        let cluster = changed
+            .clusters
+            .values_mut()
+            .find(|c| c.id.as_str() == "c5")
+            .expect("c5 is in the set");
+        let service = cluster
+            .services
+            .get_mut(&service_key(4207))
+            .expect("c5 holds svc4207");
+        std::sync::Arc::make_mut(service).endpoint_groups[0]
+            .add_endpoint(Endpoint::ready(endpoint_address(5, 4207, 999)));
+        changed
+    };
+    group.bench_function("one_change", |b| {
+        b.iter_batched(
+            changed_set,
+            |changed| {
+                let merged = merge::merge_reusing(black_box(&changed), &merged);
+                let table = RouteTable::build_reusing(&changed, &merged, VIEWER, Some(&table))
+                    .expect("c0 is in the set");
+                (changed, merged, table)
             },
             BatchSize::PerIteration,
         )

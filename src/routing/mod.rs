@@ -22,6 +22,9 @@ use crate::model::{
 };
 
 pub mod balancer;
+mod local;
+
+use local::LocalBackends;
 
 /// How a connection reaches a backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,12 +150,9 @@ pub struct RouteTable {
     /// redirected to a ClusterSetIP listener with that destination goes to
     /// that one pod.
     pod_vips: HashMap<IpAddr, (ServiceKey, PodRef)>,
-    /// Every backend address (target port included) on the viewer's network,
-    /// with the access policy of a service it serves: the only addresses a
-    /// tunnel server may dial for a peer. Sorted and deduplicated, an open
-    /// service's entry (`None`) first: built once per reload, searched per
-    /// request.
-    local_backends: Vec<(SocketAddr, Option<Arc<AccessPolicy>>)>,
+    /// Every backend address on the viewer's network: the only addresses a
+    /// tunnel server may dial for a peer.
+    local_backends: LocalBackends,
     /// The clusters of each network: who may answer for a network's gateways.
     network_clusters: HashMap<NetworkId, Arc<[ClusterId]>>,
     /// Each cluster's network: a caller is known when its cluster is here.
@@ -212,6 +212,8 @@ impl RouteTable {
         let previous = previous.filter(|table| table.viewer == viewing.id && table.paths == paths);
 
         let mut services: HashMap<String, HashMap<String, Arc<ServiceRoutes>>> = HashMap::new();
+        // The direct backends of the services routed again, before and now.
+        let (mut removed, mut added) = (Vec::new(), Vec::new());
         for service in merged.services.values() {
             let reused = previous
                 .and_then(|table| table.services.get(&service.key.namespace))
@@ -219,7 +221,17 @@ impl RouteTable {
                 .filter(|routes| Arc::ptr_eq(&routes.merged, service));
             let routes = match reused {
                 Some(routes) => routes.clone(),
-                None => Arc::new(route_service(service, &paths)),
+                None => {
+                    let routes = Arc::new(route_service(service, &paths));
+                    if let Some(table) = previous {
+                        let key = &service.key;
+                        if let Some(earlier) = table.service(&key.namespace, &key.name) {
+                            removed.extend(local::entries(earlier));
+                        }
+                        added.extend(local::entries(&routes));
+                    }
+                    routes
+                }
             };
             services
                 .entry(service.key.namespace.clone())
@@ -250,25 +262,24 @@ impl RouteTable {
             }
         }
 
-        let mut local_backends: Vec<(SocketAddr, Option<Arc<AccessPolicy>>)> = Vec::new();
-        for service in merged.services.values() {
-            for backend in service.ports.iter().flat_map(|port| &port.backends) {
-                let direct = paths
-                    .get(&backend.cluster)
-                    .is_some_and(|(_, path)| path == &Some(Path::Direct));
-                if direct {
-                    let address = SocketAddr::new(backend.address, backend.port);
-                    local_backends.push((address, service.access.clone()));
+        // A first table indexes every direct backend; a later one patches
+        // its predecessor's index with the services routed again.
+        let local_backends = match previous {
+            None => LocalBackends::build(
+                services
+                    .values()
+                    .flat_map(HashMap::values)
+                    .map(AsRef::as_ref),
+            ),
+            Some(table) => {
+                for routes in table.services() {
+                    if !merged.services.contains_key(&routes.key) {
+                        removed.extend(local::entries(routes));
+                    }
                 }
+                table.local_backends.patched(removed, added)
             }
-        }
-        local_backends.sort_unstable_by(|a, b| {
-            a.0.cmp(&b.0)
-                .then_with(|| a.1.is_some().cmp(&b.1.is_some()))
-        });
-        // One entry per address when an open service serves it.
-        local_backends
-            .dedup_by(|later, kept| later.0 == kept.0 && (kept.1.is_none() || later.1 == kept.1));
+        };
         let mut by_network: HashMap<NetworkId, Vec<ClusterId>> = HashMap::new();
         for cluster in set.clusters.values() {
             by_network
@@ -459,19 +470,7 @@ impl RouteTable {
         cluster: &ClusterId,
         network: &NetworkId,
     ) -> Option<bool> {
-        let first = self
-            .local_backends
-            .partition_point(|(backend, _)| backend < address);
-        let mut entries = self.local_backends[first..]
-            .iter()
-            .take_while(|(backend, _)| backend == address)
-            .peekable();
-        entries.peek()?;
-        Some(entries.any(|(_, access)| {
-            access
-                .as_ref()
-                .is_none_or(|policy| policy.admits(cluster, network))
-        }))
+        self.local_backends.admits(address, cluster, network)
     }
 
     /// The network of a cluster of the set; `None` for a cluster the set

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::merge::merge;
-use crate::model::{GatewayHost, ServiceKey};
+use crate::model::{ClusterService, GatewayHost, ServiceKey};
 use crate::testing::{ServiceBuilder, cluster_set, exported_http, ip};
 
 fn table(set: &ClusterSet, viewer: &str) -> RouteTable {
@@ -263,4 +263,67 @@ fn a_table_reuses_the_routes_of_unchanged_services_while_every_path_stays() {
     assert!(!Arc::ptr_eq(&routes(&second, "orders"), &now));
     assert!(matches!(&now.ports[0].backends[0].path,
         Path::Tunnel { gateways } if gateways.contains(&gateway(99))));
+}
+
+#[test]
+fn the_local_backends_of_a_reused_table_match_a_fresh_build() {
+    let mut set = cluster_set(&[
+        ("c1", "net-a", exported_http("cart", "10.0.0.1")),
+        ("c2", "net-a", exported_http("cart", "10.0.0.2")),
+        ("c3", "net-b", exported_http("cart", "10.0.0.3")),
+    ]);
+    let id = |name: &str| ClusterId::new(name).expect("id");
+    let add = |set: &mut ClusterSet, cluster: &str, service: ClusterService| {
+        if let Some(cluster) = set.clusters.get_mut(&id(cluster)) {
+            cluster
+                .services
+                .insert(service.key.clone(), Arc::new(service));
+        }
+    };
+    add(&mut set, "c2", exported_http("orders", "10.0.1.2"));
+    let merged = merge(&set);
+    let first = RouteTable::build(&set, &merged, "c1").expect("viewer");
+    let backend = |address: &str| SocketAddr::new(ip(address), 8080);
+    let (c3, net_b) = (id("c3"), NetworkId::new("net-b").expect("network"));
+    assert_eq!(
+        first.local_backend_admits(&backend("10.0.1.2"), &c3, &net_b),
+        Some(true)
+    );
+
+    // A direct cluster's service gains an endpoint, another of its
+    // services goes, a new one comes, and a tunnelled cluster changes too.
+    let more = |set: &mut ClusterSet, cluster: &str, address: &str| {
+        if let Some(cart) = set
+            .clusters
+            .get_mut(&id(cluster))
+            .and_then(|c| c.services.get_mut(&ServiceKey::new("shop", "cart")))
+        {
+            Arc::make_mut(cart).endpoint_groups[0]
+                .add_endpoint(crate::model::Endpoint::ready(ip(address)));
+        }
+    };
+    more(&mut set, "c2", "10.0.0.9");
+    more(&mut set, "c3", "10.0.0.8");
+    if let Some(c2) = set.clusters.get_mut(&id("c2")) {
+        c2.services.remove(&ServiceKey::new("shop", "orders"));
+    }
+    add(&mut set, "c1", exported_http("pay", "10.0.2.1"));
+    let merged = crate::merge::merge_reusing(&set, &merged);
+    let patched = RouteTable::build_reusing(&set, &merged, "c1", Some(&first)).expect("viewer");
+    let fresh = RouteTable::build(&set, &merged, "c1").expect("viewer");
+    assert_eq!(
+        patched.local_backends.addresses(),
+        fresh.local_backends.addresses()
+    );
+    let admits = |address: &str| patched.local_backend_admits(&backend(address), &c3, &net_b);
+    assert_eq!(admits("10.0.0.9"), Some(true), "the new direct endpoint");
+    assert_eq!(admits("10.0.2.1"), Some(true), "the new service's endpoint");
+    assert_eq!(admits("10.0.1.2"), None, "the removed service's endpoint");
+    assert_eq!(admits("10.0.0.8"), None, "a tunnelled cluster's endpoint");
+
+    // Only a tunnelled cluster changes: the index is shared, not copied.
+    more(&mut set, "c3", "10.0.0.7");
+    let merged = crate::merge::merge_reusing(&set, &merged);
+    let shared = RouteTable::build_reusing(&set, &merged, "c1", Some(&patched)).expect("viewer");
+    assert!(shared.local_backends.shares(&patched.local_backends));
 }
