@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-pub use endpoint_slice::{EndpointSlice, SliceEndpoints, UnparsedEndpoint};
+pub use endpoint_slice::{EndpointSlice, SliceEndpoints, SliceMetadata, UnparsedEndpoint};
 
 /// API group of ClusterProperty.
 pub const ABOUT_GROUP: &str = "about.k8s.io";
@@ -94,13 +94,19 @@ impl KubeObject {
         }
     }
 
-    pub fn metadata(&self) -> &ObjectMeta {
+    /// The name and namespace, as written.
+    fn identity(&self) -> (Option<&str>, Option<&str>) {
+        fn of(metadata: &ObjectMeta) -> (Option<&str>, Option<&str>) {
+            (metadata.name.as_deref(), metadata.namespace.as_deref())
+        }
         match self {
-            KubeObject::ClusterProperty(o) => &o.metadata,
-            KubeObject::Service(o) => &o.metadata,
-            KubeObject::ServiceExport(o) => &o.metadata,
-            KubeObject::ServiceImport(o) => &o.metadata,
-            KubeObject::EndpointSlice(o) => &o.metadata,
+            KubeObject::ClusterProperty(o) => of(&o.metadata),
+            KubeObject::Service(o) => of(&o.metadata),
+            KubeObject::ServiceExport(o) => of(&o.metadata),
+            KubeObject::ServiceImport(o) => of(&o.metadata),
+            KubeObject::EndpointSlice(o) => {
+                (o.metadata.name.as_deref(), o.metadata.namespace.as_deref())
+            }
         }
     }
 
@@ -108,12 +114,12 @@ impl KubeObject {
     pub fn namespace(&self) -> Option<&str> {
         match self {
             KubeObject::ClusterProperty(_) => None,
-            _ => Some(self.metadata().namespace.as_deref().unwrap_or("default")),
+            _ => Some(self.identity().1.unwrap_or("default")),
         }
     }
 
     pub fn name(&self) -> &str {
-        self.metadata().name.as_deref().unwrap_or("")
+        self.identity().0.unwrap_or("")
     }
 
     /// `Kind namespace/name`, or `Kind name` for cluster-scoped kinds, for messages.

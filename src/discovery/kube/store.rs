@@ -581,14 +581,15 @@ mod tests {
     #[test]
     fn arriving_slices_keep_only_what_the_translation_reads() {
         let slice = arriving_slice(false);
-        let metadata = &slice.metadata;
-        assert_eq!(metadata.name.as_deref(), Some("cart-1"));
-        assert_eq!(metadata.namespace.as_deref(), Some("shop"));
-        let labels = metadata.labels.clone().unwrap_or_default();
-        assert_eq!(labels.keys().collect::<Vec<_>>(), [SERVICE_NAME_LABEL]);
-        assert_eq!(metadata.annotations, None);
-        assert_eq!(metadata.managed_fields, None);
-        assert_eq!(metadata.owner_references, None);
+        assert_eq!(
+            slice.metadata,
+            crate::discovery::objects::SliceMetadata {
+                name: Some("cart-1".to_owned()),
+                namespace: Some("shop".to_owned()),
+                service_name: Some("cart".to_owned()),
+                source_cluster: None,
+            }
+        );
         let endpoint = &slice.endpoints.parsed[0];
         assert_eq!(endpoint.address.to_string(), "10.1.0.1");
         assert_eq!(endpoint.hostname.as_deref(), Some("a"));
@@ -618,7 +619,10 @@ mod tests {
         let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&());
         let (_, stored) = decode(&resource, service, &Origin::file("cluster t API"), false);
         let object = stored.item.expect("decodes");
-        let metadata = object.object.metadata();
+        let KubeObject::Service(service) = &object.object else {
+            panic!("not a service: {object:?}");
+        };
+        let metadata = &service.metadata;
         assert_eq!(metadata.managed_fields, None);
         let annotations = metadata.annotations.clone().unwrap_or_default();
         assert_eq!(annotations.keys().collect::<Vec<_>>(), ["keep"]);

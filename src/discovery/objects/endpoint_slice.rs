@@ -4,7 +4,8 @@
 //! through an `Arc`, by its translation) and none of the fields Strait does
 //! not read (`targetRef`, `hints`, ...) is ever kept. An endpoint whose
 //! first address is not an IP address is kept aside, with its index, for
-//! the translation to report.
+//! the translation to report. Of the metadata only the name, namespace and
+//! the two labels read are kept.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -13,6 +14,9 @@ use k8s_openapi::api::discovery::v1::{EndpointConditions, EndpointPort};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
+use crate::discovery::translate::{
+    MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
+};
 use crate::model::{Endpoint, Placement};
 
 /// The fields of an EndpointSlice that Strait reads.
@@ -20,12 +24,42 @@ use crate::model::{Endpoint, Placement};
 #[serde(rename_all = "camelCase")]
 pub struct EndpointSlice {
     #[serde(default)]
-    pub metadata: ObjectMeta,
+    pub metadata: SliceMetadata,
     pub address_type: String,
     #[serde(default)]
     pub ports: Option<Vec<EndpointPort>>,
     #[serde(default)]
     pub endpoints: SliceEndpoints,
+}
+
+/// What Strait reads of an EndpointSlice's metadata: a large cluster has
+/// hundreds of thousands of slices, and a whole `ObjectMeta` with its
+/// labels is most of a slice's size.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(from = "ObjectMeta")]
+pub struct SliceMetadata {
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+    /// The Service it belongs to: its `kubernetes.io/service-name` label,
+    /// else its `multicluster.kubernetes.io/service-name` one.
+    pub service_name: Option<String>,
+    /// Its `multicluster.kubernetes.io/source-cluster` label.
+    pub source_cluster: Option<String>,
+}
+
+impl From<ObjectMeta> for SliceMetadata {
+    fn from(metadata: ObjectMeta) -> Self {
+        let mut labels = metadata.labels.unwrap_or_default();
+        let service_name = labels
+            .remove(SERVICE_NAME_LABEL)
+            .or_else(|| labels.remove(MCS_SERVICE_NAME_LABEL));
+        Self {
+            name: metadata.name,
+            namespace: metadata.namespace,
+            service_name,
+            source_cluster: labels.remove(MCS_SOURCE_CLUSTER_LABEL),
+        }
+    }
 }
 
 /// A slice's endpoints: those whose first address parsed, in order, and

@@ -436,17 +436,13 @@ fn attach_slice(
     allow_loopback: bool,
     findings: &mut Findings<'_>,
 ) {
-    let labels = slice.metadata.labels.clone().unwrap_or_default();
-    let Some(service_name) = labels
-        .get(SERVICE_NAME_LABEL)
-        .or_else(|| labels.get(MCS_SERVICE_NAME_LABEL))
-    else {
+    let Some(service_name) = &slice.metadata.service_name else {
         findings.warning(format!(
             "has neither a {SERVICE_NAME_LABEL} nor a {MCS_SERVICE_NAME_LABEL} label; ignored"
         ));
         return;
     };
-    if let Some(source_cluster) = labels.get(MCS_SOURCE_CLUSTER_LABEL)
+    if let Some(source_cluster) = &slice.metadata.source_cluster
         && source_cluster != cluster.id.as_str()
     {
         findings.warning(format!(
