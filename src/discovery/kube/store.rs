@@ -484,7 +484,7 @@ pub(super) fn decode(
         }
         raw = Some(std::sync::Arc::new(kept));
     }
-    slim(&mut json, &resource.kind, local);
+    slim(&mut json, local);
     let decoded = match decode_value(json) {
         Ok(Decoded::Object(object)) => stored(
             Ok(Box::new(SourcedObject {
@@ -505,23 +505,13 @@ pub(super) fn decode(
 /// The annotation `kubectl apply` keeps a copy of the whole object in.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// The labels the translation reads on an EndpointSlice; a slice's other
-/// labels, and its annotations and owner references, are dropped as it arrives.
-const SLICE_LABELS: [&str; 3] = [
-    SERVICE_NAME_LABEL,
-    MCS_SERVICE_NAME_LABEL,
-    MCS_SOURCE_CLUSTER_LABEL,
-];
-
 /// Drops, as an object arrives, what no translation reads and what makes
-/// up most of a large cluster's objects: `managedFields`, the
-/// `kubectl apply` copy of the object, an EndpointSlice's metadata beyond
-/// its name, namespace and [`SLICE_LABELS`], and of each of its endpoints
-/// what the decoder would skip anyway (`targetRef`, `hints`, ...) and,
-/// unless `local`, `nodeName` and `zone` (read only from the local
-/// cluster's gateway pods).
-fn slim(json: &mut serde_json::Value, kind: &str, local: bool) {
-    let slice = kind == "EndpointSlice";
+/// up most of a large cluster's objects: `managedFields` and the
+/// `kubectl apply` copy of the object. The EndpointSlice decoder keeps
+/// only what it reads by itself; of that, a remote cluster's endpoints
+/// lose `nodeName` and `zone` here (read only from the local cluster's
+/// gateway pods).
+fn slim(json: &mut serde_json::Value, local: bool) {
     if let Some(metadata) = json.get_mut("metadata").and_then(|m| m.as_object_mut()) {
         metadata.remove("managedFields");
         if let Some(annotations) = metadata
@@ -530,20 +520,14 @@ fn slim(json: &mut serde_json::Value, kind: &str, local: bool) {
         {
             annotations.remove(LAST_APPLIED);
         }
-        if slice {
-            metadata.retain(|field, _| matches!(field.as_str(), "name" | "namespace" | "labels"));
-            if let Some(labels) = metadata.get_mut("labels").and_then(|l| l.as_object_mut()) {
-                labels.retain(|label, _| SLICE_LABELS.contains(&label.as_str()));
-            }
-        }
+    }
+    if local {
+        return;
     }
     if let Some(endpoints) = json.get_mut("endpoints").and_then(|e| e.as_array_mut()) {
         for endpoint in endpoints.iter_mut().filter_map(|e| e.as_object_mut()) {
-            endpoint.retain(|field, _| match field.as_str() {
-                "addresses" | "conditions" | "hostname" => true,
-                "nodeName" | "zone" => local,
-                _ => false,
-            });
+            endpoint.remove("nodeName");
+            endpoint.remove("zone");
         }
     }
 }

@@ -82,12 +82,8 @@ pub struct UnparsedEndpoint {
 }
 
 impl SliceEndpoints {
-    pub fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.parsed.len() + self.unparsed.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Every endpoint, in the slice's order, with its index.
