@@ -73,13 +73,15 @@ pub struct ServiceImportSpec {
     pub ip_families: Vec<String>,
 }
 
-/// One object of a kind Strait reads.
+/// One object of a kind Strait reads. Every kind is boxed: the store holds
+/// tens of thousands of these, and an inline `ObjectMeta` would make each
+/// of them (an EndpointSlice too) the size of the largest kind.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KubeObject {
-    ClusterProperty(ClusterProperty),
+    ClusterProperty(Box<ClusterProperty>),
     Service(Box<Service>),
-    ServiceExport(ServiceExport),
-    ServiceImport(ServiceImport),
+    ServiceExport(Box<ServiceExport>),
+    ServiceImport(Box<ServiceImport>),
     EndpointSlice(Box<EndpointSlice>),
 }
 
@@ -187,13 +189,13 @@ pub fn decode_value(document: serde_json::Value) -> Result<Decoded, DecodeError>
             typed(document, &kind, &name).map(|s| KubeObject::EndpointSlice(Box::new(s)))
         }
         (ABOUT_GROUP, _, "ClusterProperty") if crd_version => {
-            typed(document, &kind, &name).map(KubeObject::ClusterProperty)
+            typed(document, &kind, &name).map(|p| KubeObject::ClusterProperty(Box::new(p)))
         }
         (MCS_GROUP, _, "ServiceExport") if crd_version => {
-            typed(document, &kind, &name).map(KubeObject::ServiceExport)
+            typed(document, &kind, &name).map(|e| KubeObject::ServiceExport(Box::new(e)))
         }
         (MCS_GROUP, _, "ServiceImport") if crd_version => {
-            typed(document, &kind, &name).map(KubeObject::ServiceImport)
+            typed(document, &kind, &name).map(|i| KubeObject::ServiceImport(Box::new(i)))
         }
         _ => return Ok(Decoded::Unknown { api_version, kind }),
     }?;

@@ -33,6 +33,7 @@ mod imports;
 mod lease;
 pub mod link;
 mod secrets;
+mod slim;
 mod status;
 mod store;
 mod translation;

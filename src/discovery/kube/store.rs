@@ -10,6 +10,7 @@ use kube::api::DynamicObject;
 use kube::core::ApiResource;
 
 use super::client::Kind;
+use super::slim::slim;
 use crate::diagnostics::{Diagnostic, Origin};
 use crate::discovery::objects::{Decoded, KubeObject, decode_value};
 use crate::discovery::translate::{
@@ -37,8 +38,9 @@ pub(super) struct Stored {
     pub(super) gateway: bool,
     /// An EndpointSlice's `multicluster.kubernetes.io/source-cluster` label.
     pub(super) source_cluster: Option<String>,
-    /// A ServiceExport's `status.conditions` as the server holds them (the
-    /// decoded object has no status: it is not part of the cluster set).
+    /// A local ServiceExport's `status.conditions` as the server holds them
+    /// (the decoded object has no status: it is not part of the cluster
+    /// set); empty for a remote cluster's, whose status Strait never writes.
     pub(super) conditions: Vec<serde_json::Value>,
     /// The object as the server returned it (without `managedFields`), for
     /// the objects the import reconciler compares with what it wants: every
@@ -436,8 +438,9 @@ pub(super) fn decode(
         "EndpointSlice" => label(SERVICE_NAME_LABEL).or_else(|| label(MCS_SERVICE_NAME_LABEL)),
         _ => None,
     };
+    // Only the local cluster's export status is ever written.
     let conditions = match resource.kind.as_str() {
-        "ServiceExport" => object
+        "ServiceExport" if local => object
             .data
             .get("status")
             .and_then(|status| status.get("conditions"))
@@ -484,7 +487,7 @@ pub(super) fn decode(
         }
         raw = Some(std::sync::Arc::new(kept));
     }
-    slim(&mut json, local);
+    slim(&mut json, &resource.kind, local);
     let decoded = match decode_value(json) {
         Ok(Decoded::Object(object)) => stored(
             Ok(Box::new(SourcedObject {
@@ -502,38 +505,9 @@ pub(super) fn decode(
     (key, decoded)
 }
 
-/// The annotation `kubectl apply` keeps a copy of the whole object in.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// Drops, as an object arrives, what no translation reads and what makes
-/// up most of a large cluster's objects: `managedFields` and the
-/// `kubectl apply` copy of the object. The EndpointSlice decoder keeps
-/// only what it reads by itself; of that, a remote cluster's endpoints
-/// lose `nodeName` and `zone` here (read only from the local cluster's
-/// gateway pods).
-fn slim(json: &mut serde_json::Value, local: bool) {
-    if let Some(metadata) = json.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-        metadata.remove("managedFields");
-        if let Some(annotations) = metadata
-            .get_mut("annotations")
-            .and_then(|a| a.as_object_mut())
-        {
-            annotations.remove(LAST_APPLIED);
-        }
-    }
-    if local {
-        return;
-    }
-    if let Some(endpoints) = json.get_mut("endpoints").and_then(|e| e.as_array_mut()) {
-        for endpoint in endpoints.iter_mut().filter_map(|e| e.as_object_mut()) {
-            endpoint.remove("nodeName");
-            endpoint.remove("zone");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::slim::LAST_APPLIED;
     use super::*;
 
     fn arriving_slice(local: bool) -> crate::discovery::objects::EndpointSlice {
@@ -591,25 +565,64 @@ mod tests {
         );
     }
 
-    #[test]
-    fn arriving_objects_lose_managed_fields_and_the_applied_copy() {
+    fn arriving_service(labels: serde_json::Value) -> k8s_openapi::api::core::v1::Service {
         let service: DynamicObject = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "cart", "namespace": "shop",
-                "annotations": {LAST_APPLIED: "{}", "keep": "me"},
+            "metadata": {"name": "cart", "namespace": "shop", "uid": "u-1",
+                "labels": labels,
+                "annotations": {LAST_APPLIED: "{}", "note": "unread"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u"}],
                 "managedFields": [{"manager": "kubectl"}]},
-            "spec": {"ports": [{"port": 80}]},
+            "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.1",
+                "clusterIPs": ["10.96.0.1"], "selector": {"app": "cart"},
+                "sessionAffinity": "ClientIP", "ipFamilies": ["IPv4"],
+                "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}},
         }))
         .expect("dynamic object");
         let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&());
         let (_, stored) = decode(&resource, service, &Origin::file("cluster t API"), false);
         let object = stored.item.expect("decodes");
-        let KubeObject::Service(service) = &object.object else {
+        let KubeObject::Service(service) = object.object else {
             panic!("not a service: {object:?}");
         };
+        *service
+    }
+
+    #[test]
+    fn an_arriving_service_keeps_only_what_translation_reads() {
+        let service = arriving_service(serde_json::json!({"app": "cart"}));
         let metadata = &service.metadata;
+        assert_eq!(metadata.name.as_deref(), Some("cart"));
+        assert_eq!(metadata.namespace.as_deref(), Some("shop"));
+        assert_eq!(
+            metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app"))
+                .map(String::as_str),
+            Some("cart")
+        );
         assert_eq!(metadata.managed_fields, None);
-        let annotations = metadata.annotations.clone().unwrap_or_default();
-        assert_eq!(annotations.keys().collect::<Vec<_>>(), ["keep"]);
+        assert_eq!(metadata.annotations, None);
+        assert_eq!(metadata.uid, None);
+        assert_eq!(metadata.owner_references, None);
+        let spec = service.spec.expect("spec");
+        assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+        assert_eq!(spec.cluster_ip.as_deref(), Some("10.96.0.1"));
+        assert_eq!(spec.session_affinity.as_deref(), Some("ClientIP"));
+        assert_eq!(spec.ip_families, Some(vec!["IPv4".to_owned()]));
+        assert_eq!(spec.ports.map(|p| p.len()), Some(1));
+        assert_eq!(spec.selector, None);
+        assert_eq!(spec.cluster_ips, None);
+        assert_eq!(service.status, None, "only a gateway's status is read");
+
+        let gateway = arriving_service(serde_json::json!({GATEWAY_LABEL: "true"}));
+        let ingress = gateway
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .unwrap_or_default();
+        assert_eq!(ingress.len(), 1, "a gateway's addresses are in its status");
     }
 
     fn property(name: &str, value: &str) -> DynamicObject {
@@ -674,7 +687,7 @@ mod tests {
                 "status": {"conditions": conditions},
             }))
             .expect("dynamic object");
-            decode(&resource, object, &Origin::file("cluster t API"), false)
+            decode(&resource, object, &Origin::file("cluster t API"), true)
         };
         let condition = serde_json::json!({"type": "Valid", "status": "True", "reason": "Valid",
             "message": "", "lastTransitionTime": "2025-01-01T00:00:00Z"});
@@ -701,6 +714,17 @@ mod tests {
             serde_json::json!([condition]),
         );
         assert!(store.apply(Kind::ServiceExport, StoreEvent::Apply(key, relabelled)));
+
+        let remote: DynamicObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cart", "namespace": "shop", "resourceVersion": "4"},
+            "status": {"conditions": [condition]},
+        }))
+        .expect("dynamic object");
+        let (_, remote) = decode(&resource, remote, &Origin::file("cluster r API"), false);
+        assert!(
+            remote.conditions.is_empty(),
+            "a remote export's status is never written, so not kept"
+        );
     }
 
     #[test]

@@ -227,6 +227,11 @@ fn translate_objects(
             KubeObject::ClusterProperty(_) | KubeObject::Service(_) => {}
         }
     }
+    // A service's groups were pushed one slice at a time: the spare room
+    // of the growth would be held for as long as the translation is.
+    for service in cluster.services.values_mut().filter_map(Arc::get_mut) {
+        service.endpoint_groups.shrink_to_fit();
+    }
     (Some(cluster), findings.diagnostics)
 }
 
@@ -344,10 +349,10 @@ fn read_properties<'a>(
         clusterset: None,
     };
     for sourced in objects {
-        let KubeObject::ClusterProperty(ClusterProperty { metadata, spec }) = &sourced.object
-        else {
+        let KubeObject::ClusterProperty(property) = &sourced.object else {
             continue;
         };
+        let ClusterProperty { metadata, spec } = property.as_ref();
         findings.at(sourced);
         let value = spec.value.as_str();
         match metadata.name.as_deref() {
@@ -485,7 +490,10 @@ fn endpoint_group(
             return None;
         }
     };
-    let mut group = EndpointGroup::default();
+    let mut group = EndpointGroup {
+        ports: Vec::with_capacity(slice.ports.as_ref().map_or(0, Vec::len)),
+        ..EndpointGroup::default()
+    };
     for (index, port) in slice.ports.iter().flatten().enumerate() {
         let field = format!("ports[{index}]");
         let Some(number) = port.port else {

@@ -122,8 +122,8 @@ pub(super) fn translate_spec(
         }
     };
 
-    let mut ports: Vec<ServicePort> = Vec::new();
     let declared = spec.ports.as_deref().unwrap_or_default();
+    let mut ports: Vec<ServicePort> = Vec::with_capacity(declared.len());
     for (index, port) in declared.iter().enumerate() {
         let field = format!("spec.ports[{index}]");
         let name = port.name.clone().unwrap_or_default();

@@ -1,0 +1,87 @@
+//! What is kept of an object as it arrives from an API server: what
+//! translation and the status writer read, and nothing else. The API server
+//! sends whole objects (`managedFields`, the `kubectl apply` copy, selectors,
+//! owner references); a large cluster set holds hundreds of thousands of
+//! them, so what no one reads is dropped before they are decoded.
+
+use crate::discovery::translate::GATEWAY_LABEL;
+
+/// The annotation `kubectl apply` keeps a copy of the whole object in.
+pub(super) const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The fields of a Service that translation reads (`translate::service`):
+/// the rest of it (its selector, node ports, cluster IPs, uid, owner
+/// references, status unless it is the gateway's) is dropped on arrival.
+const SERVICE_METADATA_READ: &[&str] = &["name", "namespace", "labels"];
+const SERVICE_SPEC_READ: &[&str] = &[
+    "type",
+    "clusterIP",
+    "ports",
+    "sessionAffinity",
+    "sessionAffinityConfig",
+    "ipFamilies",
+    "internalTrafficPolicy",
+    "trafficDistribution",
+    "externalIPs",
+];
+/// The metadata of a ServiceExport that translation (its access policy,
+/// its age) and the status writer (generation, resource version) read.
+const EXPORT_METADATA_READ: &[&str] = &[
+    "name",
+    "namespace",
+    "annotations",
+    "creationTimestamp",
+    "generation",
+    "resourceVersion",
+];
+
+/// Drops, as an object arrives, what no translation reads and what makes
+/// up most of a large cluster's objects: `managedFields`, the `kubectl
+/// apply` copy of the object, and of Services and ServiceExports every
+/// field outside what is read. The EndpointSlice decoder keeps only what
+/// it reads by itself; of that, a remote cluster's endpoints lose
+/// `nodeName` and `zone` here (read only from the local cluster's gateway
+/// pods).
+pub(super) fn slim(json: &mut serde_json::Value, kind: &str, local: bool) {
+    let Some(object) = json.as_object_mut() else {
+        return;
+    };
+    if let Some(metadata) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        metadata.remove("managedFields");
+        if let Some(annotations) = metadata
+            .get_mut("annotations")
+            .and_then(|a| a.as_object_mut())
+        {
+            annotations.remove(LAST_APPLIED);
+        }
+        match kind {
+            "Service" => metadata.retain(|key, _| SERVICE_METADATA_READ.contains(&key.as_str())),
+            "ServiceExport" => {
+                metadata.retain(|key, _| EXPORT_METADATA_READ.contains(&key.as_str()))
+            }
+            _ => {}
+        }
+    }
+    if kind == "Service" {
+        let gateway = object
+            .get("metadata")
+            .and_then(|m| m.get("labels"))
+            .and_then(|l| l.get(GATEWAY_LABEL))
+            .is_some_and(|v| v == "true");
+        if !gateway {
+            object.remove("status");
+        }
+        if let Some(spec) = object.get_mut("spec").and_then(|s| s.as_object_mut()) {
+            spec.retain(|key, _| SERVICE_SPEC_READ.contains(&key.as_str()));
+        }
+    }
+    if local {
+        return;
+    }
+    if let Some(endpoints) = object.get_mut("endpoints").and_then(|e| e.as_array_mut()) {
+        for endpoint in endpoints.iter_mut().filter_map(|e| e.as_object_mut()) {
+            endpoint.remove("nodeName");
+            endpoint.remove("zone");
+        }
+    }
+}
