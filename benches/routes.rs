@@ -144,8 +144,8 @@ fn check_table(table: &RouteTable) {
         let cluster = routed.backend.cluster.as_str();
         let index: u32 = cluster[1..].parse().expect("cluster ids are c0..c9");
         assert_eq!(routed.backend.port, 8080, "target port of {cluster}");
-        assert_eq!(routed.network.as_str(), network_of(index));
-        match &routed.path {
+        assert_eq!(routed.network().as_str(), network_of(index));
+        match routed.path() {
             Path::Direct => assert!(index <= 3, "{cluster} should be tunnelled"),
             Path::Tunnel { gateways } => {
                 assert!(index > 3, "{cluster} should be direct");
@@ -159,7 +159,7 @@ fn check_table(table: &RouteTable) {
     let direct = route
         .backends
         .iter()
-        .filter(|b| b.path == Path::Direct)
+        .filter(|b| *b.path() == Path::Direct)
         .count();
     assert_eq!(direct, (4 * ENDPOINTS_PER_SERVICE) as usize);
 

@@ -589,7 +589,7 @@ async fn a_failing_gateway_of_a_network_is_skipped(transport: TransportMode) {
             .load()
             .lookup("app", "echo", Protocol::Tcp, 42)
             .and_then(|route| route.backends.first())
-            .is_some_and(|backend| match &backend.path {
+            .is_some_and(|backend| match backend.path() {
                 strait::routing::Path::Tunnel { gateways } => gateways.len() == 2,
                 strait::routing::Path::Direct => false,
             })

@@ -518,7 +518,7 @@ impl Reach<'_> {
 }
 
 fn reach<'t>(table: &'t RouteTable, service: &ServiceRoutes, routed: &RoutedBackend) -> Reach<'t> {
-    if routed.path == Path::Direct {
+    if *routed.path() == Path::Direct {
         return Reach::Own(routed.backend.address);
     }
     let through = table.pod_addresses(&service.key, &PodRef::of(&routed.backend));
@@ -560,8 +560,8 @@ fn trace_backend(trace: &mut Trace<'_>, routed: &RoutedBackend, reach: &Reach<'_
             cluster: routed.backend.cluster.to_string(),
             address,
             port: routed.backend.port,
-            network: routed.network.to_string(),
-            path: routed.path.as_str(),
+            network: routed.network().to_string(),
+            path: routed.path().as_str(),
             pod: pod_label(&routed.backend).into_owned(),
             answered,
             answered_with: match reach {

@@ -63,8 +63,8 @@ impl Reached {
         Self {
             address: SocketAddr::new(backend.backend.address, backend.backend.port),
             cluster: backend.backend.cluster.clone(),
-            network: backend.network.clone(),
-            path: backend.path.as_str(),
+            network: backend.network().clone(),
+            path: backend.path().as_str(),
         }
     }
 }
@@ -137,7 +137,7 @@ pub async fn open(
         };
         let id = BackendId::of(backend);
         tried.push(id.clone());
-        let (path, transport) = match backend.path {
+        let (path, transport) = match backend.path() {
             Path::Direct => (RoutePath::Direct, Transport::None),
             Path::Tunnel { .. } => (RoutePath::Tunnel, Transport::H2),
         };
@@ -205,7 +205,7 @@ async fn connect(
     backend: &RoutedBackend,
 ) -> Result<Upstream, Failure> {
     let address = SocketAddr::new(backend.backend.address, backend.backend.port);
-    match &backend.path {
+    match backend.path() {
         Path::Direct => crate::proxy::dial::dial(state.overrides.backend(address), state.dial)
             .await
             .map(Upstream::Direct)
@@ -215,10 +215,10 @@ async fn connect(
                 backend_at_fault: true,
             }),
         Path::Tunnel { gateways } => {
-            let allowed = table.network_clusters(&backend.network);
+            let allowed = table.network_clusters(backend.network());
             let authority = address.to_string();
             let mut last = Failure {
-                message: format!("no gateway of network {}", backend.network),
+                message: format!("no gateway of network {}", backend.network()),
                 timed_out: false,
                 backend_at_fault: true,
             };

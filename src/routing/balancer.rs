@@ -83,7 +83,7 @@ pub struct BackendId {
 impl BackendId {
     pub fn of(routed: &RoutedBackend) -> Self {
         Self {
-            network: routed.network.clone(),
+            network: routed.network().clone(),
             address: SocketAddr::new(routed.backend.address, routed.backend.port),
         }
     }
@@ -92,7 +92,7 @@ impl BackendId {
     pub fn matches(&self, routed: &RoutedBackend) -> bool {
         self.address.ip() == routed.backend.address
             && self.address.port() == routed.backend.port
-            && self.network == routed.network
+            && self.network == *routed.network()
     }
 }
 
@@ -398,7 +398,7 @@ impl Chooser {
             flag |= HEALTHY;
         }
         if self.locality != Locality::None {
-            if routed.network == self.viewer_network {
+            if *routed.network() == self.viewer_network {
                 flag |= ON_NETWORK;
             }
             if routed.backend.cluster == self.viewer {
@@ -556,7 +556,7 @@ impl Candidates<'_> {
 
 /// The state of a routed backend, if it has any; allocates nothing.
 fn slot_of<'s>(slots: &'s Slots, routed: &RoutedBackend) -> Option<&'s Arc<Slot>> {
-    slots.get(&routed.network)?.get(&SocketAddr::new(
+    slots.get(routed.network())?.get(&SocketAddr::new(
         routed.backend.address,
         routed.backend.port,
     ))

@@ -184,7 +184,7 @@ pub fn authorize<'a>(
         Target::Service { service, port } => {
             let (service, route) = lookup(&service, port)?;
             admitted(service, caller, network)?;
-            if route.backends.iter().any(|b| b.path == Path::Direct) {
+            if route.backends.iter().any(|b| *b.path() == Path::Direct) {
                 Ok(InboundPlan::Pick { service, route })
             } else {
                 Err(InboundRefusal::NoBackend(format!(
@@ -208,7 +208,7 @@ pub fn authorize<'a>(
                     routes.key
                 ))
             })?;
-            if pod.path != Path::Direct {
+            if *pod.path() != Path::Direct {
                 return Err(InboundRefusal::Forbidden(format!(
                     "pod {hostname} of cluster {cluster} is not on network {}",
                     table.network()

@@ -26,7 +26,7 @@ pub(super) fn entries(routes: &ServiceRoutes) -> impl Iterator<Item = Entry> + '
         .ports
         .iter()
         .flat_map(|port| &port.backends)
-        .filter(|routed| routed.path == Path::Direct)
+        .filter(|routed| *routed.path() == Path::Direct)
         .map(|routed| {
             (
                 SocketAddr::new(routed.backend.address, routed.backend.port),

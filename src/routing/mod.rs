@@ -44,12 +44,30 @@ impl Path {
     }
 }
 
+/// The network a cluster lives on and the path to it from the viewer: the
+/// same for every backend of that cluster, so a table holds one per
+/// cluster and every routed backend shares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Via {
+    pub network: NetworkId,
+    pub path: Path,
+}
+
 /// A backend with the network it lives on and the path to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoutedBackend {
     pub backend: Backend,
-    pub network: NetworkId,
-    pub path: Path,
+    pub via: Arc<Via>,
+}
+
+impl RoutedBackend {
+    pub fn network(&self) -> &NetworkId {
+        &self.via.network
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.via.path
+    }
 }
 
 /// The routes of one service port.
@@ -109,7 +127,7 @@ impl ServiceRoutes {
             .flat_map(|port| &port.backends)
             .filter(|routed| {
                 routed.backend.state == crate::merge::BackendState::Ready
-                    && matches!(routed.path, Path::Tunnel { .. })
+                    && matches!(routed.path(), Path::Tunnel { .. })
             })
             .map(|routed| PodRef::of(&routed.backend))
             .collect()
@@ -164,7 +182,9 @@ pub struct RouteTable {
 
 /// Each cluster's network and the path from the viewer to it (`None` when
 /// no gateway of its network is known).
-type ClusterPaths = HashMap<ClusterId, (NetworkId, Option<Path>)>;
+/// Each cluster's network, and its shared way there: `None` when its
+/// network has no gateway the viewer can reach.
+type ClusterPaths = HashMap<ClusterId, (NetworkId, Option<Arc<Via>>)>;
 
 impl RouteTable {
     /// Builds the routes seen from `viewer`'s gateway.
@@ -206,7 +226,13 @@ impl RouteTable {
                         gateways: gateways.into(),
                     })
                 };
-                (cluster.id.clone(), (cluster.network.clone(), path))
+                let via = path.map(|path| {
+                    Arc::new(Via {
+                        network: cluster.network.clone(),
+                        path,
+                    })
+                });
+                (cluster.id.clone(), (cluster.network.clone(), via))
             })
             .collect();
         let previous = previous.filter(|table| table.viewer == viewing.id && table.paths == paths);
@@ -546,10 +572,9 @@ fn route_port(port: &MergedPort, paths: &ClusterPaths) -> PortRoute {
     let mut excluded = port.excluded.clone();
     for backend in &port.backends {
         match paths.get(&backend.cluster) {
-            Some((network, Some(path))) => backends.push(RoutedBackend {
+            Some((_, Some(via))) => backends.push(RoutedBackend {
                 backend: backend.clone(),
-                network: network.clone(),
-                path: path.clone(),
+                via: Arc::clone(via),
             }),
             // A cluster with no reachable gateway is excluded once, not per endpoint.
             _ => {

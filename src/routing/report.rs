@@ -85,11 +85,11 @@ impl PortReport {
                 .iter()
                 .map(|routed| BackendReport {
                     cluster: routed.backend.cluster.clone(),
-                    network: routed.network.clone(),
+                    network: routed.network().clone(),
                     address: routed.backend.address,
                     port: routed.backend.port,
-                    path: routed.path.as_str(),
-                    gateways: match &routed.path {
+                    path: routed.path().as_str(),
+                    gateways: match routed.path() {
                         RoutePath::Direct => None,
                         RoutePath::Tunnel { gateways } => Some(gateways.to_vec()),
                     },

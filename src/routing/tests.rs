@@ -37,7 +37,7 @@ fn paths(route: &PortRoute) -> Vec<(&str, &str)> {
     route
         .backends
         .iter()
-        .map(|b| (b.backend.cluster.as_str(), b.path.as_str()))
+        .map(|b| (b.backend.cluster.as_str(), b.path().as_str()))
         .collect()
 }
 
@@ -73,7 +73,7 @@ fn tunnels_go_to_the_backends_own_cluster_gateways_first() {
         .iter()
         .find(|b| b.backend.cluster.as_str() == cluster)
         .expect("backend")
-        .path
+        .path()
     {
         Path::Tunnel { gateways } => gateways.to_vec(),
         Path::Direct => Vec::new(),
@@ -94,7 +94,7 @@ fn overlapping_addresses_keep_their_network() {
         .backends
         .iter()
         .filter(|b| b.backend.address == ip("10.1.0.1"))
-        .map(|b| (b.network.as_str(), b.path.as_str()))
+        .map(|b| (b.network().as_str(), b.path().as_str()))
         .collect();
     assert_eq!(same_address, vec![("net-a", "direct"), ("net-b", "tunnel")]);
 }
@@ -261,7 +261,7 @@ fn a_table_reuses_the_routes_of_unchanged_services_while_every_path_stays() {
     let third = RouteTable::build_reusing(&set, &merged, "c1", Some(&second)).expect("viewer");
     let now = routes(&third, "orders");
     assert!(!Arc::ptr_eq(&routes(&second, "orders"), &now));
-    assert!(matches!(&now.ports[0].backends[0].path,
+    assert!(matches!(&now.ports[0].backends[0].path(),
         Path::Tunnel { gateways } if gateways.contains(&gateway(99))));
 }
 

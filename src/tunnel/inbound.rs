@@ -201,7 +201,7 @@ pub async fn open(
                 tried.push(BackendId::of(routed));
                 // Only backends of this network are dialled; skip the others
                 // without spending an attempt.
-                if routed.path != Path::Direct {
+                if *routed.path() != Path::Direct {
                     continue;
                 }
                 SocketAddr::new(routed.backend.address, routed.backend.port)

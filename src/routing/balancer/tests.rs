@@ -323,7 +323,7 @@ fn a_tried_address_on_another_network_is_not_skipped() {
     let picked = chooser
         .pick(service, route, client(1), &tried, Instant::now(), &mut rng)
         .expect("the net-b backend");
-    assert_eq!(picked.network.as_str(), "net-b");
+    assert_eq!(picked.network().as_str(), "net-b");
 }
 
 #[test]
