@@ -445,7 +445,7 @@ fn below_node(
         let mut addresses = BTreeSet::new();
         for routed in pods(service).filter(|r| {
             r.backend.cluster.as_str() == cluster
-                && pod_label(&r.backend).eq_ignore_ascii_case(hostname)
+                && pod_label(r.backend).eq_ignore_ascii_case(hostname)
         }) {
             exists = true;
             let reach = reach(table, service, routed);
@@ -481,14 +481,14 @@ fn has_srv(service: &ServiceRoutes, port: &PortRoute) -> bool {
 
 /// Ready backends of one port. DNS names only ready pods; the
 /// serving-and-terminating fallback is for connections, not for names.
-fn ready(port: &PortRoute) -> impl Iterator<Item = &RoutedBackend> {
+fn ready(port: &PortRoute) -> impl Iterator<Item = RoutedBackend<'_>> {
     port.backends
         .iter()
         .filter(|r| r.backend.state == BackendState::Ready)
 }
 
 /// Ready backends of every port of a service: each pod once per port.
-fn pods(service: &ServiceRoutes) -> impl Iterator<Item = &RoutedBackend> {
+fn pods(service: &ServiceRoutes) -> impl Iterator<Item = RoutedBackend<'_>> {
     service.ports.iter().flat_map(ready)
 }
 
@@ -517,11 +517,15 @@ impl Reach<'_> {
     }
 }
 
-fn reach<'t>(table: &'t RouteTable, service: &ServiceRoutes, routed: &RoutedBackend) -> Reach<'t> {
+fn reach<'t>(
+    table: &'t RouteTable,
+    service: &ServiceRoutes,
+    routed: RoutedBackend<'_>,
+) -> Reach<'t> {
     if *routed.path() == Path::Direct {
         return Reach::Own(routed.backend.address);
     }
-    let through = table.pod_addresses(&service.key, &PodRef::of(&routed.backend));
+    let through = table.pod_addresses(&service.key, &PodRef::of(routed.backend));
     if through.is_empty() {
         Reach::Unreachable
     } else {
@@ -531,8 +535,8 @@ fn reach<'t>(table: &'t RouteTable, service: &ServiceRoutes, routed: &RoutedBack
 
 /// `<label>.<cluster-id>.<svc>.<ns>.svc.<zone>.` of one pod; a cluster id
 /// with dots is several labels.
-fn pod_name(zone: &Zone, service: &ServiceRoutes, routed: &RoutedBackend) -> Option<Name> {
-    let label = pod_label(&routed.backend);
+fn pod_name(zone: &Zone, service: &ServiceRoutes, routed: RoutedBackend<'_>) -> Option<Name> {
+    let label = pod_label(routed.backend);
     let mut labels: Vec<&str> = vec![&label];
     labels.extend(routed.backend.cluster.as_str().split('.'));
     labels.extend([service.key.name.as_str(), &service.key.namespace, "svc"]);
@@ -544,7 +548,7 @@ fn weight(count: usize) -> u16 {
     u16::try_from(100 / count.max(1)).unwrap_or(1).max(1)
 }
 
-fn trace_backend(trace: &mut Trace<'_>, routed: &RoutedBackend, reach: &Reach<'_>) {
+fn trace_backend(trace: &mut Trace<'_>, routed: RoutedBackend<'_>, reach: &Reach<'_>) {
     trace.with(|e| {
         let address = routed.backend.address;
         let answered = reach.answered();
@@ -562,7 +566,7 @@ fn trace_backend(trace: &mut Trace<'_>, routed: &RoutedBackend, reach: &Reach<'_
             port: routed.backend.port,
             network: routed.network().to_string(),
             path: routed.path().as_str(),
-            pod: pod_label(&routed.backend).into_owned(),
+            pod: pod_label(routed.backend).into_owned(),
             answered,
             answered_with: match reach {
                 Reach::Through(addresses) => addresses.to_vec(),

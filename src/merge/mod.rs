@@ -101,7 +101,8 @@ pub struct MergedPort {
     pub protocol: Protocol,
     pub port: u16,
     pub app_protocol: Option<String>,
-    pub backends: Vec<Backend>,
+    /// Shared: a route of this port holds the same allocation.
+    pub backends: Arc<[Backend]>,
     pub excluded: Vec<Exclusion>,
 }
 
@@ -475,7 +476,7 @@ fn resolve_port(
     }
     // As kube-proxy does: terminating endpoints that still serve are a last
     // resort, used only when no endpoint of the port is ready.
-    let mut backends = if ready.is_empty() {
+    let backends = if ready.is_empty() {
         serving_terminating
             .iter_mut()
             .for_each(|b| b.state = BackendState::ServingTerminating);
@@ -484,9 +485,6 @@ fn resolve_port(
         not_ready.extend(serving_terminating);
         ready
     };
-    // Kept until the service changes: without the growth's spare room (up
-    // to half of it), a large set's backends take a third less.
-    backends.shrink_to_fit();
     excluded.extend(not_ready.into_iter().map(|b| Exclusion {
         cluster: b.cluster,
         address: Some(b.address),
@@ -502,7 +500,9 @@ fn resolve_port(
         protocol: port.protocol,
         port: port.port,
         app_protocol: port.app_protocol,
-        backends,
+        // Exactly sized (no growth's spare room is kept), and shared with
+        // the routes built from it.
+        backends: backends.into(),
         excluded,
     }
 }

@@ -59,7 +59,7 @@ pub struct Reached {
 }
 
 impl Reached {
-    fn of(backend: &RoutedBackend) -> Self {
+    fn of(backend: RoutedBackend<'_>) -> Self {
         Self {
             address: SocketAddr::new(backend.backend.address, backend.backend.port),
             cluster: backend.backend.cluster.clone(),
@@ -130,7 +130,7 @@ pub async fn open(
             }
             Selection::Pod { label, cluster } => route
                 .pod(label, cluster)
-                .filter(|pod| !tried.contains(&BackendId::of(pod))),
+                .filter(|pod| !tried.contains(&BackendId::of(*pod))),
         };
         let Some(backend) = picked else {
             break;
@@ -202,7 +202,7 @@ struct Failure {
 async fn connect(
     state: &GatewayState,
     table: &RouteTable,
-    backend: &RoutedBackend,
+    backend: RoutedBackend<'_>,
 ) -> Result<Upstream, Failure> {
     let address = SocketAddr::new(backend.backend.address, backend.backend.port);
     match backend.path() {

@@ -62,7 +62,7 @@ pub use outlier::OutlierPolicy;
 
 use self::affinity::AffinityTable;
 use self::outlier::Health;
-use super::{PortRoute, RoutedBackend, ServiceRoutes};
+use super::{PortRoute, RoutedBackend, RoutedBackends, ServiceRoutes};
 use crate::config::{Balancer, Locality};
 use crate::model::{ClusterId, NetworkId, Protocol, ServiceKey, SessionAffinity};
 
@@ -81,7 +81,7 @@ pub struct BackendId {
 }
 
 impl BackendId {
-    pub fn of(routed: &RoutedBackend) -> Self {
+    pub fn of(routed: RoutedBackend<'_>) -> Self {
         Self {
             network: routed.network().clone(),
             address: SocketAddr::new(routed.backend.address, routed.backend.port),
@@ -89,7 +89,7 @@ impl BackendId {
     }
 
     /// Whether `routed` is this backend; allocates nothing.
-    pub fn matches(&self, routed: &RoutedBackend) -> bool {
+    pub fn matches(&self, routed: RoutedBackend<'_>) -> bool {
         self.address.ip() == routed.backend.address
             && self.address.port() == routed.backend.port
             && self.network == *routed.network()
@@ -198,7 +198,7 @@ impl Chooser {
         tried: &[BackendId],
         now: Instant,
         rng: &mut fastrand::Rng,
-    ) -> Option<&'r RoutedBackend> {
+    ) -> Option<RoutedBackend<'r>> {
         let backends = &route.backends;
         if backends.is_empty() {
             return None;
@@ -234,8 +234,12 @@ impl Chooser {
             });
         let mut table = lock(&state.affinity);
         let reused = table.reuse(client, now, timeout, |id| {
-            (0..backends.len())
-                .find(|index| candidates.contains(*index) && id.matches(&backends[*index]))
+            (0..backends.len()).find(|index| {
+                candidates.contains(*index)
+                    && backends
+                        .get(*index)
+                        .is_some_and(|routed| id.matches(routed))
+            })
         });
         if let Some(index) = reused {
             return backends.get(index);
@@ -381,7 +385,7 @@ impl Chooser {
     fn classify(
         &self,
         slots: &Slots,
-        routed: &RoutedBackend,
+        routed: RoutedBackend<'_>,
         tried: &[BackendId],
         now: Instant,
         check_health: bool,
@@ -440,7 +444,7 @@ impl Chooser {
         slots: &Slots,
         candidates: &Candidates<'_>,
         state: Option<&RouteState>,
-        backends: &[RoutedBackend],
+        backends: &RoutedBackends,
         rng: &mut fastrand::Rng,
     ) -> Option<usize> {
         let count = candidates.count;
@@ -555,7 +559,7 @@ impl Candidates<'_> {
 }
 
 /// The state of a routed backend, if it has any; allocates nothing.
-fn slot_of<'s>(slots: &'s Slots, routed: &RoutedBackend) -> Option<&'s Arc<Slot>> {
+fn slot_of<'s>(slots: &'s Slots, routed: RoutedBackend<'_>) -> Option<&'s Arc<Slot>> {
     slots.get(routed.network())?.get(&SocketAddr::new(
         routed.backend.address,
         routed.backend.port,

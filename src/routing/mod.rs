@@ -13,9 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use crate::imports::{PodRef, PortKey};
-use crate::merge::{
-    Backend, Conflict, Exclusion, ExclusionReason, MergedPort, MergedService, MergedSet,
-};
+use crate::merge::{Conflict, Exclusion, ExclusionReason, MergedPort, MergedService, MergedSet};
 use crate::model::{
     AccessPolicy, ClusterId, ClusterSet, GatewayAddress, NetworkId, Protocol, ServiceKey,
     ServiceType, SessionAffinity,
@@ -23,8 +21,10 @@ use crate::model::{
 
 pub mod balancer;
 mod local;
+mod routed;
 
 use local::LocalBackends;
+pub use routed::{RoutedBackend, RoutedBackends};
 
 /// How a connection reaches a backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,30 +53,13 @@ pub struct Via {
     pub path: Path,
 }
 
-/// A backend with the network it lives on and the path to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RoutedBackend {
-    pub backend: Backend,
-    pub via: Arc<Via>,
-}
-
-impl RoutedBackend {
-    pub fn network(&self) -> &NetworkId {
-        &self.via.network
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.via.path
-    }
-}
-
 /// The routes of one service port.
 #[derive(Debug, Clone)]
 pub struct PortRoute {
     pub name: String,
     pub protocol: Protocol,
     pub port: u16,
-    pub backends: Vec<RoutedBackend>,
+    pub backends: RoutedBackends,
     pub excluded: Vec<Exclusion>,
 }
 
@@ -129,7 +112,7 @@ impl ServiceRoutes {
                 routed.backend.state == crate::merge::BackendState::Ready
                     && matches!(routed.path(), Path::Tunnel { .. })
             })
-            .map(|routed| PodRef::of(&routed.backend))
+            .map(|routed| PodRef::of(routed.backend))
             .collect()
     }
 
@@ -541,10 +524,10 @@ impl RouteTable {
 impl PortRoute {
     /// The backend of one pod of a headless service, by its per-pod label
     /// (its hostname, else its address with dashes) and cluster.
-    pub fn pod(&self, label: &str, cluster: &ClusterId) -> Option<&RoutedBackend> {
+    pub fn pod(&self, label: &str, cluster: &ClusterId) -> Option<RoutedBackend<'_>> {
         self.backends.iter().find(|routed| {
             &routed.backend.cluster == cluster
-                && crate::imports::pods::pod_label(&routed.backend) == label
+                && crate::imports::pods::pod_label(routed.backend) == label
         })
     }
 }
@@ -568,29 +551,16 @@ fn route_service(service: &Arc<MergedService>, paths: &ClusterPaths) -> ServiceR
 }
 
 fn route_port(port: &MergedPort, paths: &ClusterPaths) -> PortRoute {
-    let mut backends = Vec::with_capacity(port.backends.len());
+    let (backends, unreachable) = RoutedBackends::route(&port.backends, |cluster| {
+        paths.get(cluster).and_then(|(_, via)| via.as_ref())
+    });
     let mut excluded = port.excluded.clone();
-    for backend in &port.backends {
-        match paths.get(&backend.cluster) {
-            Some((_, Some(via))) => backends.push(RoutedBackend {
-                backend: backend.clone(),
-                via: Arc::clone(via),
-            }),
-            // A cluster with no reachable gateway is excluded once, not per endpoint.
-            _ => {
-                if !excluded
-                    .iter()
-                    .any(|e| e.cluster == backend.cluster && e.reason == ExclusionReason::NoGateway)
-                {
-                    excluded.push(Exclusion {
-                        cluster: backend.cluster.clone(),
-                        address: None,
-                        reason: ExclusionReason::NoGateway,
-                    });
-                }
-            }
-        }
-    }
+    // A cluster with no reachable gateway is excluded once, not per endpoint.
+    excluded.extend(unreachable.into_iter().map(|cluster| Exclusion {
+        cluster,
+        address: None,
+        reason: ExclusionReason::NoGateway,
+    }));
     PortRoute {
         name: port.name.clone(),
         protocol: port.protocol,

@@ -133,8 +133,8 @@ fn backend_ids_tell_networks_apart() {
     let (_, route) = cart(&table);
     let ids: Vec<BackendId> = route.backends.iter().map(BackendId::of).collect();
     assert_eq!(ids, vec![id("net-a", "10.1.0.1"), id("net-b", "10.1.0.1")]);
-    assert!(ids[0].matches(&route.backends[0]));
-    assert!(!ids[0].matches(&route.backends[1]));
+    assert!(ids[0].matches(route.backends.get(0).expect("backend")));
+    assert!(!ids[0].matches(route.backends.get(1).expect("backend")));
     assert_eq!(ids[1].to_string(), "net-b/10.1.0.1:8042");
 }
 
