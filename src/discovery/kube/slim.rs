@@ -11,7 +11,8 @@ pub(super) const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-config
 
 /// The fields of a Service that translation reads (`translate::service`):
 /// the rest of it (its selector, node ports, cluster IPs, uid, owner
-/// references, status unless it is the gateway's) is dropped on arrival.
+/// references, labels but the gateway label, status unless it is the
+/// gateway's) is dropped on arrival.
 const SERVICE_METADATA_READ: &[&str] = &["name", "namespace", "labels"];
 const SERVICE_SPEC_READ: &[&str] = &[
     "type",
@@ -70,6 +71,14 @@ pub(super) fn slim(json: &mut serde_json::Value, kind: &str, local: bool) {
             .is_some_and(|v| v == "true");
         if !gateway {
             object.remove("status");
+        }
+        // Of a Service's labels only the gateway label is read.
+        if let Some(labels) = object
+            .get_mut("metadata")
+            .and_then(|m| m.get_mut("labels"))
+            .and_then(|l| l.as_object_mut())
+        {
+            labels.retain(|key, _| key == GATEWAY_LABEL);
         }
         if let Some(spec) = object.get_mut("spec").and_then(|s| s.as_object_mut()) {
             spec.retain(|key, _| SERVICE_SPEC_READ.contains(&key.as_str()));

