@@ -22,6 +22,8 @@ mod rebuild;
 mod resilience;
 #[path = "kube/secrets.rs"]
 mod secrets;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! Remote-cluster Secrets at run time: added and removed, and changed make
 //! before break (the old connection's objects serve until the new
-//! connection has synced; a new kubeconfig that never syncs changes nothing).
+//! connection has synced; a new kubeconfig that never syncs changes nothing),
+//! also under traffic through a real gateway.
 
 use super::*;
 
@@ -129,4 +130,108 @@ async fn a_changed_secret_swaps_only_after_the_new_connection_synced() {
         backends(s, "c1", "cart") == ["c1 10.1.0.1:8080"]
     })
     .await;
+}
+
+/// A token rotation under traffic: a gateway whose only backend of
+/// `shop/cart` is remote cluster c2's pod carries connections, one after
+/// another, while c2's Secret changes to another API server (holding c2's
+/// objects with the pod at a new address). Every connection is admitted and
+/// echoes: there is no moment without c2's backend. Removing the cluster
+/// first and adding it again once the new connection synced (what a plain
+/// remove-and-add does) leaves the service without backends meanwhile, and
+/// the gateway answers those CONNECTs with an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_rotation_under_traffic_refuses_no_connection() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use crate::support::{self, Backend};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let local = ApiServer::start(&["v1beta1"]).await;
+    let old = ApiServer::start(&["v1beta1"]).await;
+    let new = ApiServer::start(&["v1beta1"]).await;
+    // c1 exports cart with no endpoint of its own: c2's pod is its only backend.
+    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
+    local.delete("EndpointSlice", "shop", "cart-1");
+    let (old_pod, new_pod) = (support::pod_ip(62, 10), support::pod_ip(62, 11));
+    let old_backend = Backend::start("old", (old_pod, 8080).into()).await;
+    let new_backend = Backend::start("new", (new_pod, 8080).into()).await;
+    for (server, pod) in [(&old, old_pod), (&new, new_pod)] {
+        populate(
+            server,
+            "c2",
+            "net-a",
+            "v1beta1",
+            "198.51.100.2",
+            &pod.to_string(),
+        );
+    }
+    local.apply(remote_secret("c2", &old.kubeconfig("c2"), true));
+
+    let mut kube = options(&local.write_kubeconfig(dir.path(), "local"), &[]);
+    kube.translate.allow_loopback_endpoints = true;
+    let handle = KubeHandle::start(kube).await.expect("source starts");
+    until(&handle, "c2 through the old server", |s| {
+        s.all_synced() && backends(s, "c1", "cart") == [format!("c2 {old_pod}:8080")]
+    })
+    .await;
+    let certs = support::certificates(dir.path(), &["c1", "c2"]);
+    let listeners = support::bind_gateway(61).await;
+    let connect_address = listeners.connect.local_addr().expect("connect address");
+    let _gateway =
+        support::start_kube_gateway(dir.path(), &certs, "c1", 61, listeners, handle.clone()).await;
+
+    let authority = "cart.shop.svc.clusterset.local:80";
+    let stop = Arc::new(AtomicBool::new(false));
+    let traffic = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            // (greeted by, or the status of a refused CONNECT)
+            let mut outcomes: Vec<Result<String, u16>> = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let connected = support::connect(connect_address, authority).await;
+                match connected.stream {
+                    Some(stream) => {
+                        assert_eq!(support::echo(stream, b"ping").await, b"ping");
+                        let name = connected.greeting.split(' ').next().unwrap_or_default();
+                        outcomes.push(Ok(name.to_owned()));
+                    }
+                    None => outcomes.push(Err(connected.status)),
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            outcomes
+        }
+    });
+    let until_backend = |pod: std::net::IpAddr, what: &'static str| {
+        let handle = handle.clone();
+        async move {
+            until(&handle, what, |s| {
+                backends(s, "c1", "cart") == [format!("c2 {pod}:8080")]
+            })
+            .await;
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    local.apply(remote_secret("c2", &new.kubeconfig("c2"), true));
+    until_backend(new_pod, "the new server's c2 in use").await;
+    // The old server is gone for good: what serves now is the new one.
+    old.stop().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let outcomes = traffic.await.expect("traffic task");
+
+    let refused: Vec<u16> = outcomes.iter().filter_map(|o| o.clone().err()).collect();
+    assert!(
+        refused.is_empty(),
+        "{} of {} connections refused during the rotation: {refused:?}",
+        refused.len(),
+        outcomes.len()
+    );
+    let greeted: Vec<&str> = outcomes.iter().filter_map(|o| o.as_deref().ok()).collect();
+    assert!(
+        greeted.contains(&"old") && greeted.last() == Some(&"new"),
+        "{greeted:?}"
+    );
+    assert!(old_backend.accepted() > 0 && new_backend.accepted() > 0);
 }

@@ -476,19 +476,7 @@ pub async fn start_gateway_tuned(
     tunnel: TunnelSettings,
     tune: impl FnOnce(&mut GatewaySettings),
 ) -> Gateway {
-    let mut settings = GatewaySettings {
-        imports: strait::config::ImportSettings {
-            listen: false,
-            ..Default::default()
-        },
-        ..GatewaySettings::default()
-    };
-    settings.tuning.reload_debounce = Duration::from_millis(100);
-    settings.tuning.connect_timeout = Duration::from_secs(2);
-    // A stalled connection shows in /metrics within two seconds.
-    settings.tuning.stall_report = Duration::from_secs(1);
-    // Pods of this loopback world live on 127.0.0.0/8.
-    settings.allow_loopback_endpoints = true;
+    let mut settings = test_settings();
     tune(&mut settings);
     let options = GatewayOptions {
         config_dir: config.to_owned(),
@@ -503,6 +491,51 @@ pub async fn start_gateway_tuned(
     Gateway::start(options, listeners)
         .await
         .expect("gateway starts")
+}
+
+/// As [`start_gateway`], its routes from a Kubernetes source (`config` is
+/// then only its working directory).
+pub async fn start_kube_gateway(
+    config: &Path,
+    certs: &Path,
+    id: &str,
+    n: u8,
+    listeners: Listeners,
+    kube: strait::discovery::kube::KubeHandle,
+) -> Gateway {
+    let options = GatewayOptions {
+        config_dir: config.to_owned(),
+        settings: test_settings(),
+        cluster: id.to_owned(),
+        tls_dir: certs.join(id),
+        dial_source: Some(gateway_ip(n)),
+        overrides: DialOverrides::default(),
+        tunnel: TunnelSettings::default(),
+        kube: Some(kube),
+    };
+    Gateway::start(options, listeners)
+        .await
+        .expect("gateway starts")
+}
+
+/// `gateway.yaml`'s defaults for this loopback world: quick reloads and
+/// connect timeouts, stalls reported within two seconds, and no import
+/// listeners.
+fn test_settings() -> GatewaySettings {
+    let mut settings = GatewaySettings {
+        imports: strait::config::ImportSettings {
+            listen: false,
+            ..Default::default()
+        },
+        ..GatewaySettings::default()
+    };
+    settings.tuning.reload_debounce = Duration::from_millis(100);
+    settings.tuning.connect_timeout = Duration::from_secs(2);
+    // A stalled connection shows in /metrics within two seconds.
+    settings.tuning.stall_report = Duration::from_secs(1);
+    // Pods of this loopback world live on 127.0.0.0/8.
+    settings.allow_loopback_endpoints = true;
+    settings
 }
 
 /// What a CONNECT through a gateway gave: the HTTP status, and on 200 the
