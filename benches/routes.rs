@@ -11,6 +11,8 @@
 //!   translated: `merge::merge_reusing` and `RouteTable::build_reusing`
 //!   from the previous merge and table, one service of c5 changed. Target:
 //!   well under the 100 ms the Kubernetes source allows a change.
+//! - `one_direct_change`: the same for a service of c1, on c0's network,
+//!   whose change also patches the index of direct backends.
 //! - `lookup_hit`: `RouteTable::lookup` of an existing service port.
 //! - `lookup_miss_port`: `RouteTable::lookup` of an existing service on a port it lacks.
 //! - `lookup_vip`: `RouteTable::lookup_vip` of a ClusterSetIP VIP from c0's ServiceImports.
@@ -206,34 +208,41 @@ fn route_table(c: &mut Criterion) {
         )
     });
 
-    // One endpoint added to one service of c5 (tunnelled from c0).
-    let changed_set = || {
-        let mut changed = set.clone();
-        let cluster = changed
-            .clusters
-            .values_mut()
-            .find(|c| c.id.as_str() == "c5")
-            .expect("c5 is in the set");
-        let service = cluster
-            .services
-            .get_mut(&service_key(4207))
-            .expect("c5 holds svc4207");
-        std::sync::Arc::make_mut(service).endpoint_groups[0]
-            .add_endpoint(Endpoint::ready(endpoint_address(5, 4207, 999)));
-        changed
+    // One endpoint added to one service of `cluster`: c5 is tunnelled from
+    // c0, c1 is on c0's network (its change patches the direct-backend index).
+    let changed_set = |cluster_id: &'static str| {
+        let set = &set;
+        move || {
+            let mut changed = set.clone();
+            let cluster = changed
+                .clusters
+                .values_mut()
+                .find(|c| c.id.as_str() == cluster_id)
+                .expect("the cluster is in the set");
+            let service = cluster
+                .services
+                .get_mut(&service_key(4207))
+                .expect("the cluster holds svc4207");
+            let index: u32 = cluster_id[1..].parse().expect("cN");
+            std::sync::Arc::make_mut(service).endpoint_groups[0]
+                .add_endpoint(Endpoint::ready(endpoint_address(index, 4207, 999)));
+            changed
+        }
     };
-    group.bench_function("one_change", |b| {
-        b.iter_batched(
-            changed_set,
-            |changed| {
-                let merged = merge::merge_reusing(black_box(&changed), &merged);
-                let table = RouteTable::build_reusing(&changed, &merged, VIEWER, Some(&table))
-                    .expect("c0 is in the set");
-                (changed, merged, table)
-            },
-            BatchSize::PerIteration,
-        )
-    });
+    for (name, cluster) in [("one_change", "c5"), ("one_direct_change", "c1")] {
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                changed_set(cluster),
+                |changed| {
+                    let merged = merge::merge_reusing(black_box(&changed), &merged);
+                    let table = RouteTable::build_reusing(&changed, &merged, VIEWER, Some(&table))
+                        .expect("c0 is in the set");
+                    (changed, merged, table)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
 
     group
         .sample_size(50)

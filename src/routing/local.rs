@@ -5,7 +5,6 @@
 //! changed (or shared whole when those are the same), so a change to one
 //! service costs the gateway no walk and no sort of every backend.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -44,6 +43,25 @@ fn sort(entries: &mut [Entry]) {
     });
 }
 
+/// Appends `kept` (sorted) to `out` with the `added` entries (sorted) that
+/// sort among them, or before `bound` when there is one; the rest of `added`
+/// waits for a later stretch. An added entry goes after existing entries of
+/// the same address.
+fn merge_into(
+    out: &mut Vec<Entry>,
+    mut kept: &[Entry],
+    added: &mut std::iter::Peekable<std::vec::IntoIter<Entry>>,
+    bound: Option<&SocketAddr>,
+) {
+    while let Some(new) = added.next_if(|new| bound.is_none_or(|bound| new.0 < *bound)) {
+        let before = kept.partition_point(|entry| entry.0 <= new.0);
+        out.extend_from_slice(&kept[..before]);
+        out.push(new);
+        kept = &kept[before..];
+    }
+    out.extend_from_slice(kept);
+}
+
 impl LocalBackends {
     pub(super) fn build<'a>(services: impl Iterator<Item = &'a ServiceRoutes>) -> Self {
         let mut all: Vec<Entry> = services.flat_map(entries).collect();
@@ -52,32 +70,32 @@ impl LocalBackends {
     }
 
     /// This index without `removed` and with `added` (the entries of the
-    /// services that changed, as they were and as they are).
+    /// services that changed, as they were and as they are). A merge of
+    /// sorted runs: the unchanged stretches between the removed entries are
+    /// copied whole, with no lookup per entry.
     pub(super) fn patched(&self, mut removed: Vec<Entry>, mut added: Vec<Entry>) -> Self {
         sort(&mut removed);
         sort(&mut added);
         if removed == added {
             return self.clone();
         }
-        let mut removing: HashMap<SocketAddr, Vec<Option<Arc<AccessPolicy>>>> = HashMap::new();
-        for (address, access) in removed {
-            removing.entry(address).or_default().push(access);
-        }
         let mut patched = Vec::with_capacity(self.0.len() + added.len());
         let mut added = added.into_iter().peekable();
-        for entry in self.0.iter() {
-            if let Some(policies) = removing.get_mut(&entry.0)
-                && let Some(index) = policies.iter().position(|access| access == &entry.1)
-            {
-                policies.swap_remove(index);
+        let mut rest: &[Entry] = &self.0;
+        for gone in &removed {
+            let first = rest.partition_point(|entry| entry.0 < gone.0);
+            let Some(offset) = rest[first..]
+                .iter()
+                .take_while(|entry| entry.0 == gone.0)
+                .position(|entry| entry.1 == gone.1)
+            else {
                 continue;
-            }
-            while let Some(new) = added.next_if(|new| new.0 < entry.0) {
-                patched.push(new);
-            }
-            patched.push(entry.clone());
+            };
+            let at = first + offset;
+            merge_into(&mut patched, &rest[..at], &mut added, Some(&gone.0));
+            rest = &rest[at + 1..];
         }
-        patched.extend(added);
+        merge_into(&mut patched, rest, &mut added, None);
         Self(Arc::new(patched))
     }
 
@@ -110,5 +128,89 @@ impl LocalBackends {
     #[cfg(test)]
     pub(super) fn shares(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::*;
+
+    fn entry(last: u8, policy: Option<&Arc<AccessPolicy>>) -> Entry {
+        (
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)), 8080),
+            policy.cloned(),
+        )
+    }
+
+    /// Each entry as (address, policy allocation), in a canonical order.
+    fn canonical(entries: &[Entry]) -> Vec<(SocketAddr, Option<*const AccessPolicy>)> {
+        let mut entries = entries.to_vec();
+        sort(&mut entries);
+        entries
+            .iter()
+            .map(|(address, policy)| (*address, policy.as_ref().map(Arc::as_ptr)))
+            .collect()
+    }
+
+    #[test]
+    fn a_patch_equals_the_index_built_from_its_result() {
+        let closed = Arc::new(AccessPolicy {
+            clusters: [ClusterId::new("c2").expect("id")].into(),
+            networks: Default::default(),
+        });
+        let mut before = vec![
+            entry(1, None),
+            entry(1, Some(&closed)),
+            entry(2, None),
+            entry(3, None),
+            entry(3, None),
+            entry(5, None),
+        ];
+        sort(&mut before);
+        let index = LocalBackends(Arc::new(before.clone()));
+        // Gone: one of two policies at .1, one of two equal entries at .3,
+        // the last one. New: one before everything, another at .1, one at
+        // .3 under the closed policy, one after everything.
+        let removed = vec![entry(1, Some(&closed)), entry(3, None), entry(5, None)];
+        let added = vec![
+            entry(0, None),
+            entry(1, None),
+            entry(3, Some(&closed)),
+            entry(9, None),
+        ];
+        let patched = index.patched(removed.clone(), added.clone());
+
+        let mut expected = before;
+        for gone in &removed {
+            let at = expected
+                .iter()
+                .position(|e| {
+                    e.0 == gone.0
+                        && e.1.as_ref().map(Arc::as_ptr) == gone.1.as_ref().map(Arc::as_ptr)
+                })
+                .expect("removed entries are in the index");
+            expected.remove(at);
+        }
+        expected.extend(added);
+        assert_eq!(canonical(&patched.0), canonical(&expected));
+        assert!(
+            patched.0.is_sorted_by_key(|e| e.0),
+            "still sorted by address"
+        );
+        let c3 = ClusterId::new("c3").expect("id");
+        let net = NetworkId::new("net-a").expect("id");
+        let at = |last| SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)), 8080);
+        assert_eq!(
+            patched.admits(&at(3), &c3, &net),
+            Some(true),
+            "one open entry left"
+        );
+        assert_eq!(patched.admits(&at(5), &c3, &net), None);
+        assert_eq!(patched.admits(&at(9), &c3, &net), Some(true));
+
+        let same = index.patched(vec![entry(2, None)], vec![entry(2, None)]);
+        assert!(same.shares(&index), "an unchanged patch shares the index");
     }
 }
