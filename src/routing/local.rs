@@ -71,8 +71,8 @@ impl LocalBackends {
 
     /// This index without `removed` and with `added` (the entries of the
     /// services that changed, as they were and as they are). A merge of
-    /// sorted runs: the unchanged stretches between the removed entries are
-    /// copied whole, with no lookup per entry.
+    /// sorted runs: the unchanged stretches between the addresses that lost
+    /// an entry are copied whole, with no lookup per entry.
     pub(super) fn patched(&self, mut removed: Vec<Entry>, mut added: Vec<Entry>) -> Self {
         sort(&mut removed);
         sort(&mut added);
@@ -81,19 +81,28 @@ impl LocalBackends {
         }
         let mut patched = Vec::with_capacity(self.0.len() + added.len());
         let mut added = added.into_iter().peekable();
+        let mut removed = removed.into_iter().peekable();
         let mut rest: &[Entry] = &self.0;
-        for gone in &removed {
-            let first = rest.partition_point(|entry| entry.0 < gone.0);
-            let Some(offset) = rest[first..]
-                .iter()
-                .take_while(|entry| entry.0 == gone.0)
-                .position(|entry| entry.1 == gone.1)
-            else {
-                continue;
-            };
-            let at = first + offset;
-            merge_into(&mut patched, &rest[..at], &mut added, Some(&gone.0));
-            rest = &rest[at + 1..];
+        while let Some((address, policy)) = removed.next() {
+            // Every entry removed at this address, matched against the
+            // address's whole group: within a group, entries are in the order
+            // they were added, not in the order `removed` is sorted in.
+            let mut gone = vec![policy];
+            while let Some((_, policy)) = removed.next_if(|(next, _)| *next == address) {
+                gone.push(policy);
+            }
+            let first = rest.partition_point(|entry| entry.0 < address);
+            let end = first + rest[first..].partition_point(|entry| entry.0 == address);
+            merge_into(&mut patched, &rest[..first], &mut added, Some(&address));
+            for entry in &rest[first..end] {
+                match gone.iter().position(|policy| *policy == entry.1) {
+                    Some(index) => {
+                        gone.swap_remove(index);
+                    }
+                    None => patched.push(entry.clone()),
+                }
+            }
+            rest = &rest[end..];
         }
         merge_into(&mut patched, rest, &mut added, None);
         Self(Arc::new(patched))
@@ -212,5 +221,26 @@ mod tests {
 
         let same = index.patched(vec![entry(2, None)], vec![entry(2, None)]);
         assert!(same.shares(&index), "an unchanged patch shares the index");
+    }
+
+    #[test]
+    fn every_entry_of_an_address_is_removed_whatever_their_order_in_the_index() {
+        let closed = Arc::new(AccessPolicy {
+            clusters: [ClusterId::new("c2").expect("id")].into(),
+            networks: Default::default(),
+        });
+        // As a patch leaves them: an open service's entry added after the
+        // closed one's, against the pointer order `removed` is sorted in.
+        let index = LocalBackends(Arc::new(vec![
+            entry(1, Some(&closed)),
+            entry(1, None),
+            entry(2, None),
+        ]));
+        let patched = index.patched(vec![entry(1, None), entry(1, Some(&closed))], Vec::new());
+        assert_eq!(canonical(&patched.0), canonical(&[entry(2, None)]));
+        let c3 = ClusterId::new("c3").expect("id");
+        let net = NetworkId::new("net-a").expect("id");
+        let gone = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 8080);
+        assert_eq!(patched.admits(&gone, &c3, &net), None, "no longer dialled");
     }
 }

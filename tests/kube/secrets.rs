@@ -136,10 +136,9 @@ async fn a_changed_secret_swaps_only_after_the_new_connection_synced() {
 /// `shop/cart` is remote cluster c2's pod carries connections, one after
 /// another, while c2's Secret changes to another API server (holding c2's
 /// objects with the pod at a new address). Every connection is admitted and
-/// echoes: there is no moment without c2's backend. Removing the cluster
-/// first and adding it again once the new connection synced (what a plain
-/// remove-and-add does) leaves the service without backends meanwhile, and
-/// the gateway answers those CONNECTs with an error.
+/// echoes: there is no moment without c2's backend. (With the hub changed
+/// to remove the cluster and add it again, as a check of this test, some
+/// CONNECTs were answered 503 while the new connection synced.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_rotation_under_traffic_refuses_no_connection() {
     use std::sync::atomic::{AtomicBool, Ordering};

@@ -420,10 +420,12 @@ pub(super) fn key_of(object: &DynamicObject) -> ObjectKey {
 }
 
 /// Decodes a watched object into the type the file source would have read,
-/// through the same decoder, so both sources accept the same objects.
+/// through the same decoder, so both sources read the same objects alike.
+/// The fields [`slim`] drops first are not checked here (the file source
+/// reports a bad value in them); the API server has validated them.
 ///
 /// `local` says the object is the local cluster's: it keeps what only the
-/// local cluster's objects are read for (see [`slim`]).
+/// local cluster's objects are read for.
 pub(super) fn decode(
     resource: &ApiResource,
     object: DynamicObject,
