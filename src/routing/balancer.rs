@@ -234,12 +234,12 @@ impl Chooser {
             });
         let mut table = lock(&state.affinity);
         let reused = table.reuse(client, now, timeout, |id| {
-            (0..backends.len()).find(|index| {
-                candidates.contains(*index)
-                    && backends
-                        .get(*index)
-                        .is_some_and(|routed| id.matches(routed))
-            })
+            // One pass: `get` would look up each index's way again.
+            backends
+                .iter()
+                .enumerate()
+                .find(|(index, routed)| candidates.contains(*index) && id.matches(*routed))
+                .map(|(index, _)| index)
         });
         if let Some(index) = reused {
             return backends.get(index);

@@ -153,6 +153,13 @@ mod tests {
         )
     }
 
+    fn closed_to_all_but_c2() -> Arc<AccessPolicy> {
+        Arc::new(AccessPolicy {
+            clusters: [ClusterId::new("c2").expect("id")].into(),
+            networks: Default::default(),
+        })
+    }
+
     /// Each entry as (address, policy allocation), in a canonical order.
     fn canonical(entries: &[Entry]) -> Vec<(SocketAddr, Option<*const AccessPolicy>)> {
         let mut entries = entries.to_vec();
@@ -165,10 +172,7 @@ mod tests {
 
     #[test]
     fn a_patch_equals_the_index_built_from_its_result() {
-        let closed = Arc::new(AccessPolicy {
-            clusters: [ClusterId::new("c2").expect("id")].into(),
-            networks: Default::default(),
-        });
+        let closed = closed_to_all_but_c2();
         let mut before = vec![
             entry(1, None),
             entry(1, Some(&closed)),
@@ -225,10 +229,7 @@ mod tests {
 
     #[test]
     fn every_entry_of_an_address_is_removed_whatever_their_order_in_the_index() {
-        let closed = Arc::new(AccessPolicy {
-            clusters: [ClusterId::new("c2").expect("id")].into(),
-            networks: Default::default(),
-        });
+        let closed = closed_to_all_but_c2();
         // As a patch leaves them: an open service's entry added after the
         // closed one's, against the pointer order `removed` is sorted in.
         let index = LocalBackends(Arc::new(vec![

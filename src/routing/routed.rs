@@ -32,7 +32,7 @@ impl<'a> RoutedBackend<'a> {
 }
 
 /// The backends of one port route, in the merge's order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RoutedBackends {
     backends: Arc<[Backend]>,
     /// `(first index, way)` in index order: the backends from a run's first
@@ -78,22 +78,6 @@ impl RoutedBackends {
         (Self { backends, runs }, unreachable)
     }
 
-    /// Builds a route's backends from backends and their ways, for tests
-    /// and fixtures that make routes by hand.
-    pub fn from_pairs(pairs: impl IntoIterator<Item = (Backend, Arc<Via>)>) -> Self {
-        let (backends, vias): (Vec<Backend>, Vec<Arc<Via>>) = pairs.into_iter().unzip();
-        let mut runs: Vec<(usize, Arc<Via>)> = Vec::new();
-        for (index, via) in vias.into_iter().enumerate() {
-            if runs.last().is_none_or(|(_, last)| *last != via) {
-                runs.push((index, via));
-            }
-        }
-        Self {
-            backends: backends.into(),
-            runs,
-        }
-    }
-
     pub fn len(&self) -> usize {
         self.backends.len()
     }
@@ -123,6 +107,7 @@ impl RoutedBackends {
     }
 
     /// Whether these are the very backends of `merged` (not a copy).
+    #[cfg(test)]
     pub fn shares(&self, merged: &Arc<[Backend]>) -> bool {
         Arc::ptr_eq(&self.backends, merged)
     }
