@@ -95,7 +95,7 @@ fn cluster_service(cluster: u32, service: u32) -> ClusterService {
             ..Export::default()
         }),
         endpoint_groups: vec![EndpointGroup {
-            ports: vec![target("http", 8080), target("grpc", 9091)],
+            ports: vec![target("http", 8080), target("grpc", 9091)].into(),
             endpoints: (0..ENDPOINTS_PER_SERVICE)
                 .map(|i| Endpoint::ready(endpoint_address(cluster, service, i)))
                 .collect(),

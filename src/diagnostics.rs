@@ -2,14 +2,16 @@
 //! API server), the object and the field, so a user can go straight to it.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 /// Where an object was read from.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Origin {
-    /// A file path, or another source such as `cluster c1 API`.
-    pub source: String,
+    /// A file path, or another source such as `cluster c1 API`; shared by
+    /// every object read from it.
+    pub source: Arc<str>,
     /// The 1-based index of the YAML document in a multi-document file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub document: Option<usize>,
@@ -18,14 +20,14 @@ pub struct Origin {
 impl Origin {
     pub fn file(path: impl fmt::Display) -> Self {
         Self {
-            source: path.to_string(),
+            source: path.to_string().into(),
             document: None,
         }
     }
 
     pub fn document(path: impl fmt::Display, document: usize) -> Self {
         Self {
-            source: path.to_string(),
+            source: path.to_string().into(),
             document: Some(document),
         }
     }

@@ -49,11 +49,13 @@ impl ClusterService {
             app_protocol: None,
         });
         if let Some(group) = self.endpoint_groups.first_mut() {
-            group.ports.push(EndpointPort {
+            let mut ports = group.ports.to_vec();
+            ports.push(EndpointPort {
                 name: name.to_owned(),
                 protocol,
                 port: target,
             });
+            group.ports = ports.into();
         }
         self
     }

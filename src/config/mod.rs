@@ -390,7 +390,7 @@ mod tests {
     fn a_typo_names_the_file_and_field() {
         let error = GatewaySettings::parse("g.yaml", "listeners:\n  conect: 0.0.0.0:1\n")
             .expect_err("unknown field");
-        assert_eq!(error.0.origin.source, "g.yaml");
+        assert_eq!(&*error.0.origin.source, "g.yaml");
         assert!(
             error.0.message.contains("unknown field `conect`"),
             "{}",

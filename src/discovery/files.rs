@@ -5,6 +5,7 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::diagnostics::{Diagnostic, Diagnostics, Origin};
 use crate::model::ClusterSet;
@@ -141,7 +142,7 @@ pub fn parse_file(source: &str, text: &str) -> (Vec<SourcedObject>, Vec<Diagnost
         }
         match decode_value(value) {
             Ok(Decoded::Object(object)) => objects.push(SourcedObject {
-                origin,
+                origin: Arc::new(origin),
                 object: *object,
             }),
             Ok(Decoded::Unknown { api_version, kind }) => diagnostics.push(Diagnostic::warning(
@@ -190,7 +191,7 @@ mod tests {
         let text = "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n---\n---\napiVersion: v1\nkind: Service\nmetadata: {name: cart}\nspec: {ports: [{port: 80}]}\n";
         let (objects, diagnostics) = parse_file("f.yaml", text);
         assert_eq!(objects.len(), 1);
-        assert_eq!(objects[0].origin, Origin::document("f.yaml", 3));
+        assert_eq!(*objects[0].origin, Origin::document("f.yaml", 3));
         assert_eq!(diagnostics.len(), 1);
         assert!(!diagnostics[0].is_error(), "unknown kinds only warn");
     }

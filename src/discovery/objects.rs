@@ -1,18 +1,22 @@
-//! The Kubernetes objects Strait reads: k8s-openapi's Service, the fields of
-//! EndpointSlice that Strait reads (decoded into the model's endpoints, see
+//! The Kubernetes objects Strait reads: the fields of Services and of every
+//! kind's metadata that Strait reads ([`slim`]), the fields of EndpointSlice
+//! that Strait reads (decoded into the model's endpoints, see
 //! [`endpoint_slice`]), the MCS (`multicluster.x-k8s.io`) and About
 //! (`about.k8s.io`) CRDs, and the decoding of an untyped document into one
 //! of them by `apiVersion` and `kind`.
 
 mod endpoint_slice;
+mod slim;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-pub use endpoint_slice::{EndpointSlice, SliceEndpoints, SliceMetadata, UnparsedEndpoint};
+pub use endpoint_slice::{
+    AddressType, EndpointSlice, SliceEndpoints, SliceInterner, SliceMetadata, SlicePort,
+    UnparsedEndpoint,
+};
+pub use slim::{Metadata, Service, ServiceSpec};
 
 /// API group of ClusterProperty.
 pub const ABOUT_GROUP: &str = "about.k8s.io";
@@ -26,7 +30,7 @@ pub const CRD_VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
 #[serde(rename_all = "camelCase")]
 pub struct ClusterProperty {
     #[serde(default)]
-    pub metadata: ObjectMeta,
+    pub metadata: Metadata,
     pub spec: ClusterPropertySpec,
 }
 
@@ -40,7 +44,7 @@ pub struct ClusterPropertySpec {
 #[serde(rename_all = "camelCase")]
 pub struct ServiceExport {
     #[serde(default)]
-    pub metadata: ObjectMeta,
+    pub metadata: Metadata,
     #[serde(default)]
     pub spec: ServiceExportSpec,
 }
@@ -59,7 +63,7 @@ pub struct ServiceExportSpec {
 #[serde(rename_all = "camelCase")]
 pub struct ServiceImport {
     #[serde(default)]
-    pub metadata: ObjectMeta,
+    pub metadata: Metadata,
     #[serde(default)]
     pub spec: ServiceImportSpec,
 }
@@ -98,7 +102,7 @@ impl KubeObject {
 
     /// The name and namespace, as written.
     fn identity(&self) -> (Option<&str>, Option<&str>) {
-        fn of(metadata: &ObjectMeta) -> (Option<&str>, Option<&str>) {
+        fn of(metadata: &Metadata) -> (Option<&str>, Option<&str>) {
             (metadata.name.as_deref(), metadata.namespace.as_deref())
         }
         match self {

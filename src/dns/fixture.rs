@@ -99,9 +99,10 @@ fn service(
 }
 
 pub(crate) fn pod(address: &str, hostname: Option<&str>) -> Endpoint {
-    Endpoint {
-        hostname: hostname.map(Into::into),
-        ..Endpoint::ready(ip(address))
+    let endpoint = Endpoint::ready(ip(address));
+    match hostname {
+        Some(hostname) => endpoint.with_hostname(hostname),
+        None => endpoint,
     }
 }
 

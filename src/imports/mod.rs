@@ -225,7 +225,7 @@ fn pod_ports<'s>(service: &'s MergedService, pod: &PodRef) -> Vec<(&'s MergedPor
             let backend = port
                 .backends
                 .iter()
-                .find(|b| b.cluster == pod.cluster && pods::pod_label(b) == pod.label)?;
+                .find(|b| *b.cluster == pod.cluster && pods::pod_label(*b) == pod.label)?;
             seen.insert((port.protocol, backend.port))
                 .then_some((port, backend.port))
         })

@@ -267,14 +267,14 @@ impl Observed {
     /// Adds the endpoints of the gateway Service's EndpointSlices.
     pub fn add_gateway_slice(&mut self, slice: &EndpointSlice) {
         for endpoint in slice.endpoints.parsed.iter() {
-            let placement = endpoint.placement.as_deref();
+            let details = endpoint.details.as_deref();
             let gateway = GatewayEndpoint {
                 address: endpoint.address,
                 ready: endpoint.ready,
                 serving: endpoint.serving,
                 terminating: endpoint.terminating,
-                node_name: placement.and_then(|p| p.node_name.clone()),
-                zone: placement.and_then(|p| p.zone.clone()),
+                node_name: details.and_then(|d| d.node_name.clone()),
+                zone: details.and_then(|d| d.zone.clone()),
             };
             if !self
                 .gateway_endpoints

@@ -38,7 +38,7 @@ impl fmt::Display for PodRef {
 }
 
 impl PodRef {
-    pub fn of(backend: &Backend) -> Self {
+    pub fn of(backend: Backend<'_>) -> Self {
         Self {
             cluster: backend.cluster.clone(),
             label: pod_label(backend).into_owned(),
@@ -48,8 +48,8 @@ impl PodRef {
 
 /// The per-pod label of an endpoint: its hostname, else its address with
 /// dashes (`10-1-0-7`, `fd00--7`), as Kubernetes DNS names pods.
-pub fn pod_label(backend: &Backend) -> Cow<'_, str> {
-    match &backend.hostname {
+pub fn pod_label<'a>(backend: Backend<'a>) -> Cow<'a, str> {
+    match backend.hostname() {
         Some(hostname) => Cow::Borrowed(hostname),
         None => Cow::Owned(backend.address.to_string().replace(['.', ':'], "-")),
     }

@@ -307,9 +307,14 @@ fn a_per_pod_service_exposes_the_pods_own_port() {
     for cluster in set.clusters.values_mut() {
         for service in cluster.services.values_mut() {
             for group in &mut std::sync::Arc::make_mut(service).endpoint_groups {
-                for port in &mut group.ports {
-                    port.port = 6432;
-                }
+                group.ports = group
+                    .ports
+                    .iter()
+                    .map(|port| crate::model::EndpointPort {
+                        port: 6432,
+                        ..port.clone()
+                    })
+                    .collect();
             }
         }
     }

@@ -15,6 +15,7 @@
 //! - not-ready endpoints carry no traffic; serving-and-terminating endpoints
 //!   are used only when a port has no ready backend at all.
 
+mod backends;
 mod conflict;
 
 use std::cmp::Ordering;
@@ -24,11 +25,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+pub use backends::{Backend, BackendRun, BackendState, Backends, Iter as BackendsIter};
 pub use conflict::{Conflict, ConflictReason};
 
 use crate::model::{
-    AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, IpFamily, Protocol, ServiceKey,
-    ServicePort, ServiceType, SessionAffinity,
+    AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, Endpoint, IpFamily, Protocol,
+    ServiceKey, ServicePort, ServiceType, SessionAffinity,
 };
 
 /// Every multi-cluster service of the set, by key. Each service is shared:
@@ -102,27 +104,8 @@ pub struct MergedPort {
     pub port: u16,
     pub app_protocol: Option<String>,
     /// Shared: a route of this port holds the same allocation.
-    pub backends: Arc<[Backend]>,
+    pub backends: Backends,
     pub excluded: Vec<Exclusion>,
-}
-
-/// Whether a backend is fully ready or only serving while it terminates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum BackendState {
-    Ready,
-    ServingTerminating,
-}
-
-/// One endpoint of one constituent, with the target port resolved for one service port.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Backend {
-    pub cluster: ClusterId,
-    pub address: IpAddr,
-    pub port: u16,
-    pub state: BackendState,
-    /// Shared with the endpoint it was made from.
-    pub hostname: Option<Arc<str>>,
 }
 
 /// Why a cluster or an endpoint carries no traffic for a port.
@@ -410,9 +393,9 @@ fn resolve_port(
     not_exported: &[ClusterId],
     ip_families: &[IpFamily],
 ) -> MergedPort {
-    let mut ready = Vec::new();
-    let mut serving_terminating = Vec::new();
-    let mut not_ready = Vec::new();
+    let mut ready: Vec<BackendRun> = Vec::new();
+    let mut serving_terminating: Vec<BackendRun> = Vec::new();
+    let mut not_ready: Vec<(ClusterId, IpAddr)> = Vec::new();
     let mut excluded = Vec::new();
     for (cluster, service) in constituents {
         let Some(declared) = service.spec.port_by_number(port.protocol, port.port) else {
@@ -438,32 +421,50 @@ fn resolve_port(
                 continue;
             };
             found_target = true;
-            for endpoint in group.endpoints.iter() {
-                if several_slices && !seen.insert((endpoint.address, target.port)) {
+            // The slice's endpoints are shared as they are while every one
+            // is a ready backend; from the first that is not, the ready
+            // ones are copied.
+            let mut kept: Option<Vec<Endpoint>> = None;
+            let mut terminating: Vec<Endpoint> = Vec::new();
+            for (index, endpoint) in group.endpoints.iter().enumerate() {
+                let duplicate = several_slices && !seen.insert((endpoint.address, target.port));
+                let family_fits = ip_families.is_empty()
+                    || ip_families.contains(&IpFamily::of(&endpoint.address));
+                if kept.is_none() && (duplicate || !family_fits || !endpoint.ready) {
+                    kept = Some(group.endpoints[..index].to_vec());
+                }
+                if duplicate {
                     continue;
                 }
-                let backend = Backend {
-                    cluster: cluster.id.clone(),
-                    address: endpoint.address,
-                    port: target.port,
-                    state: BackendState::Ready,
-                    hostname: endpoint.hostname.clone(),
-                };
-                if !ip_families.is_empty()
-                    && !ip_families.contains(&IpFamily::of(&endpoint.address))
-                {
+                if !family_fits {
                     excluded.push(Exclusion {
                         cluster: cluster.id.clone(),
                         address: Some(endpoint.address),
                         reason: ExclusionReason::IpFamily,
                     });
                 } else if endpoint.ready {
-                    ready.push(backend);
+                    if let Some(kept) = &mut kept {
+                        kept.push(endpoint.clone());
+                    }
                 } else if endpoint.serving && endpoint.terminating {
-                    serving_terminating.push(backend);
+                    terminating.push(endpoint.clone());
                 } else {
-                    not_ready.push(backend);
+                    not_ready.push((cluster.id.clone(), endpoint.address));
                 }
+            }
+            let run = |state, endpoints| BackendRun {
+                cluster: cluster.id.clone(),
+                port: target.port,
+                state,
+                endpoints,
+            };
+            let endpoints = match kept {
+                Some(kept) => kept.into(),
+                None => Arc::clone(&group.endpoints),
+            };
+            ready.push(run(BackendState::Ready, endpoints));
+            if !terminating.is_empty() {
+                serving_terminating.push(run(BackendState::ServingTerminating, terminating.into()));
             }
         }
         if !found_target {
@@ -476,18 +477,21 @@ fn resolve_port(
     }
     // As kube-proxy does: terminating endpoints that still serve are a last
     // resort, used only when no endpoint of the port is ready.
-    let backends = if ready.is_empty() {
-        serving_terminating
-            .iter_mut()
-            .for_each(|b| b.state = BackendState::ServingTerminating);
-        serving_terminating
+    let backends = if ready.iter().all(|run| run.endpoints.is_empty()) {
+        Backends::new(serving_terminating)
     } else {
-        not_ready.extend(serving_terminating);
-        ready
+        for run in &serving_terminating {
+            not_ready.extend(
+                run.endpoints
+                    .iter()
+                    .map(|e| (run.cluster.clone(), e.address)),
+            );
+        }
+        Backends::new(ready)
     };
-    excluded.extend(not_ready.into_iter().map(|b| Exclusion {
-        cluster: b.cluster,
-        address: Some(b.address),
+    excluded.extend(not_ready.into_iter().map(|(cluster, address)| Exclusion {
+        cluster,
+        address: Some(address),
         reason: ExclusionReason::NotReady,
     }));
     excluded.extend(not_exported.iter().map(|cluster| Exclusion {
@@ -500,9 +504,7 @@ fn resolve_port(
         protocol: port.protocol,
         port: port.port,
         app_protocol: port.app_protocol,
-        // Exactly sized (no growth's spare room is kept), and shared with
-        // the routes built from it.
-        backends: backends.into(),
+        backends,
         excluded,
     }
 }

@@ -59,7 +59,8 @@ fn identical_constituents_merge_without_conflict() {
     assert_eq!(port_numbers(&service), vec![("tcp".to_owned(), 42)]);
     assert_eq!(backend_clusters(&service.ports[0]), vec!["c1", "c2"]);
     assert_eq!(
-        service.ports[0].backends[0].port, 8042,
+        service.ports[0].backends.get(0).expect("backend").port,
+        8042,
         "target port resolved by name"
     );
 }
@@ -345,7 +346,7 @@ fn same_number_under_another_name_is_served_by_both() {
     assert_eq!(reasons(&service), vec![ConflictReason::PortConflict]);
     let port = &service.ports[0];
     assert_eq!(backend_clusters(port), vec!["c1", "c2"]);
-    assert_eq!(port.backends[1].port, 7042);
+    assert_eq!(port.backends.get(1).expect("backend").port, 7042);
 }
 
 #[test]
@@ -489,7 +490,10 @@ fn not_ready_endpoints_are_excluded() {
     )]);
     let port = merged(&set).ports[0].clone();
     assert_eq!(port.backends.len(), 1);
-    assert_eq!(port.backends[0].address, ip("10.0.0.1"));
+    assert_eq!(
+        port.backends.get(0).expect("backend").address,
+        ip("10.0.0.1")
+    );
     let not_ready: Vec<IpAddr> = port
         .excluded
         .iter()
@@ -512,8 +516,14 @@ fn serving_terminating_endpoints_are_used_only_without_ready_ones() {
     )]);
     let port = merged(&set).ports[0].clone();
     assert_eq!(port.backends.len(), 1);
-    assert_eq!(port.backends[0].address, ip("10.0.0.3"));
-    assert_eq!(port.backends[0].state, BackendState::ServingTerminating);
+    assert_eq!(
+        port.backends.get(0).expect("backend").address,
+        ip("10.0.0.3")
+    );
+    assert_eq!(
+        port.backends.get(0).expect("backend").state,
+        BackendState::ServingTerminating
+    );
 }
 
 #[test]
@@ -594,7 +604,8 @@ fn a_declared_port_without_a_slice_port_has_no_endpoints() {
             name: "other".into(),
             protocol: Protocol::Tcp,
             port: 1,
-        }],
+        }]
+        .into(),
         endpoints: vec![Endpoint::ready(ip("10.0.0.1"))].into(),
     }];
     let set = cluster_set(&[("c1", "net-a", service)]);

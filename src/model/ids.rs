@@ -62,15 +62,17 @@ pub fn is_dns_label(label: &str) -> bool {
 }
 
 /// A cluster's id: the value of its `cluster.clusterset.k8s.io` ClusterProperty.
-/// Shared, not copied: every backend of a route table names its cluster.
+/// Shared, not copied: every backend of a route table names its cluster,
+/// through a one-word pointer (a cluster set has a few ids and millions of
+/// backends).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
-pub struct ClusterId(Arc<str>);
+pub struct ClusterId(Arc<Box<str>>);
 
 impl ClusterId {
     pub fn new(value: &str) -> Result<Self, IdError> {
         check_dns_subdomain(value, MAX_CLUSTER_ID_LEN)?;
-        Ok(Self(Arc::from(value)))
+        Ok(Self(Arc::new(value.into())))
     }
 
     pub fn as_str(&self) -> &str {

@@ -260,7 +260,9 @@ pub struct Export {
 /// The endpoints of one EndpointSlice and the ports they serve.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EndpointGroup {
-    pub ports: Vec<EndpointPort>,
+    /// Shared by the groups of one service whose slices list the same
+    /// ports (a service's slices usually do).
+    pub ports: Arc<[EndpointPort]>,
     /// Shared with the decoded EndpointSlice when every endpoint of it is
     /// valid (the usual case), so a large cluster's endpoints are held once.
     pub endpoints: Arc<[Endpoint]>,
@@ -284,26 +286,36 @@ pub struct EndpointPort {
 }
 
 /// One endpoint address with its conditions, as EndpointSlices define them.
-/// Small on purpose: a large cluster set holds millions of them.
+/// Small on purpose: a large cluster set holds millions of them, so what
+/// few endpoints have (a hostname, a placement) costs the others one word.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub address: IpAddr,
     pub ready: bool,
     pub serving: bool,
     pub terminating: bool,
-    /// Shared with every backend made from the endpoint.
-    pub hostname: Option<Arc<str>>,
-    /// Where the endpoint runs; kept only where something reads it (the
-    /// local cluster's endpoints: its gateway pods' slices are copied into
-    /// the derived Services' slices).
-    pub placement: Option<Box<Placement>>,
+    /// Its hostname and placement, when it has either; shared with every
+    /// backend made from it.
+    pub details: Option<Arc<EndpointDetails>>,
 }
 
-/// An endpoint's `nodeName` and `zone`.
+/// What only some endpoints have.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Placement {
+pub struct EndpointDetails {
+    /// The pod's hostname (a headless service's StatefulSet pods have one).
+    pub hostname: Option<Box<str>>,
+    /// Where it runs, `nodeName` and `zone`: kept only where something
+    /// reads them (the local cluster's endpoints: its gateway pods' slices
+    /// are copied into the derived Services' slices).
     pub node_name: Option<String>,
     pub zone: Option<String>,
+}
+
+impl EndpointDetails {
+    /// `None` when there is nothing to hold.
+    pub fn shared(self) -> Option<Arc<Self>> {
+        (self != Self::default()).then(|| Arc::new(self))
+    }
 }
 
 impl Endpoint {
@@ -313,8 +325,22 @@ impl Endpoint {
             ready: true,
             serving: true,
             terminating: false,
-            hostname: None,
-            placement: None,
+            details: None,
         }
+    }
+
+    /// The same endpoint with this hostname (and no placement).
+    pub fn with_hostname(self, hostname: &str) -> Self {
+        Self {
+            details: Some(Arc::new(EndpointDetails {
+                hostname: Some(hostname.into()),
+                ..EndpointDetails::default()
+            })),
+            ..self
+        }
+    }
+
+    pub fn hostname(&self) -> Option<&str> {
+        self.details.as_deref()?.hostname.as_deref()
     }
 }

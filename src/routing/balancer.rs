@@ -405,7 +405,7 @@ impl Chooser {
             if *routed.network() == self.viewer_network {
                 flag |= ON_NETWORK;
             }
-            if routed.backend.cluster == self.viewer {
+            if *routed.backend.cluster == self.viewer {
                 flag |= IN_CLUSTER;
             }
         }

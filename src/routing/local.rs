@@ -5,7 +5,7 @@
 //! changed (or shared whole when those are the same), so a change to one
 //! service costs the gateway no walk and no sort of every backend.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use super::{Path, ServiceRoutes};
@@ -13,7 +13,25 @@ use crate::model::{AccessPolicy, ClusterId, NetworkId};
 
 /// A backend address (its target port included) and the access policy of
 /// a service it serves (`None`: open to the whole set).
-pub(super) type Entry = (SocketAddr, Option<Arc<AccessPolicy>>);
+pub(super) type Entry = (BackendAddress, Option<Arc<AccessPolicy>>);
+
+/// A backend's address and target port: a `SocketAddr` less its IPv6 flow
+/// and scope (which no backend has), in 20 bytes rather than 32, as the
+/// index holds one per direct backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct BackendAddress {
+    ip: IpAddr,
+    port: u16,
+}
+
+impl From<SocketAddr> for BackendAddress {
+    fn from(address: SocketAddr) -> Self {
+        Self {
+            ip: address.ip(),
+            port: address.port(),
+        }
+    }
+}
 
 /// Every direct backend of every service port, sorted by address.
 #[derive(Debug, Clone, Default)]
@@ -28,7 +46,10 @@ pub(super) fn entries(routes: &ServiceRoutes) -> impl Iterator<Item = Entry> + '
         .filter(|routed| *routed.path() == Path::Direct)
         .map(|routed| {
             (
-                SocketAddr::new(routed.backend.address, routed.backend.port),
+                BackendAddress {
+                    ip: routed.backend.address,
+                    port: routed.backend.port,
+                },
                 routes.access.clone(),
             )
         })
@@ -51,7 +72,7 @@ fn merge_into(
     out: &mut Vec<Entry>,
     mut kept: &[Entry],
     added: &mut std::iter::Peekable<std::vec::IntoIter<Entry>>,
-    bound: Option<&SocketAddr>,
+    bound: Option<&BackendAddress>,
 ) {
     while let Some(new) = added.next_if(|new| bound.is_none_or(|bound| new.0 < *bound)) {
         let before = kept.partition_point(|entry| entry.0 <= new.0);
@@ -116,10 +137,11 @@ impl LocalBackends {
         cluster: &ClusterId,
         network: &NetworkId,
     ) -> Option<bool> {
-        let first = self.0.partition_point(|(backend, _)| backend < address);
+        let address = BackendAddress::from(*address);
+        let first = self.0.partition_point(|(backend, _)| *backend < address);
         let mut entries = self.0[first..]
             .iter()
-            .take_while(|(backend, _)| backend == address)
+            .take_while(|(backend, _)| *backend == address)
             .peekable();
         entries.peek()?;
         Some(entries.any(|(_, access)| {
@@ -131,7 +153,10 @@ impl LocalBackends {
 
     #[cfg(test)]
     pub(super) fn addresses(&self) -> Vec<SocketAddr> {
-        self.0.iter().map(|(address, _)| *address).collect()
+        self.0
+            .iter()
+            .map(|(address, _)| SocketAddr::new(address.ip, address.port))
+            .collect()
     }
 
     #[cfg(test)]
@@ -142,13 +167,13 @@ impl LocalBackends {
 
 #[cfg(test)]
 mod tests {
-    use std::net::{IpAddr, Ipv4Addr};
+    use std::net::Ipv4Addr;
 
     use super::*;
 
     fn entry(last: u8, policy: Option<&Arc<AccessPolicy>>) -> Entry {
         (
-            SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)), 8080),
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)), 8080).into(),
             policy.cloned(),
         )
     }
@@ -161,7 +186,7 @@ mod tests {
     }
 
     /// Each entry as (address, policy allocation), in a canonical order.
-    fn canonical(entries: &[Entry]) -> Vec<(SocketAddr, Option<*const AccessPolicy>)> {
+    fn canonical(entries: &[Entry]) -> Vec<(BackendAddress, Option<*const AccessPolicy>)> {
         let mut entries = entries.to_vec();
         sort(&mut entries);
         entries

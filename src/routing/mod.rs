@@ -526,7 +526,7 @@ impl PortRoute {
     /// (its hostname, else its address with dashes) and cluster.
     pub fn pod(&self, label: &str, cluster: &ClusterId) -> Option<RoutedBackend<'_>> {
         self.backends.iter().find(|routed| {
-            &routed.backend.cluster == cluster
+            routed.backend.cluster == cluster
                 && crate::imports::pods::pod_label(routed.backend) == label
         })
     }

@@ -94,7 +94,7 @@ impl PortReport {
                         RoutePath::Tunnel { gateways } => Some(gateways.to_vec()),
                     },
                     state: routed.backend.state,
-                    hostname: routed.backend.hostname.clone(),
+                    hostname: routed.backend.hostname().map(Arc::from),
                 })
                 .collect(),
             excluded: route.excluded.iter().map(excluded).collect(),

@@ -5,11 +5,12 @@
 //! backend's cluster is reachable (the usual case), and says which way each
 //! one goes in runs (one per stretch of backends of a cluster), so a route
 //! table costs a few words per port, not a copy of every backend. Only a
-//! port with a backend whose network has no gateway copies the others.
+//! port with a backend whose network has no gateway holds its own list of
+//! the merge's runs (still sharing their endpoints).
 
 use std::sync::Arc;
 
-use crate::merge::Backend;
+use crate::merge::{Backend, Backends};
 use crate::model::{ClusterId, NetworkId};
 
 use super::{Path, Via};
@@ -17,7 +18,7 @@ use super::{Path, Via};
 /// One backend of a route with its way there; a view into the route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoutedBackend<'a> {
-    pub backend: &'a Backend,
+    pub backend: Backend<'a>,
     pub via: &'a Arc<Via>,
 }
 
@@ -34,7 +35,7 @@ impl<'a> RoutedBackend<'a> {
 /// The backends of one port route, in the merge's order.
 #[derive(Debug, Clone)]
 pub struct RoutedBackends {
-    backends: Arc<[Backend]>,
+    backends: Backends,
     /// `(first index, way)` in index order: the backends from a run's first
     /// index up to the next run's go the run's way.
     runs: Vec<(usize, Arc<Via>)>,
@@ -45,35 +46,26 @@ impl RoutedBackends {
     /// a cluster, or `None` when it cannot be reached; those backends are
     /// left out and their clusters returned, once each.
     pub fn route<'w>(
-        merged: &Arc<[Backend]>,
+        merged: &Backends,
         mut way_of: impl FnMut(&ClusterId) -> Option<&'w Arc<Via>>,
     ) -> (Self, Vec<ClusterId>) {
-        let mut runs: Vec<(usize, Arc<Via>)> = Vec::new();
-        // Only made once a backend is left out: the rest are copied then.
-        let mut kept: Option<Vec<Backend>> = None;
         let mut unreachable: Vec<ClusterId> = Vec::new();
-        for (index, backend) in merged.iter().enumerate() {
-            let Some(via) = way_of(&backend.cluster) else {
-                if kept.is_none() {
-                    kept = Some(merged[..index].to_vec());
-                }
-                if !unreachable.contains(&backend.cluster) {
-                    unreachable.push(backend.cluster.clone());
-                }
+        let backends = merged.retain_clusters(|cluster| {
+            let reachable = way_of(cluster).is_some();
+            if !reachable && !unreachable.contains(cluster) {
+                unreachable.push(cluster.clone());
+            }
+            reachable
+        });
+        let mut runs: Vec<(usize, Arc<Via>)> = Vec::new();
+        for (first, run) in backends.runs() {
+            let Some(via) = way_of(&run.cluster) else {
                 continue;
             };
-            let at = kept.as_ref().map_or(index, Vec::len);
             if runs.last().is_none_or(|(_, last)| !Arc::ptr_eq(last, via)) {
-                runs.push((at, Arc::clone(via)));
-            }
-            if let Some(kept) = &mut kept {
-                kept.push(backend.clone());
+                runs.push((first, Arc::clone(via)));
             }
         }
-        let backends = match kept {
-            Some(kept) => kept.into(),
-            None => Arc::clone(merged),
-        };
         runs.shrink_to_fit();
         (Self { backends, runs }, unreachable)
     }
@@ -108,8 +100,8 @@ impl RoutedBackends {
 
     /// Whether these are the very backends of `merged` (not a copy).
     #[cfg(test)]
-    pub fn shares(&self, merged: &Arc<[Backend]>) -> bool {
-        Arc::ptr_eq(&self.backends, merged)
+    pub fn shares(&self, merged: &Backends) -> bool {
+        self.backends.ptr_eq(merged)
     }
 }
 
@@ -125,7 +117,7 @@ impl<'a> IntoIterator for &'a RoutedBackends {
 /// The backends of a route in order, each with its way.
 #[derive(Debug, Clone)]
 pub struct Iter<'a> {
-    backends: std::slice::Iter<'a, Backend>,
+    backends: crate::merge::BackendsIter<'a>,
     runs: &'a [(usize, Arc<Via>)],
     index: usize,
     run: usize,
@@ -160,16 +152,16 @@ mod tests {
     use std::net::{IpAddr, Ipv4Addr};
 
     use super::*;
-    use crate::merge::BackendState;
+    use crate::merge::{BackendRun, BackendState};
+    use crate::model::Endpoint;
 
-    fn backend(cluster: &str, last: u8) -> Backend {
-        Backend {
+    fn backends(list: &[(&str, u8)]) -> Backends {
+        Backends::new(list.iter().map(|(cluster, last)| BackendRun {
             cluster: ClusterId::new(cluster).expect("cluster id"),
-            address: IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)),
             port: 8080,
             state: BackendState::Ready,
-            hostname: None,
-        }
+            endpoints: Arc::new([Endpoint::ready(IpAddr::V4(Ipv4Addr::new(10, 0, 0, *last)))]),
+        }))
     }
 
     fn via(network: &str) -> Arc<Via> {
@@ -181,8 +173,7 @@ mod tests {
 
     #[test]
     fn a_route_whose_clusters_are_all_reachable_shares_the_merged_backends() {
-        let merged: Arc<[Backend]> =
-            vec![backend("c1", 1), backend("c1", 2), backend("c2", 3)].into();
+        let merged = backends(&[("c1", 1), ("c1", 2), ("c2", 3)]);
         let (a, b) = (via("net-a"), via("net-b"));
         let (routed, unreachable) = RoutedBackends::route(&merged, |cluster| {
             Some(if cluster.as_str() == "c1" { &a } else { &b })
@@ -201,14 +192,7 @@ mod tests {
 
     #[test]
     fn an_unreachable_cluster_is_left_out_and_named_once() {
-        let merged: Arc<[Backend]> = vec![
-            backend("c1", 1),
-            backend("c3", 2),
-            backend("c2", 3),
-            backend("c3", 4),
-            backend("c1", 5),
-        ]
-        .into();
+        let merged = backends(&[("c1", 1), ("c3", 2), ("c2", 3), ("c3", 4), ("c1", 5)]);
         let (a, b) = (via("net-a"), via("net-b"));
         let (routed, unreachable) =
             RoutedBackends::route(&merged, |cluster| match cluster.as_str() {
@@ -230,7 +214,7 @@ mod tests {
         assert_eq!(routed.get(1).map(|r| r.network().as_str()), Some("net-b"));
     }
 
-    fn last_octet(backend: &Backend) -> u8 {
+    fn last_octet(backend: Backend<'_>) -> u8 {
         match backend.address {
             IpAddr::V4(v4) => v4.octets()[3],
             IpAddr::V6(_) => 0,

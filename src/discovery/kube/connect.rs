@@ -38,6 +38,8 @@ const READ_TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_LONGEST: Duration = Duration::from_secs(10);
 const RETRIES: u32 = 4;
+/// The largest an API connection's read buffer grows.
+const READ_BUFFER_MAX: usize = 64 * 1024;
 
 /// The longest any one response may stay silent, for watches of
 /// `watch_timeout`: lists, discovery and writes on a half-open connection
@@ -69,7 +71,13 @@ pub(super) fn build_client(
     // The read timeout counts from the request, not from when a pooled
     // connection went idle.
     timed.set_reset_reader_on_write(true);
-    let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(timed);
+    // A connection's read buffer grows to this and keeps its size while
+    // the connection lives: with hyper's default (about 400 KiB) the
+    // watches of a large cluster set each held what their lists had grown
+    // it to, idle.
+    let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+        .http1_max_buf_size(READ_BUFFER_MAX)
+        .build(timed);
     let retry = RetryPolicy::new(RETRY_FIRST, RETRY_LONGEST, RETRIES, true)
         .map_err(|error| kube::Error::Service(Box::new(error)))?;
     let service = ServiceBuilder::new()

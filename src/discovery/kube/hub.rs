@@ -588,7 +588,7 @@ impl Hub {
             .objects()
             .filter(|(kind, _, _)| *kind == Kind::ServiceExport)
             .filter_map(|(_, (namespace, name), stored)| {
-                let KubeObject::ServiceExport(export) = &stored.item.as_deref().ok()?.object else {
+                let KubeObject::ServiceExport(export) = &stored.item.as_ref().ok()?.object else {
                     return None;
                 };
                 let key = ServiceKey::new(namespace.as_str(), name.as_str());
@@ -597,7 +597,7 @@ impl Hub {
                     key,
                     generation: export.metadata.generation,
                     resource_version: export.metadata.resource_version.clone(),
-                    conditions: stored.conditions.clone(),
+                    conditions: stored.conditions().to_vec(),
                     validity,
                 })
             })
@@ -617,7 +617,7 @@ impl Hub {
         let mut observed = Observed::default();
         let mut gateways: HashSet<(&str, &str)> = HashSet::new();
         for (kind, key, stored) in entry.store.objects() {
-            if let Some(raw) = &stored.raw {
+            if let Some(raw) = stored.raw() {
                 observed.insert(ObservedObject::new(Value::clone(raw)));
             }
             if kind == Kind::Service && stored.gateway {
@@ -627,10 +627,9 @@ impl Hub {
         for (kind, key, stored) in entry.store.objects() {
             let gateway_slice = kind == Kind::EndpointSlice
                 && stored
-                    .service
-                    .as_deref()
+                    .service()
                     .is_some_and(|service| gateways.contains(&(key.0.as_str(), service)));
-            if let (true, Ok(sourced)) = (gateway_slice, stored.item.as_deref())
+            if let (true, Ok(sourced)) = (gateway_slice, stored.item.as_ref())
                 && let KubeObject::EndpointSlice(slice) = &sourced.object
             {
                 observed.add_gateway_slice(slice);

@@ -36,6 +36,7 @@ mod secrets;
 mod slim;
 mod status;
 mod store;
+mod stored;
 mod translation;
 mod watch;
 

@@ -6,47 +6,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::api::DynamicObject;
-use kube::core::ApiResource;
-
 use super::client::Kind;
-use super::slim::slim;
-use crate::diagnostics::{Diagnostic, Origin};
-use crate::discovery::objects::{Decoded, KubeObject, decode_value};
-use crate::discovery::translate::{
-    CLUSTER_ID_PROPERTY, GATEWAY_LABEL, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL,
-    SERVICE_NAME_LABEL, SourcedObject,
-};
-use crate::imports::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
-
-/// An object's identity within its kind: namespace (empty when
-/// cluster-scoped) and name.
-pub(super) type ObjectKey = (String, String);
-
-/// One object as the store holds it, with what the hub needs to know to
-/// decide whether it belongs in the cluster set.
-#[derive(Debug, Clone)]
-pub(super) struct Stored {
-    /// The decoded object, or the finding that says why it could not be;
-    /// boxed, so the maps' nodes (which hold every `Stored` inline, most of
-    /// them EndpointSlices) stay small.
-    pub(super) item: Result<Box<SourcedObject>, Box<Diagnostic>>,
-    /// The Service it belongs to: a Service's own name, an EndpointSlice's
-    /// service-name label.
-    pub(super) service: Option<String>,
-    /// A Service labelled as the cluster's gateway.
-    pub(super) gateway: bool,
-    /// An EndpointSlice's `multicluster.kubernetes.io/source-cluster` label.
-    pub(super) source_cluster: Option<String>,
-    /// A local ServiceExport's `status.conditions` as the server holds them
-    /// (the decoded object has no status: it is not part of the cluster
-    /// set); empty for a remote cluster's, whose status Strait never writes.
-    pub(super) conditions: Vec<serde_json::Value>,
-    /// The object as the server returned it (without `managedFields`), for
-    /// the objects the import reconciler compares with what it wants: every
-    /// ServiceImport, and the Services and EndpointSlices it created.
-    pub(super) raw: Option<std::sync::Arc<serde_json::Value>>,
-}
+pub(super) use super::stored::{ObjectKey, Stored};
+use crate::discovery::objects::KubeObject;
+use crate::discovery::translate::CLUSTER_ID_PROPERTY;
 
 /// One change reported by a kind's watcher.
 #[derive(Debug)]
@@ -208,7 +171,11 @@ impl ClusterStore {
                 let listed = store.listing.take().unwrap_or_default();
                 // A relist that found exactly what was there changes nothing.
                 let changed = !same_objects(&store.objects, &listed);
-                store.objects = listed;
+                // A list arrives in key order, which leaves a map's nodes
+                // about half full; built again from its sorted entries they
+                // are full (a large cluster's EndpointSlices are most of
+                // what a gateway holds).
+                store.objects = listed.into_iter().collect();
                 if changed {
                     if kind == Kind::EndpointSlice {
                         self.slices = slice_index(&store.objects);
@@ -341,7 +308,7 @@ impl ClusterStore {
         let stored = store
             .objects
             .get(&(String::new(), CLUSTER_ID_PROPERTY.to_owned()))?;
-        match &stored.item.as_deref().ok()?.object {
+        match &stored.item.as_ref().ok()?.object {
             KubeObject::ClusterProperty(property) => Some(property.spec.value.as_str()),
             _ => None,
         }
@@ -357,7 +324,7 @@ struct Belongs {
 impl Belongs {
     fn of(stored: &Stored) -> Self {
         Self {
-            service: stored.service.clone(),
+            service: stored.service().map(str::to_owned),
             gateway: stored.gateway,
         }
     }
@@ -367,9 +334,9 @@ impl Belongs {
 fn slice_index(objects: &BTreeMap<ObjectKey, Stored>) -> BTreeMap<ObjectKey, BTreeSet<String>> {
     let mut index: BTreeMap<ObjectKey, BTreeSet<String>> = BTreeMap::new();
     for ((namespace, name), stored) in objects {
-        if let Some(service) = &stored.service {
+        if let Some(service) = stored.service() {
             index
-                .entry((namespace.clone(), service.clone()))
+                .entry((namespace.clone(), service.to_owned()))
                 .or_default()
                 .insert(name.clone());
         }
@@ -411,218 +378,16 @@ fn same_objects(a: &BTreeMap<ObjectKey, Stored>, b: &BTreeMap<ObjectKey, Stored>
         })
 }
 
-/// The store key of a watched object.
-pub(super) fn key_of(object: &DynamicObject) -> ObjectKey {
-    (
-        object.metadata.namespace.clone().unwrap_or_default(),
-        object.metadata.name.clone().unwrap_or_default(),
-    )
-}
-
-/// Decodes a watched object into the type the file source would have read,
-/// through the same decoder, so both sources read the same objects alike.
-/// The fields [`slim`] drops first are not checked here (the file source
-/// reports a bad value in them); the API server has validated them.
-///
-/// `local` says the object is the local cluster's: it keeps what only the
-/// local cluster's objects are read for.
-pub(super) fn decode(
-    resource: &ApiResource,
-    object: DynamicObject,
-    origin: &Origin,
-    local: bool,
-) -> (ObjectKey, Stored) {
-    let key = key_of(&object);
-    let labels = object.metadata.labels.clone().unwrap_or_default();
-    let label = |name: &str| labels.get(name).cloned();
-    let service = match resource.kind.as_str() {
-        "Service" => Some(key.1.clone()),
-        "EndpointSlice" => label(SERVICE_NAME_LABEL).or_else(|| label(MCS_SERVICE_NAME_LABEL)),
-        _ => None,
-    };
-    // Only the local cluster's export status is ever written.
-    let conditions = match resource.kind.as_str() {
-        "ServiceExport" if local => object
-            .data
-            .get("status")
-            .and_then(|status| status.get("conditions"))
-            .and_then(serde_json::Value::as_array)
-            .cloned()
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    };
-    let keeps_raw = resource.kind == "ServiceImport"
-        || (matches!(resource.kind.as_str(), "Service" | "EndpointSlice")
-            && labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE));
-    let mut raw = None;
-    let stored = |item, raw: &Option<std::sync::Arc<serde_json::Value>>| Stored {
-        item,
-        service: service.clone(),
-        gateway: labels.get(GATEWAY_LABEL).is_some_and(|v| v == "true"),
-        source_cluster: label(MCS_SOURCE_CLUSTER_LABEL),
-        conditions: conditions.clone(),
-        raw: raw.clone(),
-    };
-    let display = match key.0.as_str() {
-        "" => format!("{} {}", resource.kind, key.1),
-        namespace => format!("{} {namespace}/{}", resource.kind, key.1),
-    };
-    let invalid = |message: String, field: Option<String>| {
-        let mut diagnostic = Diagnostic::error(origin.clone(), message).object(display.clone());
-        diagnostic.field = field;
-        stored(Err(Box::new(diagnostic)), &None)
-    };
-    let mut json = match serde_json::to_value(&object) {
-        Ok(json) => json,
-        Err(error) => return (key, invalid(format!("cannot encode: {error}"), None)),
-    };
-    // List items of core kinds carry no apiVersion and kind: the watched
-    // resource says what they are.
-    if let Some(map) = json.as_object_mut() {
-        map.insert("apiVersion".to_owned(), resource.api_version.clone().into());
-        map.insert("kind".to_owned(), resource.kind.clone().into());
-    }
-    if keeps_raw {
-        let mut kept = json.clone();
-        if let Some(metadata) = kept.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            metadata.remove("managedFields");
-        }
-        raw = Some(std::sync::Arc::new(kept));
-    }
-    slim(&mut json, &resource.kind, local);
-    let decoded = match decode_value(json) {
-        Ok(Decoded::Object(object)) => stored(
-            Ok(Box::new(SourcedObject {
-                origin: origin.clone(),
-                object: *object,
-            })),
-            &raw,
-        ),
-        Ok(Decoded::Unknown { api_version, kind }) => invalid(
-            format!("{kind} ({api_version}) is not a kind Strait reads"),
-            None,
-        ),
-        Err(error) => invalid(error.message, error.field),
-    };
-    (key, decoded)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::slim::LAST_APPLIED;
+    use std::sync::Arc;
+
+    use kube::api::DynamicObject;
+    use kube::core::ApiResource;
+
+    use super::super::stored::decode;
     use super::*;
-
-    fn arriving_slice(local: bool) -> crate::discovery::objects::EndpointSlice {
-        let slice: DynamicObject = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "cart-1", "namespace": "shop",
-                "labels": {"kubernetes.io/service-name": "cart",
-                    "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
-                "annotations": {LAST_APPLIED: "{}", "endpoints.kubernetes.io/last-change-trigger-time": "x"},
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "cart", "uid": "u"}],
-                "managedFields": [{"manager": "kube-controller-manager"}]},
-            "addressType": "IPv4",
-            "ports": [{"name": "http", "port": 8080}],
-            "endpoints": [{"addresses": ["10.1.0.1"], "hostname": "a", "zone": "z1",
-                "conditions": {"ready": true}, "nodeName": "n1",
-                "targetRef": {"kind": "Pod", "name": "cart-x"},
-                "hints": {"forZones": [{"name": "z1"}]}}],
-        }))
-        .expect("dynamic object");
-        let resource = ApiResource::erase::<k8s_openapi::api::discovery::v1::EndpointSlice>(&());
-        let (_, stored) = decode(&resource, slice, &Origin::file("cluster t API"), local);
-        assert_eq!(stored.service.as_deref(), Some("cart"));
-        let object = stored.item.expect("decodes");
-        let KubeObject::EndpointSlice(slice) = object.object else {
-            panic!("not a slice: {object:?}");
-        };
-        *slice
-    }
-
-    #[test]
-    fn arriving_slices_keep_only_what_the_translation_reads() {
-        let slice = arriving_slice(false);
-        assert_eq!(
-            slice.metadata,
-            crate::discovery::objects::SliceMetadata {
-                name: Some("cart-1".to_owned()),
-                namespace: Some("shop".to_owned()),
-                service_name: Some("cart".to_owned()),
-                source_cluster: None,
-            }
-        );
-        let endpoint = &slice.endpoints.parsed[0];
-        assert_eq!(endpoint.address.to_string(), "10.1.0.1");
-        assert_eq!(endpoint.hostname.as_deref(), Some("a"));
-        assert!(endpoint.ready);
-        assert_eq!(
-            endpoint.placement, None,
-            "a remote endpoint's placement is unread"
-        );
-        let local = arriving_slice(true);
-        let placement = local.endpoints.parsed[0].placement.as_deref();
-        assert_eq!(
-            placement.map(|p| (p.node_name.as_deref(), p.zone.as_deref())),
-            Some((Some("n1"), Some("z1"))),
-            "the local cluster's gateway pods' placement is copied into derived slices"
-        );
-    }
-
-    fn arriving_service(labels: serde_json::Value) -> k8s_openapi::api::core::v1::Service {
-        let service: DynamicObject = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "cart", "namespace": "shop", "uid": "u-1",
-                "labels": labels,
-                "annotations": {LAST_APPLIED: "{}", "note": "unread"},
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u"}],
-                "managedFields": [{"manager": "kubectl"}]},
-            "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.1",
-                "clusterIPs": ["10.96.0.1"], "selector": {"app": "cart"},
-                "sessionAffinity": "ClientIP", "ipFamilies": ["IPv4"],
-                "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
-            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}},
-        }))
-        .expect("dynamic object");
-        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&());
-        let (_, stored) = decode(&resource, service, &Origin::file("cluster t API"), false);
-        let object = stored.item.expect("decodes");
-        let KubeObject::Service(service) = object.object else {
-            panic!("not a service: {object:?}");
-        };
-        *service
-    }
-
-    #[test]
-    fn an_arriving_service_keeps_only_what_translation_reads() {
-        let service = arriving_service(serde_json::json!({"app": "cart"}));
-        let metadata = &service.metadata;
-        assert_eq!(metadata.name.as_deref(), Some("cart"));
-        assert_eq!(metadata.namespace.as_deref(), Some("shop"));
-        assert_eq!(
-            metadata.labels,
-            Some(Default::default()),
-            "no label is read"
-        );
-        assert_eq!(metadata.managed_fields, None);
-        assert_eq!(metadata.annotations, None);
-        assert_eq!(metadata.uid, None);
-        assert_eq!(metadata.owner_references, None);
-        let spec = service.spec.expect("spec");
-        assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
-        assert_eq!(spec.cluster_ip.as_deref(), Some("10.96.0.1"));
-        assert_eq!(spec.session_affinity.as_deref(), Some("ClientIP"));
-        assert_eq!(spec.ip_families, Some(vec!["IPv4".to_owned()]));
-        assert_eq!(spec.ports.map(|p| p.len()), Some(1));
-        assert_eq!(spec.selector, None);
-        assert_eq!(spec.cluster_ips, None);
-        assert_eq!(service.status, None, "only a gateway's status is read");
-
-        let gateway = arriving_service(serde_json::json!({GATEWAY_LABEL: "true"}));
-        let ingress = gateway
-            .status
-            .and_then(|s| s.load_balancer)
-            .and_then(|lb| lb.ingress)
-            .unwrap_or_default();
-        assert_eq!(ingress.len(), 1, "a gateway's addresses are in its status");
-    }
+    use crate::diagnostics::Origin;
 
     fn property(name: &str, value: &str) -> DynamicObject {
         serde_json::from_value(serde_json::json!({
@@ -644,7 +409,7 @@ mod tests {
 
     #[test]
     fn a_relist_replaces_the_kind_only_when_done() {
-        let origin = Origin::file("cluster t API");
+        let origin = Arc::new(Origin::file("cluster t API"));
         let mut store = ClusterStore::default();
         store.set_watched([Kind::ClusterProperty].into());
         let (key, object) = decode(
@@ -686,7 +451,12 @@ mod tests {
                 "status": {"conditions": conditions},
             }))
             .expect("dynamic object");
-            decode(&resource, object, &Origin::file("cluster t API"), true)
+            decode(
+                &resource,
+                object,
+                &Arc::new(Origin::file("cluster t API")),
+                true,
+            )
         };
         let condition = serde_json::json!({"type": "Valid", "status": "True", "reason": "Valid",
             "message": "", "lastTransitionTime": "2025-01-01T00:00:00Z"});
@@ -705,8 +475,8 @@ mod tests {
         );
         let held: Vec<&Stored> = store.objects().map(|(_, _, stored)| stored).collect();
         assert_eq!(held.len(), 1);
-        assert_eq!(held[0].conditions.len(), 1);
-        assert_eq!(held[0].conditions[0], condition);
+        assert_eq!(held[0].conditions().len(), 1);
+        assert_eq!(held[0].conditions()[0], condition);
         let (key, relabelled) = export(
             "3",
             serde_json::json!({"exportedLabels": {"tier": "web"}}),
@@ -719,9 +489,14 @@ mod tests {
             "status": {"conditions": [condition]},
         }))
         .expect("dynamic object");
-        let (_, remote) = decode(&resource, remote, &Origin::file("cluster r API"), false);
+        let (_, remote) = decode(
+            &resource,
+            remote,
+            &Arc::new(Origin::file("cluster r API")),
+            false,
+        );
         assert!(
-            remote.conditions.is_empty(),
+            remote.conditions().is_empty(),
             "a remote export's status is never written, so not kept"
         );
     }
@@ -733,7 +508,12 @@ mod tests {
             "spec": {"value": 7},
         }))
         .expect("dynamic object");
-        let (_, stored) = decode(&resource(), object, &Origin::file("cluster t API"), false);
+        let (_, stored) = decode(
+            &resource(),
+            object,
+            &Arc::new(Origin::file("cluster t API")),
+            false,
+        );
         let Err(diagnostic) = stored.item else {
             panic!("a number is not a property value");
         };

@@ -61,7 +61,7 @@ impl Inputs<'_> {
 
     /// Whether the set needs this object.
     fn wanted(&self, kind: Kind, key: &ObjectKey, stored: &Stored) -> bool {
-        let exported_service = self.exported(&key.0, stored.service.as_deref());
+        let exported_service = self.exported(&key.0, stored.service());
         match kind {
             Kind::Service => stored.gateway || exported_service,
             Kind::EndpointSlice => {
@@ -69,8 +69,7 @@ impl Inputs<'_> {
                 !self.stale
                     && exported_service
                     && stored
-                        .source_cluster
-                        .as_deref()
+                        .source_cluster()
                         .is_none_or(|cluster| Some(cluster) == own_id)
             }
             Kind::ClusterProperty | Kind::ServiceExport | Kind::ServiceImport => true,
@@ -90,7 +89,7 @@ impl Inputs<'_> {
                 continue;
             }
             match &stored.item {
-                Ok(object) => objects.push(&**object),
+                Ok(object) => objects.push(object),
                 Err(finding) => undecoded.push(Diagnostic::clone(finding)),
             }
         }

@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use super::*;
 use crate::config::GatewaySettings;
 use crate::diagnostics::Origin;
-use crate::discovery::kube::store::{StoreEvent, decode};
+use crate::discovery::kube::store::StoreEvent;
+use crate::discovery::kube::stored::decode;
 
 fn resource(kind: &str) -> ApiResource {
     match kind {
@@ -50,7 +51,7 @@ fn apply(store: &mut ClusterStore, kind: &str, object: Value) -> bool {
     let (key, stored) = decode(
         &resource(kind),
         object,
-        &Origin::file("cluster c1 API"),
+        &std::sync::Arc::new(Origin::file("cluster c1 API")),
         false,
     );
     store.apply(kind_of(kind), StoreEvent::Apply(key, stored))
@@ -330,7 +331,7 @@ fn a_relist_or_a_state_change_translates_the_whole_cluster() {
     let (key, stored) = decode(
         &resource("EndpointSlice"),
         object,
-        &Origin::file("cluster c1 API"),
+        &std::sync::Arc::new(Origin::file("cluster c1 API")),
         false,
     );
     fixture

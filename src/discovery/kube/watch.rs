@@ -26,9 +26,11 @@ use tokio::sync::mpsc;
 use super::client::{ClusterSource, Kind, Resources, discover, yaml_client};
 use super::connect::read_timeout;
 use super::hub::HubMessage;
-use super::store::{StoreEvent, decode, key_of};
+use super::store::StoreEvent;
+use super::stored::{decode, key_of};
 use super::{KubeOptions, Retry};
 use crate::diagnostics::Origin;
+use crate::discovery::objects::SliceInterner;
 
 /// Longest wait for one discovery round trip.
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -255,12 +257,13 @@ async fn watch_kind(
         .unwrap_or(u32::MAX)
         .max(1);
     let config = watcher::Config::default().timeout(timeout);
-    let origin = Origin::file(format!("cluster {} API", reporter.id.source));
+    let origin = Arc::new(Origin::file(format!("cluster {} API", reporter.id.source)));
     let local = reporter.id.source == ClusterSource::Local;
     let mut backoff = Backoff::new(options.retry);
     // An error a retry away from the last one belongs to the same outage;
     // one that comes later follows a watch that worked in between.
     let same_outage = options.retry.max + read_timeout(options.watch_timeout);
+    let mut interner = SliceInterner::default();
     loop {
         let mut stream = pin!(watcher(api.clone(), config.clone()));
         let mut listed = false;
@@ -269,7 +272,8 @@ async fn watch_kind(
             let event = match item {
                 Ok(watcher::Event::Init) => StoreEvent::Init,
                 Ok(watcher::Event::InitApply(object)) => {
-                    let (key, stored) = decode(resource, object, &origin, local);
+                    let (key, mut stored) = decode(resource, object, &origin, local);
+                    stored.intern(&mut interner);
                     StoreEvent::InitApply(key, stored)
                 }
                 Ok(watcher::Event::InitDone) => {
@@ -277,7 +281,8 @@ async fn watch_kind(
                     StoreEvent::InitDone
                 }
                 Ok(watcher::Event::Apply(object)) => {
-                    let (key, stored) = decode(resource, object, &origin, local);
+                    let (key, mut stored) = decode(resource, object, &origin, local);
+                    stored.intern(&mut interner);
                     StoreEvent::Apply(key, stored)
                 }
                 Ok(watcher::Event::Delete(object)) => StoreEvent::Delete(key_of(&object)),

@@ -7,17 +7,18 @@
 //! the translation to report. Of the metadata only the name, namespace and
 //! the two labels read are kept.
 
+use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use k8s_openapi::api::discovery::v1::{EndpointConditions, EndpointPort};
+use k8s_openapi::api::discovery::v1::EndpointConditions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
 use crate::discovery::translate::{
     MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
 };
-use crate::model::{Endpoint, Placement};
+use crate::model::{Endpoint, EndpointDetails};
 
 /// The fields of an EndpointSlice that Strait reads.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -25,9 +26,11 @@ use crate::model::{Endpoint, Placement};
 pub struct EndpointSlice {
     #[serde(default)]
     pub metadata: SliceMetadata,
-    pub address_type: String,
+    pub address_type: AddressType,
+    /// Shared with the slices decoded before it that list the same ports
+    /// (see [`SliceInterner`]).
     #[serde(default)]
-    pub ports: Option<Vec<EndpointPort>>,
+    pub ports: Option<Arc<[SlicePort]>>,
     #[serde(default)]
     pub endpoints: SliceEndpoints,
 }
@@ -38,13 +41,13 @@ pub struct EndpointSlice {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(from = "ObjectMeta")]
 pub struct SliceMetadata {
-    pub name: Option<String>,
-    pub namespace: Option<String>,
+    pub name: Option<Box<str>>,
+    pub namespace: Option<Arc<str>>,
     /// The Service it belongs to: its `kubernetes.io/service-name` label,
     /// else its `multicluster.kubernetes.io/service-name` one.
-    pub service_name: Option<String>,
+    pub service_name: Option<Arc<str>>,
     /// Its `multicluster.kubernetes.io/source-cluster` label.
-    pub source_cluster: Option<String>,
+    pub source_cluster: Option<Box<str>>,
 }
 
 impl From<ObjectMeta> for SliceMetadata {
@@ -54,12 +57,86 @@ impl From<ObjectMeta> for SliceMetadata {
             .remove(SERVICE_NAME_LABEL)
             .or_else(|| labels.remove(MCS_SERVICE_NAME_LABEL));
         Self {
-            name: metadata.name,
-            namespace: metadata.namespace,
-            service_name,
-            source_cluster: labels.remove(MCS_SOURCE_CLUSTER_LABEL),
+            name: metadata.name.map(Into::into),
+            namespace: metadata.namespace.map(Into::into),
+            service_name: service_name.map(Into::into),
+            source_cluster: labels.remove(MCS_SOURCE_CLUSTER_LABEL).map(Into::into),
         }
     }
+}
+
+/// Shares what repeats between EndpointSlices decoded one after another
+/// (the namespace, the Service name, the ports): a list arrives in key
+/// order, so a Service's slices come in a row, and a cluster's hundreds of
+/// thousands of slices then hold one copy of each per run.
+#[derive(Debug, Default)]
+pub struct SliceInterner {
+    namespace: Option<Arc<str>>,
+    service_name: Option<Arc<str>>,
+    ports: Option<Arc<[SlicePort]>>,
+}
+
+impl SliceInterner {
+    pub fn intern(&mut self, slice: &mut EndpointSlice) {
+        share(&mut slice.metadata.namespace, &mut self.namespace);
+        share(&mut slice.metadata.service_name, &mut self.service_name);
+        share(&mut slice.ports, &mut self.ports);
+    }
+}
+
+/// Makes `value` the `last` allocation when they are equal, else
+/// remembers it as the last one.
+fn share<T: ?Sized + PartialEq>(value: &mut Option<Arc<T>>, last: &mut Option<Arc<T>>) {
+    match (value.as_ref(), last.as_ref()) {
+        (Some(new), Some(old)) if new == old => *value = Some(Arc::clone(old)),
+        (Some(_), _) => last.clone_from(value),
+        (None, _) => {}
+    }
+}
+
+/// An EndpointSlice's `addressType`, as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(from = "String")]
+pub enum AddressType {
+    #[default]
+    IPv4,
+    IPv6,
+    Fqdn,
+    /// Not a type Kubernetes defines; the translation reports it.
+    Other(Box<str>),
+}
+
+impl From<String> for AddressType {
+    fn from(value: String) -> Self {
+        match value.as_str() {
+            "IPv4" => AddressType::IPv4,
+            "IPv6" => AddressType::IPv6,
+            "FQDN" => AddressType::Fqdn,
+            _ => AddressType::Other(value.into()),
+        }
+    }
+}
+
+impl fmt::Display for AddressType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AddressType::IPv4 => "IPv4",
+            AddressType::IPv6 => "IPv6",
+            AddressType::Fqdn => "FQDN",
+            AddressType::Other(other) => other,
+        })
+    }
+}
+
+/// A port of an EndpointSlice as written (`appProtocol` is not read).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct SlicePort {
+    #[serde(default)]
+    pub name: Option<Box<str>>,
+    #[serde(default)]
+    pub port: Option<i32>,
+    #[serde(default)]
+    pub protocol: Option<Box<str>>,
 }
 
 /// A slice's endpoints: those whose first address parsed, in order, and
@@ -69,7 +146,7 @@ impl From<ObjectMeta> for SliceMetadata {
 pub struct SliceEndpoints {
     pub parsed: Arc<[Endpoint]>,
     /// In index order.
-    pub unparsed: Vec<UnparsedEndpoint>,
+    pub unparsed: Box<[UnparsedEndpoint]>,
 }
 
 /// An endpoint without a usable first address.
@@ -138,24 +215,22 @@ impl From<Vec<ReadEndpoint>> for SliceEndpoints {
             // and serving defaults to readiness.
             let conditions = endpoint.conditions.unwrap_or_default();
             let ready = conditions.ready.unwrap_or(true);
-            let placement = (endpoint.node_name.is_some() || endpoint.zone.is_some()).then(|| {
-                Box::new(Placement {
-                    node_name: endpoint.node_name,
-                    zone: endpoint.zone,
-                })
-            });
+            let details = EndpointDetails {
+                hostname: endpoint.hostname.map(String::into_boxed_str),
+                node_name: endpoint.node_name,
+                zone: endpoint.zone,
+            };
             parsed.push(Endpoint {
                 address,
                 ready,
                 serving: conditions.serving.unwrap_or(ready),
                 terminating: conditions.terminating.unwrap_or(false),
-                hostname: endpoint.hostname.map(Arc::from),
-                placement,
+                details: details.shared(),
             });
         }
         Self {
             parsed: parsed.into(),
-            unparsed,
+            unparsed: unparsed.into(),
         }
     }
 }
@@ -192,13 +267,50 @@ mod tests {
         );
         assert_eq!(endpoints.unparsed[1].address.as_deref(), Some("ten"));
         let first = &endpoints.parsed[0];
-        assert_eq!(first.hostname.as_deref(), Some("a"));
-        let placement = first.placement.as_deref().expect("placement kept");
-        assert_eq!(placement.zone.as_deref(), Some("z1"));
-        assert_eq!(placement.node_name.as_deref(), Some("n1"));
+        assert_eq!(first.hostname(), Some("a"));
+        let details = first.details.as_deref().expect("details kept");
+        assert_eq!(details.zone.as_deref(), Some("z1"));
+        assert_eq!(details.node_name.as_deref(), Some("n1"));
         let second = &endpoints.parsed[1];
         assert!(!second.ready && !second.serving && !second.terminating);
-        assert!(second.placement.is_none());
+        assert!(second.details.is_none());
+    }
+
+    #[test]
+    fn slices_in_a_row_share_what_repeats() {
+        let slice = |service: &str, port: i32| -> EndpointSlice {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("{service}-x"), "namespace": "shop",
+                    "labels": {SERVICE_NAME_LABEL: service}},
+                "addressType": "IPv4",
+                "ports": [{"name": "http", "port": port}],
+                "endpoints": [],
+            }))
+            .expect("slice decodes")
+        };
+        let mut interner = SliceInterner::default();
+        let mut slices = [slice("cart", 80), slice("cart", 80), slice("shop", 81)];
+        for slice in &mut slices {
+            interner.intern(slice);
+        }
+        let [first, second, third] = &slices;
+        let same = |a: &Option<Arc<str>>, b: &Option<Arc<str>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        assert!(same(&first.metadata.namespace, &third.metadata.namespace));
+        assert!(same(
+            &first.metadata.service_name,
+            &second.metadata.service_name
+        ));
+        assert!(!same(
+            &second.metadata.service_name,
+            &third.metadata.service_name
+        ));
+        let ports = |s: &EndpointSlice| s.ports.clone().expect("ports");
+        assert!(Arc::ptr_eq(&ports(first), &ports(second)));
+        assert!(!Arc::ptr_eq(&ports(second), &ports(third)));
+        assert_eq!(ports(third)[0].port, Some(81));
     }
 
     #[test]

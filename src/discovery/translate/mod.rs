@@ -14,7 +14,7 @@ use crate::model::{
     Export, NetworkId, Protocol, ServiceKey,
 };
 
-use super::objects::{ClusterProperty, EndpointSlice, KubeObject, UnparsedEndpoint};
+use super::objects::{AddressType, ClusterProperty, EndpointSlice, KubeObject, UnparsedEndpoint};
 
 /// ClusterProperty naming the cluster (KEP-2149).
 pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
@@ -35,7 +35,9 @@ pub const MCS_SOURCE_CLUSTER_LABEL: &str = "multicluster.kubernetes.io/source-cl
 /// An object and where it was read.
 #[derive(Debug, Clone)]
 pub struct SourcedObject {
-    pub origin: Origin,
+    /// Shared by the objects read from one source (an API server's are
+    /// all of one).
+    pub origin: Arc<Origin>,
     pub object: KubeObject,
 }
 
@@ -108,7 +110,9 @@ impl<'a> Findings<'a> {
     }
 
     fn origin(&self) -> Origin {
-        self.current.map(|o| o.origin.clone()).unwrap_or_default()
+        self.current
+            .map(|o| Origin::clone(&o.origin))
+            .unwrap_or_default()
     }
 
     fn error(&mut self, field: &str, message: impl Into<String>) {
@@ -441,13 +445,13 @@ fn attach_slice(
     allow_loopback: bool,
     findings: &mut Findings<'_>,
 ) {
-    let Some(service_name) = &slice.metadata.service_name else {
+    let Some(service_name) = slice.metadata.service_name.as_deref() else {
         findings.warning(format!(
             "has neither a {SERVICE_NAME_LABEL} nor a {MCS_SERVICE_NAME_LABEL} label; ignored"
         ));
         return;
     };
-    if let Some(source_cluster) = &slice.metadata.source_cluster
+    if let Some(source_cluster) = slice.metadata.source_cluster.as_deref()
         && source_cluster != cluster.id.as_str()
     {
         findings.warning(format!(
@@ -456,13 +460,22 @@ fn attach_slice(
         ));
         return;
     }
-    let Some(group) = endpoint_group(slice, allow_loopback, findings) else {
+    let Some(mut group) = endpoint_group(slice, allow_loopback, findings) else {
         return;
     };
     let namespace = slice.metadata.namespace.as_deref().unwrap_or("default");
-    let key = ServiceKey::new(namespace, service_name.as_str());
+    let key = ServiceKey::new(namespace, service_name);
     match cluster.services.get_mut(&key).map(Arc::make_mut) {
-        Some(service) => service.endpoint_groups.push(group),
+        Some(service) => {
+            // A service's slices usually list the same ports: they share
+            // one allocation of them.
+            if let Some(last) = service.endpoint_groups.last()
+                && last.ports == group.ports
+            {
+                group.ports = Arc::clone(&last.ports);
+            }
+            service.endpoint_groups.push(group)
+        }
         None if unroutable.contains_key(&key) => {}
         None => findings.warning(format!(
             "belongs to Service {key}, which this cluster does not define; ignored"
@@ -475,14 +488,14 @@ fn endpoint_group(
     allow_loopback: bool,
     findings: &mut Findings<'_>,
 ) -> Option<EndpointGroup> {
-    let want_v6 = match slice.address_type.as_str() {
-        "IPv4" => false,
-        "IPv6" => true,
-        "FQDN" => {
+    let want_v6 = match &slice.address_type {
+        AddressType::IPv4 => false,
+        AddressType::IPv6 => true,
+        AddressType::Fqdn => {
             findings.warning("has addressType FQDN, which Strait does not route; ignored");
             return None;
         }
-        other => {
+        AddressType::Other(other) => {
             findings.error(
                 "addressType",
                 format!("{other:?} is not an address type; expected IPv4, IPv6 or FQDN"),
@@ -490,11 +503,13 @@ fn endpoint_group(
             return None;
         }
     };
-    let mut group = EndpointGroup {
-        ports: Vec::with_capacity(slice.ports.as_ref().map_or(0, Vec::len)),
-        ..EndpointGroup::default()
-    };
-    for (index, port) in slice.ports.iter().flatten().enumerate() {
+    let mut ports = Vec::with_capacity(slice.ports.as_ref().map_or(0, |ports| ports.len()));
+    for (index, port) in slice
+        .ports
+        .iter()
+        .flat_map(|ports| ports.iter())
+        .enumerate()
+    {
         let field = format!("ports[{index}]");
         let Some(number) = port.port else {
             findings.warning(format!(
@@ -512,12 +527,16 @@ fn endpoint_group(
         ) else {
             continue;
         };
-        group.ports.push(EndpointPort {
-            name: port.name.clone().unwrap_or_default(),
+        ports.push(EndpointPort {
+            name: port.name.as_deref().unwrap_or_default().to_owned(),
             protocol,
             port: number,
         });
     }
+    let mut group = EndpointGroup {
+        ports: ports.into(),
+        ..EndpointGroup::default()
+    };
     let endpoints = &slice.endpoints;
     let problem = |address: &IpAddr| endpoint_problem(address, want_v6, allow_loopback, slice);
     // The usual slice has nothing to report: its translation shares the

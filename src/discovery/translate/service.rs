@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use k8s_openapi::api::core::v1::Service;
+use crate::discovery::objects::Service;
 
 use crate::model::{
     GatewayAddress, GatewayHost, IpFamily, ServicePort, ServiceSpec, ServiceType, SessionAffinity,

@@ -97,7 +97,7 @@ fn only(found: &[Diagnostic]) -> &Diagnostic {
 /// for what is absent (`2 Service shop/cart spec.type`), and what it says.
 #[track_caller]
 fn assert_at(finding: &Diagnostic, at: &str, says: &str) {
-    assert_eq!(finding.origin.source, FILE, "{finding}");
+    assert_eq!(&*finding.origin.source, FILE, "{finding}");
     let document = finding.origin.document.map(|d| d.to_string());
     let document = document.as_deref().unwrap_or("-");
     let object = finding.object.as_deref().unwrap_or("-");
@@ -404,7 +404,7 @@ fn slices_attach_by_service_name_label_and_carry_ports() {
         let cluster = clean(&cart_slice(&format!("{label}: cart"), rest));
         let groups = &cart(&cluster).endpoint_groups;
         assert_eq!(groups.len(), 1, "{label}");
-        assert_eq!(groups[0].ports, [http.clone(), dns.clone()]);
+        assert_eq!(*groups[0].ports, [http.clone(), dns.clone()]);
         assert_eq!(*groups[0].endpoints, [Endpoint::ready(ip("fd00::1"))]);
     }
 }
@@ -438,9 +438,9 @@ fn endpoint_conditions_follow_endpoint_slice_defaults() {
     let flags: Vec<_> = endpoints.iter().map(flags).collect();
     let (defaults, unready) = ((true, true, false), (false, false, false));
     assert_eq!(flags, [defaults, unready, (false, true, true), defaults]);
-    assert_eq!(endpoints[0].hostname.as_deref(), Some("a"));
-    let placement = endpoints[0].placement.as_deref();
-    assert_eq!(placement.and_then(|p| p.zone.as_deref()), Some("z1"));
+    assert_eq!(endpoints[0].hostname(), Some("a"));
+    let details = endpoints[0].details.as_deref();
+    assert_eq!(details.and_then(|d| d.zone.as_deref()), Some("z1"));
 }
 
 #[test]

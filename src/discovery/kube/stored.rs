@@ -1,0 +1,351 @@
+//! One object as a cluster's store holds it ([`Stored`]), and the decoding
+//! of a watched object into it: through the file source's decoder, after
+//! [`slim`] has dropped what nothing reads, keeping besides the decoded
+//! object only what the hub and the import reconciler read of it.
+
+use std::sync::Arc;
+
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
+
+use super::slim::slim;
+use crate::diagnostics::{Diagnostic, Origin};
+use crate::discovery::objects::{Decoded, KubeObject, SliceInterner, decode_value};
+use crate::discovery::translate::{
+    GATEWAY_LABEL, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
+    SourcedObject,
+};
+use crate::imports::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+
+/// An object's identity within its kind: namespace (empty when
+/// cluster-scoped) and name.
+pub(super) type ObjectKey = (String, String);
+
+/// One object as the store holds it, with what the hub needs to know to
+/// decide whether it belongs in the cluster set. Small: a large cluster
+/// set holds hundreds of thousands of them (most of them EndpointSlices),
+/// each inline in its map's nodes, so what a decoded object already says
+/// (its Service, its source cluster) is read from it rather than copied,
+/// and what few objects carry is boxed.
+#[derive(Debug, Clone)]
+pub(super) struct Stored {
+    /// The decoded object, or the finding that says why it could not be.
+    pub(super) item: Result<SourcedObject, Box<Diagnostic>>,
+    /// A Service labelled as the cluster's gateway.
+    pub(super) gateway: bool,
+    /// What only some objects carry; `None` for the usual one.
+    extra: Option<Box<Extra>>,
+}
+
+/// The rarer parts of a [`Stored`].
+#[derive(Debug, Clone, Default)]
+struct Extra {
+    /// An undecoded object's Service (a decoded one says it itself).
+    service: Option<String>,
+    /// An undecoded EndpointSlice's `multicluster.kubernetes.io/source-cluster` label.
+    source_cluster: Option<String>,
+    /// A local ServiceExport's `status.conditions` as the server holds them
+    /// (the decoded object has no status: it is not part of the cluster
+    /// set); empty for a remote cluster's, whose status Strait never writes.
+    conditions: Vec<serde_json::Value>,
+    /// The object as the server returned it (without `managedFields`), for
+    /// the objects the import reconciler compares with what it wants: every
+    /// ServiceImport, and the Services and EndpointSlices it created.
+    raw: Option<std::sync::Arc<serde_json::Value>>,
+}
+
+impl Extra {
+    fn is_empty(&self) -> bool {
+        self.service.is_none()
+            && self.source_cluster.is_none()
+            && self.conditions.is_empty()
+            && self.raw.is_none()
+    }
+}
+
+impl Stored {
+    /// The Service it belongs to: a Service's own name, an EndpointSlice's
+    /// service-name label.
+    pub(super) fn service(&self) -> Option<&str> {
+        match self.item.as_ref() {
+            Ok(sourced) => match &sourced.object {
+                KubeObject::Service(service) => service.metadata.name.as_deref(),
+                KubeObject::EndpointSlice(slice) => slice.metadata.service_name.as_deref(),
+                _ => None,
+            },
+            Err(_) => self.extra.as_ref()?.service.as_deref(),
+        }
+    }
+
+    /// An EndpointSlice's `multicluster.kubernetes.io/source-cluster` label.
+    pub(super) fn source_cluster(&self) -> Option<&str> {
+        match self.item.as_ref() {
+            Ok(sourced) => match &sourced.object {
+                KubeObject::EndpointSlice(slice) => slice.metadata.source_cluster.as_deref(),
+                _ => None,
+            },
+            Err(_) => self.extra.as_ref()?.source_cluster.as_deref(),
+        }
+    }
+
+    /// Shares what an EndpointSlice repeats of those decoded before it.
+    pub(super) fn intern(&mut self, interner: &mut SliceInterner) {
+        if let Ok(SourcedObject {
+            object: KubeObject::EndpointSlice(slice),
+            ..
+        }) = &mut self.item
+        {
+            interner.intern(slice);
+        }
+    }
+
+    /// A local ServiceExport's `status.conditions` as the server holds them.
+    pub(super) fn conditions(&self) -> &[serde_json::Value] {
+        self.extra.as_ref().map_or(&[], |extra| &extra.conditions)
+    }
+
+    /// The object as the server returned it, when the import reconciler reads it.
+    pub(super) fn raw(&self) -> Option<&std::sync::Arc<serde_json::Value>> {
+        self.extra.as_ref()?.raw.as_ref()
+    }
+}
+
+/// The store key of a watched object.
+pub(super) fn key_of(object: &DynamicObject) -> ObjectKey {
+    (
+        object.metadata.namespace.clone().unwrap_or_default(),
+        object.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Decodes a watched object into the type the file source would have read,
+/// through the same decoder, so both sources read the same objects alike.
+/// The fields [`slim`] drops first are not checked here (the file source
+/// reports a bad value in them); the API server has validated them.
+///
+/// `local` says the object is the local cluster's: it keeps what only the
+/// local cluster's objects are read for.
+pub(super) fn decode(
+    resource: &ApiResource,
+    object: DynamicObject,
+    origin: &Arc<Origin>,
+    local: bool,
+) -> (ObjectKey, Stored) {
+    let key = key_of(&object);
+    let labels = object.metadata.labels.clone().unwrap_or_default();
+    let label = |name: &str| labels.get(name).cloned();
+    let service = match resource.kind.as_str() {
+        "Service" => Some(key.1.clone()),
+        "EndpointSlice" => label(SERVICE_NAME_LABEL).or_else(|| label(MCS_SERVICE_NAME_LABEL)),
+        _ => None,
+    };
+    // Only the local cluster's export status is ever written.
+    let conditions = match resource.kind.as_str() {
+        "ServiceExport" if local => object
+            .data
+            .get("status")
+            .and_then(|status| status.get("conditions"))
+            .and_then(serde_json::Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let keeps_raw = resource.kind == "ServiceImport"
+        || (matches!(resource.kind.as_str(), "Service" | "EndpointSlice")
+            && labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE));
+    let mut raw = None;
+    let gateway = labels.get(GATEWAY_LABEL).is_some_and(|v| v == "true");
+    let stored = |item: Result<SourcedObject, Box<Diagnostic>>,
+                  raw: &Option<std::sync::Arc<serde_json::Value>>| {
+        // A decoded object says its Service and source cluster itself.
+        let undecoded = item.is_err();
+        let extra = Extra {
+            service: service.clone().filter(|_| undecoded),
+            source_cluster: label(MCS_SOURCE_CLUSTER_LABEL).filter(|_| undecoded),
+            conditions: conditions.clone(),
+            raw: raw.clone(),
+        };
+        Stored {
+            item,
+            gateway,
+            extra: (!extra.is_empty()).then(|| Box::new(extra)),
+        }
+    };
+    let display = match key.0.as_str() {
+        "" => format!("{} {}", resource.kind, key.1),
+        namespace => format!("{} {namespace}/{}", resource.kind, key.1),
+    };
+    let invalid = |message: String, field: Option<String>| {
+        let mut diagnostic =
+            Diagnostic::error(Origin::clone(origin), message).object(display.clone());
+        diagnostic.field = field;
+        stored(Err(Box::new(diagnostic)), &None)
+    };
+    // One document again, the object's data moved into it rather than
+    // copied (a list of a large cluster is a lot of garbage otherwise).
+    let DynamicObject { metadata, data, .. } = object;
+    let mut map = match data {
+        serde_json::Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    match serde_json::to_value(&metadata) {
+        Ok(metadata) => map.insert("metadata".to_owned(), metadata),
+        Err(error) => return (key, invalid(format!("cannot encode: {error}"), None)),
+    };
+    // List items of core kinds carry no apiVersion and kind: the watched
+    // resource says what they are.
+    map.insert("apiVersion".to_owned(), resource.api_version.clone().into());
+    map.insert("kind".to_owned(), resource.kind.clone().into());
+    let mut json = serde_json::Value::Object(map);
+    if keeps_raw {
+        let mut kept = json.clone();
+        if let Some(metadata) = kept.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            metadata.remove("managedFields");
+        }
+        raw = Some(std::sync::Arc::new(kept));
+    }
+    slim(&mut json, &resource.kind, local);
+    let decoded = match decode_value(json) {
+        Ok(Decoded::Object(object)) => stored(
+            Ok(SourcedObject {
+                origin: Arc::clone(origin),
+                object: *object,
+            }),
+            &raw,
+        ),
+        Ok(Decoded::Unknown { api_version, kind }) => invalid(
+            format!("{kind} ({api_version}) is not a kind Strait reads"),
+            None,
+        ),
+        Err(error) => invalid(error.message, error.field),
+    };
+    (key, decoded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::slim::LAST_APPLIED;
+    use super::*;
+    use crate::discovery::translate::GATEWAY_LABEL;
+
+    fn arriving_slice(local: bool) -> crate::discovery::objects::EndpointSlice {
+        let slice: DynamicObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cart-1", "namespace": "shop",
+                "labels": {"kubernetes.io/service-name": "cart",
+                    "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
+                "annotations": {LAST_APPLIED: "{}", "endpoints.kubernetes.io/last-change-trigger-time": "x"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "cart", "uid": "u"}],
+                "managedFields": [{"manager": "kube-controller-manager"}]},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{"addresses": ["10.1.0.1"], "hostname": "a", "zone": "z1",
+                "conditions": {"ready": true}, "nodeName": "n1",
+                "targetRef": {"kind": "Pod", "name": "cart-x"},
+                "hints": {"forZones": [{"name": "z1"}]}}],
+        }))
+        .expect("dynamic object");
+        let resource = ApiResource::erase::<k8s_openapi::api::discovery::v1::EndpointSlice>(&());
+        let (_, stored) = decode(
+            &resource,
+            slice,
+            &Arc::new(Origin::file("cluster t API")),
+            local,
+        );
+        assert_eq!(stored.service(), Some("cart"));
+        let object = stored.item.expect("decodes");
+        let KubeObject::EndpointSlice(slice) = object.object else {
+            panic!("not a slice: {object:?}");
+        };
+        *slice
+    }
+
+    #[test]
+    fn arriving_slices_keep_only_what_the_translation_reads() {
+        let slice = arriving_slice(false);
+        assert_eq!(
+            slice.metadata,
+            crate::discovery::objects::SliceMetadata {
+                name: Some("cart-1".into()),
+                namespace: Some("shop".into()),
+                service_name: Some("cart".into()),
+                source_cluster: None,
+            }
+        );
+        let endpoint = &slice.endpoints.parsed[0];
+        assert_eq!(endpoint.address.to_string(), "10.1.0.1");
+        assert_eq!(endpoint.hostname(), Some("a"));
+        assert!(endpoint.ready);
+        let placement = |endpoint: &crate::model::Endpoint| {
+            let details = endpoint.details.as_deref()?;
+            Some((details.node_name.clone(), details.zone.clone()))
+        };
+        assert_eq!(
+            placement(endpoint),
+            Some((None, None)),
+            "a remote endpoint's placement is unread"
+        );
+        let local = arriving_slice(true);
+        assert_eq!(
+            placement(&local.endpoints.parsed[0]),
+            Some((Some("n1".to_owned()), Some("z1".to_owned()))),
+            "the local cluster's gateway pods' placement is copied into derived slices"
+        );
+    }
+
+    fn arriving_service(labels: serde_json::Value) -> crate::discovery::objects::Service {
+        let service: DynamicObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cart", "namespace": "shop", "uid": "u-1",
+                "labels": labels,
+                "annotations": {LAST_APPLIED: "{}", "note": "unread"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u"}],
+                "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.1",
+                "clusterIPs": ["10.96.0.1"], "selector": {"app": "cart"},
+                "sessionAffinity": "ClientIP", "ipFamilies": ["IPv4"],
+                "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}},
+        }))
+        .expect("dynamic object");
+        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&());
+        let (_, stored) = decode(
+            &resource,
+            service,
+            &Arc::new(Origin::file("cluster t API")),
+            false,
+        );
+        let object = stored.item.expect("decodes");
+        let KubeObject::Service(service) = object.object else {
+            panic!("not a service: {object:?}");
+        };
+        *service
+    }
+
+    #[test]
+    fn an_arriving_service_keeps_only_what_translation_reads() {
+        let service = arriving_service(serde_json::json!({"app": "cart"}));
+        let metadata = &service.metadata;
+        assert_eq!(metadata.name.as_deref(), Some("cart"));
+        assert_eq!(metadata.namespace.as_deref(), Some("shop"));
+        assert_eq!(
+            metadata.labels,
+            Some(Default::default()),
+            "no label is read"
+        );
+        assert_eq!(metadata.annotations, None);
+        let spec = service.spec.expect("spec");
+        assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+        assert_eq!(spec.cluster_ip.as_deref(), Some("10.96.0.1"));
+        assert_eq!(spec.session_affinity.as_deref(), Some("ClientIP"));
+        assert_eq!(spec.ip_families, Some(vec!["IPv4".to_owned()]));
+        assert_eq!(spec.ports.map(|p| p.len()), Some(1));
+        assert_eq!(service.status, None, "only a gateway's status is read");
+
+        let gateway = arriving_service(serde_json::json!({GATEWAY_LABEL: "true"}));
+        let ingress = gateway
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .unwrap_or_default();
+        assert_eq!(ingress.len(), 1, "a gateway's addresses are in its status");
+    }
+}
