@@ -27,9 +27,9 @@ use hickory_proto::rr::Name;
 
 use crate::merge::merge;
 use crate::model::{
-    Cluster, ClusterId, ClusterService, ClusterSet, Endpoint, EndpointGroup, EndpointPort,
-    GatewayAddress, GatewayHost, NetworkId, Protocol, ServiceKey, ServicePort, ServiceSpec,
-    ServiceType,
+    Cluster, ClusterId, ClusterService, ClusterSet, Endpoint, EndpointDetails, EndpointGroup,
+    EndpointPort, EndpointsBuilder, GatewayAddress, GatewayHost, NetworkId, Protocol, ServiceKey,
+    ServicePort, ServiceSpec, ServiceType,
 };
 use crate::routing::RouteTable;
 use crate::testing::ip;
@@ -58,7 +58,7 @@ fn service(
     key: (&str, &str),
     service_type: ServiceType,
     ports: Ports<'_>,
-    endpoints: Vec<Endpoint>,
+    endpoints: Vec<Pod>,
 ) -> ClusterService {
     let mut spec = ServiceSpec::cluster_set_ip(
         ports
@@ -72,7 +72,7 @@ fn service(
             .collect(),
     );
     spec.service_type = service_type;
-    let group = |endpoints: Vec<Endpoint>| EndpointGroup {
+    let group = |pods: Vec<Pod>| EndpointGroup {
         ports: ports
             .iter()
             .map(|(name, _, target)| EndpointPort {
@@ -81,11 +81,19 @@ fn service(
                 port: *target,
             })
             .collect(),
-        endpoints: endpoints.into(),
+        endpoints: {
+            let mut endpoints = EndpointsBuilder::default();
+            for (endpoint, hostname) in pods {
+                let details = hostname.as_deref().and_then(EndpointDetails::hostname);
+                endpoints.push(endpoint, details);
+            }
+            endpoints.build()
+        },
     };
     // One slice per address family, as Kubernetes keeps them.
-    let (v4, v6): (Vec<Endpoint>, Vec<Endpoint>) =
-        endpoints.into_iter().partition(|e| e.address.is_ipv4());
+    let (v4, v6): (Vec<Pod>, Vec<Pod>) = endpoints
+        .into_iter()
+        .partition(|(e, _)| e.address.is_ipv4());
     let mut endpoint_groups = vec![group(v4)];
     if !v6.is_empty() {
         endpoint_groups.push(group(v6));
@@ -98,20 +106,20 @@ fn service(
     }
 }
 
-pub(crate) fn pod(address: &str, hostname: Option<&str>) -> Endpoint {
-    let endpoint = Endpoint::ready(ip(address));
-    match hostname {
-        Some(hostname) => endpoint.with_hostname(hostname),
-        None => endpoint,
-    }
+/// An endpoint and its hostname.
+pub(crate) type Pod = (Endpoint, Option<String>);
+
+pub(crate) fn pod(address: &str, hostname: Option<&str>) -> Pod {
+    (Endpoint::ready(ip(address)), hostname.map(str::to_owned))
 }
 
-fn not_ready(address: &str, hostname: &str) -> Endpoint {
-    Endpoint {
+fn not_ready(address: &str, hostname: &str) -> Pod {
+    let endpoint = Endpoint {
         ready: false,
         serving: false,
-        ..pod(address, Some(hostname))
-    }
+        ..Endpoint::ready(ip(address))
+    };
+    (endpoint, Some(hostname.to_owned()))
 }
 
 fn cluster(id: &str, network: &str, gateway: u8, services: Vec<ClusterService>) -> Cluster {
@@ -135,7 +143,7 @@ pub(crate) fn set() -> ClusterSet {
     use ServiceType::{ClusterSetIp, Headless};
     let http: Ports<'_> = &[("http", 80, 8080)];
     let postgres: Ports<'_> = &[("postgres", 5432, 5432)];
-    let many: Vec<Endpoint> = (0..100u8)
+    let many: Vec<Pod> = (0..100u8)
         .map(|n| pod(&format!("10.1.9.{n}"), Some(&format!("many-{n}"))))
         .collect();
 

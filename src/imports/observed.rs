@@ -266,8 +266,7 @@ impl Observed {
 
     /// Adds the endpoints of the gateway Service's EndpointSlices.
     pub fn add_gateway_slice(&mut self, slice: &EndpointSlice) {
-        for endpoint in slice.endpoints.parsed.iter() {
-            let details = endpoint.details.as_deref();
+        for (endpoint, details) in slice.endpoints.parsed.with_details() {
             let gateway = GatewayEndpoint {
                 address: endpoint.address,
                 ready: endpoint.ready,

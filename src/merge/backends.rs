@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::{ClusterId, Endpoint};
+use crate::model::{ClusterId, Endpoint, EndpointDetails, Endpoints};
 
 /// Whether a backend is fully ready or only serving while it terminates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -28,12 +28,13 @@ pub struct Backend<'a> {
     pub address: IpAddr,
     pub port: u16,
     pub state: BackendState,
-    pub endpoint: &'a Endpoint,
+    /// The endpoint's hostname and placement, when it has either.
+    pub details: Option<&'a EndpointDetails>,
 }
 
 impl<'a> Backend<'a> {
     pub fn hostname(&self) -> Option<&'a str> {
-        self.endpoint.hostname()
+        self.details?.hostname.as_deref()
     }
 }
 
@@ -43,7 +44,7 @@ pub struct BackendRun {
     pub cluster: ClusterId,
     pub port: u16,
     pub state: BackendState,
-    pub endpoints: Arc<[Endpoint]>,
+    pub endpoints: Endpoints,
 }
 
 /// A run and the index of its first backend among the port's.
@@ -82,7 +83,7 @@ impl Backends {
             cluster: (*cluster).clone(),
             port: *port,
             state,
-            endpoints: Arc::new([endpoint.clone()]),
+            endpoints: vec![endpoint.clone()].into(),
         }))
     }
 
@@ -99,8 +100,7 @@ impl Backends {
     pub fn get(&self, index: usize) -> Option<Backend<'_>> {
         let at = self.runs.partition_point(|run| run.first <= index);
         let Run { first, run } = self.runs.get(at.checked_sub(1)?)?;
-        let endpoint = run.endpoints.get(index - first)?;
-        Some(view(run, endpoint))
+        view(run, index - first)
     }
 
     pub fn first(&self) -> Option<Backend<'_>> {
@@ -142,14 +142,16 @@ impl Backends {
     }
 }
 
-fn view<'a>(run: &'a BackendRun, endpoint: &'a Endpoint) -> Backend<'a> {
-    Backend {
+/// The backend of the run's endpoint at `index`.
+fn view(run: &BackendRun, index: usize) -> Option<Backend<'_>> {
+    let endpoint: &Endpoint = run.endpoints.get(index)?;
+    Some(Backend {
         cluster: &run.cluster,
         address: endpoint.address,
         port: run.port,
         state: run.state,
-        endpoint,
-    }
+        details: run.endpoints.details(index).map(|details| &**details),
+    })
 }
 
 impl<'a> IntoIterator for &'a Backends {
@@ -165,7 +167,8 @@ impl<'a> IntoIterator for &'a Backends {
 #[derive(Debug, Clone)]
 pub struct Iter<'a> {
     runs: std::slice::Iter<'a, Run>,
-    current: Option<(&'a BackendRun, std::slice::Iter<'a, Endpoint>)>,
+    /// The run being read and the index of its next endpoint.
+    current: Option<(&'a BackendRun, usize)>,
     remaining: usize,
 }
 
@@ -174,14 +177,15 @@ impl<'a> Iterator for Iter<'a> {
 
     fn next(&mut self) -> Option<Backend<'a>> {
         loop {
-            if let Some((run, endpoints)) = &mut self.current
-                && let Some(endpoint) = endpoints.next()
+            if let Some((run, next)) = &mut self.current
+                && let Some(backend) = view(run, *next)
             {
+                *next += 1;
                 self.remaining -= 1;
-                return Some(view(run, endpoint));
+                return Some(backend);
             }
             let Run { run, .. } = self.runs.next()?;
-            self.current = Some((run, run.endpoints.iter()));
+            self.current = Some((run, 0));
         }
     }
 
@@ -197,17 +201,22 @@ mod tests {
     use std::net::Ipv4Addr;
 
     use super::*;
+    use crate::model::EndpointsBuilder;
 
     fn run(cluster: &str, addresses: &[u8]) -> BackendRun {
-        let endpoints: Vec<Endpoint> = addresses
-            .iter()
-            .map(|last| Endpoint::ready(IpAddr::V4(Ipv4Addr::new(10, 0, 0, *last))))
-            .collect();
+        let mut endpoints = EndpointsBuilder::default();
+        for last in addresses {
+            let hostname = EndpointDetails::hostname(&format!("pod-{last}"));
+            endpoints.push(
+                Endpoint::ready(IpAddr::V4(Ipv4Addr::new(10, 0, 0, *last))),
+                hostname,
+            );
+        }
         BackendRun {
             cluster: ClusterId::new(cluster).expect("cluster id"),
             port: 8080,
             state: BackendState::Ready,
-            endpoints: endpoints.into(),
+            endpoints: endpoints.build(),
         }
     }
 
@@ -246,6 +255,16 @@ mod tests {
         assert_eq!(last_octets(&backends), expected);
         for (index, backend) in backends.iter().enumerate() {
             assert_eq!(backends.get(index), Some(backend));
+            let last = match backend.address {
+                IpAddr::V4(v4) => v4.octets()[3],
+                IpAddr::V6(_) => unreachable!("v4 only"),
+            };
+            let hostname = format!("pod-{last}");
+            assert_eq!(
+                backend.hostname(),
+                Some(hostname.as_str()),
+                "details follow"
+            );
         }
         assert_eq!(backends.get(6), None);
         assert_eq!(backends.runs().count(), 3, "the empty run is dropped");

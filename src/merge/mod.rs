@@ -29,8 +29,8 @@ pub use backends::{Backend, BackendRun, BackendState, Backends, Iter as Backends
 pub use conflict::{Conflict, ConflictReason};
 
 use crate::model::{
-    AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, Endpoint, IpFamily, Protocol,
-    ServiceKey, ServicePort, ServiceType, SessionAffinity,
+    AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, EndpointsBuilder, IpFamily,
+    Protocol, ServiceKey, ServicePort, ServiceType, SessionAffinity,
 };
 
 /// Every multi-cluster service of the set, by key. Each service is shared:
@@ -424,14 +424,19 @@ fn resolve_port(
             // The slice's endpoints are shared as they are while every one
             // is a ready backend; from the first that is not, the ready
             // ones are copied.
-            let mut kept: Option<Vec<Endpoint>> = None;
-            let mut terminating: Vec<Endpoint> = Vec::new();
-            for (index, endpoint) in group.endpoints.iter().enumerate() {
+            let endpoints = &group.endpoints;
+            let mut kept: Option<EndpointsBuilder> = None;
+            let mut terminating = EndpointsBuilder::default();
+            for (index, endpoint) in endpoints.iter().enumerate() {
                 let duplicate = several_slices && !seen.insert((endpoint.address, target.port));
                 let family_fits = ip_families.is_empty()
                     || ip_families.contains(&IpFamily::of(&endpoint.address));
                 if kept.is_none() && (duplicate || !family_fits || !endpoint.ready) {
-                    kept = Some(group.endpoints[..index].to_vec());
+                    let mut copy = EndpointsBuilder::with_capacity(endpoints.len());
+                    for (earlier, details) in endpoints.with_details().take(index) {
+                        copy.push(earlier.clone(), details.cloned());
+                    }
+                    kept = Some(copy);
                 }
                 if duplicate {
                     continue;
@@ -444,10 +449,10 @@ fn resolve_port(
                     });
                 } else if endpoint.ready {
                     if let Some(kept) = &mut kept {
-                        kept.push(endpoint.clone());
+                        kept.push(endpoint.clone(), endpoints.details(index).cloned());
                     }
                 } else if endpoint.serving && endpoint.terminating {
-                    terminating.push(endpoint.clone());
+                    terminating.push(endpoint.clone(), endpoints.details(index).cloned());
                 } else {
                     not_ready.push((cluster.id.clone(), endpoint.address));
                 }
@@ -458,13 +463,14 @@ fn resolve_port(
                 state,
                 endpoints,
             };
-            let endpoints = match kept {
-                Some(kept) => kept.into(),
-                None => Arc::clone(&group.endpoints),
+            let ready_endpoints = match kept {
+                Some(kept) => kept.build(),
+                None => endpoints.clone(),
             };
-            ready.push(run(BackendState::Ready, endpoints));
+            ready.push(run(BackendState::Ready, ready_endpoints));
             if !terminating.is_empty() {
-                serving_terminating.push(run(BackendState::ServingTerminating, terminating.into()));
+                serving_terminating
+                    .push(run(BackendState::ServingTerminating, terminating.build()));
             }
         }
         if !found_target {

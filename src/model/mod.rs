@@ -3,6 +3,7 @@
 //! Kubernetes objects, `merge` and `routing` read it.
 
 mod access;
+mod endpoints;
 mod ids;
 
 use std::collections::BTreeMap;
@@ -16,6 +17,7 @@ use serde::Serialize;
 pub use access::{
     ALLOWED_CLUSTERS_ANNOTATION, ALLOWED_NETWORKS_ANNOTATION, AccessPolicy, AccessPolicyError,
 };
+pub use endpoints::{Endpoints, EndpointsBuilder};
 pub use ids::{
     ClusterId, DEFAULT_NETWORK, IdError, MAX_CLUSTER_ID_LEN, NetworkId, Protocol, ServiceKey,
     check_dns_subdomain, is_dns_label,
@@ -265,15 +267,13 @@ pub struct EndpointGroup {
     pub ports: Arc<[EndpointPort]>,
     /// Shared with the decoded EndpointSlice when every endpoint of it is
     /// valid (the usual case), so a large cluster's endpoints are held once.
-    pub endpoints: Arc<[Endpoint]>,
+    pub endpoints: Endpoints,
 }
 
 impl EndpointGroup {
     /// Adds one endpoint (a copy of the list: for builders and tests).
     pub fn add_endpoint(&mut self, endpoint: Endpoint) {
-        let mut endpoints = self.endpoints.to_vec();
-        endpoints.push(endpoint);
-        self.endpoints = endpoints.into();
+        self.endpoints = self.endpoints.with(endpoint, None);
     }
 }
 
@@ -286,17 +286,15 @@ pub struct EndpointPort {
 }
 
 /// One endpoint address with its conditions, as EndpointSlices define them.
-/// Small on purpose: a large cluster set holds millions of them, so what
-/// few endpoints have (a hostname, a placement) costs the others one word.
+/// Small on purpose (20 bytes): a large cluster set holds millions of them;
+/// what few endpoints have (a hostname, a placement) is held beside them
+/// ([`Endpoints`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub address: IpAddr,
     pub ready: bool,
     pub serving: bool,
     pub terminating: bool,
-    /// Its hostname and placement, when it has either; shared with every
-    /// backend made from it.
-    pub details: Option<Arc<EndpointDetails>>,
 }
 
 /// What only some endpoints have.
@@ -316,6 +314,15 @@ impl EndpointDetails {
     pub fn shared(self) -> Option<Arc<Self>> {
         (self != Self::default()).then(|| Arc::new(self))
     }
+
+    /// Details holding only a hostname.
+    pub fn hostname(hostname: &str) -> Option<Arc<Self>> {
+        Self {
+            hostname: Some(hostname.into()),
+            ..Self::default()
+        }
+        .shared()
+    }
 }
 
 impl Endpoint {
@@ -325,22 +332,6 @@ impl Endpoint {
             ready: true,
             serving: true,
             terminating: false,
-            details: None,
         }
-    }
-
-    /// The same endpoint with this hostname (and no placement).
-    pub fn with_hostname(self, hostname: &str) -> Self {
-        Self {
-            details: Some(Arc::new(EndpointDetails {
-                hostname: Some(hostname.into()),
-                ..EndpointDetails::default()
-            })),
-            ..self
-        }
-    }
-
-    pub fn hostname(&self) -> Option<&str> {
-        self.details.as_deref()?.hostname.as_deref()
     }
 }

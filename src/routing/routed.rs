@@ -160,7 +160,7 @@ mod tests {
             cluster: ClusterId::new(cluster).expect("cluster id"),
             port: 8080,
             state: BackendState::Ready,
-            endpoints: Arc::new([Endpoint::ready(IpAddr::V4(Ipv4Addr::new(10, 0, 0, *last)))]),
+            endpoints: vec![Endpoint::ready(IpAddr::V4(Ipv4Addr::new(10, 0, 0, *last)))].into(),
         }))
     }
 

@@ -90,7 +90,7 @@ pub(super) struct ClusterStore {
     /// The kinds being watched; `None` until the server's APIs are known.
     watched: Option<BTreeSet<Kind>>,
     /// EndpointSlice names by namespace and the Service they belong to.
-    slices: BTreeMap<ObjectKey, BTreeSet<String>>,
+    slices: BTreeMap<ObjectKey, SliceNames>,
     changes: Changes,
 }
 
@@ -140,7 +140,7 @@ impl ClusterStore {
             .filter_map(|name| {
                 store
                     .objects
-                    .get_key_value(&(namespace.to_owned(), name.clone()))
+                    .get_key_value(&(namespace.to_owned(), name.to_string()))
             })
             .collect()
     }
@@ -239,7 +239,7 @@ impl ClusterStore {
                     self.slices
                         .entry((namespace.to_owned(), service.to_owned()))
                         .or_default()
-                        .insert(name.to_owned());
+                        .insert(name);
                 }
                 for service in services.into_iter().flatten() {
                     self.changes.service(namespace, Some(service), None);
@@ -331,17 +331,45 @@ impl Belongs {
 }
 
 /// EndpointSlice names by namespace and Service, for a kind's objects.
-fn slice_index(objects: &BTreeMap<ObjectKey, Stored>) -> BTreeMap<ObjectKey, BTreeSet<String>> {
-    let mut index: BTreeMap<ObjectKey, BTreeSet<String>> = BTreeMap::new();
+fn slice_index(objects: &BTreeMap<ObjectKey, Stored>) -> BTreeMap<ObjectKey, SliceNames> {
+    let mut index: BTreeMap<ObjectKey, SliceNames> = BTreeMap::new();
     for ((namespace, name), stored) in objects {
         if let Some(service) = stored.service() {
             index
                 .entry((namespace.clone(), service.to_owned()))
                 .or_default()
-                .insert(name.clone());
+                .insert(name);
         }
     }
     index
+}
+
+/// The names of one Service's EndpointSlices, sorted: a few per Service,
+/// for tens of thousands of Services, so a sorted list rather than a set
+/// (whose first node alone is a few hundred bytes).
+#[derive(Debug, Default)]
+struct SliceNames(Vec<Box<str>>);
+
+impl SliceNames {
+    fn insert(&mut self, name: &str) {
+        if let Err(at) = self.0.binary_search_by(|held| (**held).cmp(name)) {
+            self.0.insert(at, name.into());
+        }
+    }
+
+    fn remove(&mut self, name: &str) {
+        if let Ok(at) = self.0.binary_search_by(|held| (**held).cmp(name)) {
+            self.0.remove(at);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|name| &**name)
+    }
 }
 
 /// Whether two versions of an object mean the same to the cluster set:

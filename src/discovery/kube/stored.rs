@@ -273,20 +273,20 @@ mod tests {
         );
         let endpoint = &slice.endpoints.parsed[0];
         assert_eq!(endpoint.address.to_string(), "10.1.0.1");
-        assert_eq!(endpoint.hostname(), Some("a"));
+        assert_eq!(slice.endpoints.parsed.hostname(0), Some("a"));
         assert!(endpoint.ready);
-        let placement = |endpoint: &crate::model::Endpoint| {
-            let details = endpoint.details.as_deref()?;
+        let placement = |slice: &crate::discovery::objects::EndpointSlice| {
+            let details = slice.endpoints.parsed.details(0)?;
             Some((details.node_name.clone(), details.zone.clone()))
         };
         assert_eq!(
-            placement(endpoint),
+            placement(&slice),
             Some((None, None)),
             "a remote endpoint's placement is unread"
         );
         let local = arriving_slice(true);
         assert_eq!(
-            placement(&local.endpoints.parsed[0]),
+            placement(&local),
             Some((Some("n1".to_owned()), Some("z1".to_owned()))),
             "the local cluster's gateway pods' placement is copied into derived slices"
         );

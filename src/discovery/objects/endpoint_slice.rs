@@ -18,7 +18,7 @@ use serde::Deserialize;
 use crate::discovery::translate::{
     MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
 };
-use crate::model::{Endpoint, EndpointDetails};
+use crate::model::{Endpoint, EndpointDetails, Endpoints, EndpointsBuilder};
 
 /// The fields of an EndpointSlice that Strait reads.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -144,10 +144,13 @@ pub struct SlicePort {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(from = "Vec<ReadEndpoint>")]
 pub struct SliceEndpoints {
-    pub parsed: Arc<[Endpoint]>,
+    pub parsed: Endpoints,
     /// In index order.
     pub unparsed: Box<[UnparsedEndpoint]>,
 }
+
+/// A parsed endpoint and its details, if it has any.
+pub type ParsedRef<'a> = (&'a Endpoint, Option<&'a Arc<EndpointDetails>>);
 
 /// An endpoint without a usable first address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,9 +166,10 @@ impl SliceEndpoints {
         self.parsed.len() + self.unparsed.len()
     }
 
-    /// Every endpoint, in the slice's order, with its index.
-    pub fn iter(&self) -> impl Iterator<Item = (usize, Result<&Endpoint, &UnparsedEndpoint>)> {
-        let mut parsed = self.parsed.iter();
+    /// Every endpoint, in the slice's order, with its index (and, when
+    /// parsed, its details).
+    pub fn iter(&self) -> impl Iterator<Item = (usize, Result<ParsedRef<'_>, &UnparsedEndpoint>)> {
+        let mut parsed = self.parsed.with_details();
         let mut unparsed = self.unparsed.iter().peekable();
         (0..self.len()).filter_map(move |index| {
             let endpoint = match unparsed.next_if(|u| u.index == index) {
@@ -194,7 +198,7 @@ struct ReadEndpoint {
 
 impl From<Vec<ReadEndpoint>> for SliceEndpoints {
     fn from(read: Vec<ReadEndpoint>) -> Self {
-        let mut parsed = Vec::with_capacity(read.len());
+        let mut parsed = EndpointsBuilder::with_capacity(read.len());
         let mut unparsed = Vec::new();
         for (index, endpoint) in read.into_iter().enumerate() {
             let Some(first) = endpoint.addresses.into_iter().next() else {
@@ -220,16 +224,16 @@ impl From<Vec<ReadEndpoint>> for SliceEndpoints {
                 node_name: endpoint.node_name,
                 zone: endpoint.zone,
             };
-            parsed.push(Endpoint {
+            let endpoint = Endpoint {
                 address,
                 ready,
                 serving: conditions.serving.unwrap_or(ready),
                 terminating: conditions.terminating.unwrap_or(false),
-                details: details.shared(),
-            });
+            };
+            parsed.push(endpoint, details.shared());
         }
         Self {
-            parsed: parsed.into(),
+            parsed: parsed.build(),
             unparsed: unparsed.into(),
         }
     }
@@ -254,7 +258,7 @@ mod tests {
         ]));
         let order: Vec<(usize, Option<String>)> = endpoints
             .iter()
-            .map(|(index, endpoint)| (index, endpoint.ok().map(|e| e.address.to_string())))
+            .map(|(index, endpoint)| (index, endpoint.ok().map(|(e, _)| e.address.to_string())))
             .collect();
         assert_eq!(
             order,
@@ -266,14 +270,13 @@ mod tests {
             ]
         );
         assert_eq!(endpoints.unparsed[1].address.as_deref(), Some("ten"));
-        let first = &endpoints.parsed[0];
-        assert_eq!(first.hostname(), Some("a"));
-        let details = first.details.as_deref().expect("details kept");
+        assert_eq!(endpoints.parsed.hostname(0), Some("a"));
+        let details = endpoints.parsed.details(0).expect("details kept");
         assert_eq!(details.zone.as_deref(), Some("z1"));
         assert_eq!(details.node_name.as_deref(), Some("n1"));
         let second = &endpoints.parsed[1];
         assert!(!second.ready && !second.serving && !second.terminating);
-        assert!(second.details.is_none());
+        assert!(endpoints.parsed.details(1).is_none());
     }
 
     #[test]

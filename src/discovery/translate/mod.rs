@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::diagnostics::{Diagnostic, Origin};
 use crate::model::{
     AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, EndpointGroup, EndpointPort,
-    Export, NetworkId, Protocol, ServiceKey,
+    EndpointsBuilder, Export, NetworkId, Protocol, ServiceKey,
 };
 
 use super::objects::{AddressType, ClusterProperty, EndpointSlice, KubeObject, UnparsedEndpoint};
@@ -547,10 +547,10 @@ fn endpoint_group(
             .iter()
             .all(|endpoint| problem(&endpoint.address).is_none())
     {
-        group.endpoints = Arc::clone(&endpoints.parsed);
+        group.endpoints = endpoints.parsed.clone();
         return Some(group);
     }
-    let mut kept = Vec::with_capacity(endpoints.parsed.len());
+    let mut kept = EndpointsBuilder::with_capacity(endpoints.parsed.len());
     for (index, endpoint) in endpoints.iter() {
         // Named only when there is something to say.
         let field = || format!("endpoints[{index}].addresses");
@@ -565,13 +565,13 @@ fn endpoint_group(
                 &format!("{}[0]", field()),
                 format!("{first:?} is not an IP address"),
             ),
-            Ok(endpoint) => match problem(&endpoint.address) {
+            Ok((endpoint, details)) => match problem(&endpoint.address) {
                 Some(message) => findings.error(&format!("{}[0]", field()), message),
-                None => kept.push(endpoint.clone()),
+                None => kept.push(endpoint.clone(), details.cloned()),
             },
         }
     }
-    group.endpoints = kept.into();
+    group.endpoints = kept.build();
     Some(group)
 }
 

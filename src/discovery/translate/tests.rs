@@ -438,8 +438,8 @@ fn endpoint_conditions_follow_endpoint_slice_defaults() {
     let flags: Vec<_> = endpoints.iter().map(flags).collect();
     let (defaults, unready) = ((true, true, false), (false, false, false));
     assert_eq!(flags, [defaults, unready, (false, true, true), defaults]);
-    assert_eq!(endpoints[0].hostname(), Some("a"));
-    let details = endpoints[0].details.as_deref();
+    assert_eq!(endpoints.hostname(0), Some("a"));
+    let details = endpoints.details(0);
     assert_eq!(details.and_then(|d| d.zone.as_deref()), Some("z1"));
 }
 
