@@ -183,7 +183,11 @@ pub(super) fn decode(
     };
     // One document again, the object's data moved into it rather than
     // copied (a list of a large cluster is a lot of garbage otherwise).
-    let DynamicObject { metadata, data, .. } = object;
+    let DynamicObject {
+        mut metadata, data, ..
+    } = object;
+    // Never read, and often most of the metadata: not even encoded.
+    metadata.managed_fields = None;
     let mut map = match data {
         serde_json::Value::Object(map) => map,
         _ => serde_json::Map::new(),
