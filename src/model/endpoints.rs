@@ -9,12 +9,15 @@ use std::sync::Arc;
 
 use super::{Endpoint, EndpointDetails};
 
+/// The details of the endpoint at an index of the list.
+type Indexed = (u32, Arc<EndpointDetails>);
+
 /// Endpoints and their details. Cheap to clone: both parts are shared.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Endpoints {
     list: Arc<[Endpoint]>,
     /// `(index, details)` in index order; `None` when no endpoint has any.
-    details: Option<Arc<[(u32, Arc<EndpointDetails>)]>>,
+    details: Option<Arc<[Indexed]>>,
 }
 
 impl Endpoints {
@@ -76,11 +79,18 @@ impl From<Vec<Endpoint>> for Endpoints {
     }
 }
 
+/// Endpoints without details.
+impl FromIterator<Endpoint> for Endpoints {
+    fn from_iter<I: IntoIterator<Item = Endpoint>>(endpoints: I) -> Self {
+        Self::from(endpoints.into_iter().collect::<Vec<_>>())
+    }
+}
+
 /// Collects endpoints and their details, in order.
 #[derive(Debug, Default)]
 pub struct EndpointsBuilder {
     list: Vec<Endpoint>,
-    details: Vec<(u32, Arc<EndpointDetails>)>,
+    details: Vec<Indexed>,
 }
 
 impl EndpointsBuilder {
