@@ -49,19 +49,20 @@ impl RoutedBackends {
         merged: &Backends,
         mut way_of: impl FnMut(&ClusterId) -> Option<&'w Arc<Via>>,
     ) -> (Self, Vec<ClusterId>) {
+        // Each run's way, asked once: the runs kept are those with one.
+        let ways: Vec<Option<&Arc<Via>>> =
+            merged.runs().map(|(_, run)| way_of(&run.cluster)).collect();
         let mut unreachable: Vec<ClusterId> = Vec::new();
+        let mut asked = ways.iter();
         let backends = merged.retain_clusters(|cluster| {
-            let reachable = way_of(cluster).is_some();
+            let reachable = asked.next().is_some_and(Option::is_some);
             if !reachable && !unreachable.contains(cluster) {
                 unreachable.push(cluster.clone());
             }
             reachable
         });
         let mut runs: Vec<(usize, Arc<Via>)> = Vec::new();
-        for (first, run) in backends.runs() {
-            let Some(via) = way_of(&run.cluster) else {
-                continue;
-            };
+        for ((first, _), via) in backends.runs().zip(ways.into_iter().flatten()) {
             if runs.last().is_none_or(|(_, last)| !Arc::ptr_eq(last, via)) {
                 runs.push((first, Arc::clone(via)));
             }

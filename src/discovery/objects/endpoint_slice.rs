@@ -128,8 +128,9 @@ impl fmt::Display for AddressType {
     }
 }
 
-/// A port of an EndpointSlice as written (`appProtocol` is not read).
+/// A port of an EndpointSlice as written.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SlicePort {
     #[serde(default)]
     pub name: Option<Box<str>>,
@@ -137,6 +138,20 @@ pub struct SlicePort {
     pub port: Option<i32>,
     #[serde(default)]
     pub protocol: Option<Box<str>>,
+    /// Not read, but a file's bad value in it is still an error, as it is
+    /// for the whole k8s-openapi types.
+    #[serde(default)]
+    app_protocol: Option<Unread<String>>,
+}
+
+/// A field checked to be a `T` as it is decoded, and not kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Unread<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Unread<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        T::deserialize(deserializer).map(|_| Unread(std::marker::PhantomData))
+    }
 }
 
 /// A slice's endpoints: those whose first address parsed, in order, and
@@ -314,6 +329,18 @@ mod tests {
         assert!(Arc::ptr_eq(&ports(first), &ports(second)));
         assert!(!Arc::ptr_eq(&ports(second), &ports(third)));
         assert_eq!(ports(third)[0].port, Some(81));
+    }
+
+    #[test]
+    fn a_bad_app_protocol_is_an_error_though_it_is_not_read() {
+        let port = |app_protocol: serde_json::Value| {
+            serde_json::from_value::<SlicePort>(
+                serde_json::json!({"name": "http", "port": 80, "appProtocol": app_protocol}),
+            )
+        };
+        assert!(port(serde_json::json!("h2c")).is_ok());
+        let error = port(serde_json::json!(5)).expect_err("appProtocol is a string");
+        assert!(error.to_string().contains("invalid type"), "{error}");
     }
 
     #[test]
