@@ -77,16 +77,6 @@ impl Backends {
         Self { runs: runs.into() }
     }
 
-    /// Backends of one state, one endpoint each (for tests and builders).
-    pub fn of(backends: &[(&ClusterId, Endpoint, u16)], state: BackendState) -> Self {
-        Self::new(backends.iter().map(|(cluster, endpoint, port)| BackendRun {
-            cluster: (*cluster).clone(),
-            port: *port,
-            state,
-            endpoints: vec![endpoint.clone()].into(),
-        }))
-    }
-
     pub fn len(&self) -> usize {
         self.runs
             .last()
@@ -101,10 +91,6 @@ impl Backends {
         let at = self.runs.partition_point(|run| run.first <= index);
         let Run { first, run } = self.runs.get(at.checked_sub(1)?)?;
         view(run, index - first)
-    }
-
-    pub fn first(&self) -> Option<Backend<'_>> {
-        self.get(0)
     }
 
     pub fn iter(&self) -> Iter<'_> {

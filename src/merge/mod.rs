@@ -432,11 +432,7 @@ fn resolve_port(
                 let family_fits = ip_families.is_empty()
                     || ip_families.contains(&IpFamily::of(&endpoint.address));
                 if kept.is_none() && (duplicate || !family_fits || !endpoint.ready) {
-                    let mut copy = EndpointsBuilder::with_capacity(endpoints.len());
-                    for (earlier, details) in endpoints.with_details().take(index) {
-                        copy.push(earlier.clone(), details.cloned());
-                    }
-                    kept = Some(copy);
+                    kept = Some(endpoints.copy_first(index));
                 }
                 if duplicate {
                     continue;

@@ -50,12 +50,19 @@ impl Endpoints {
         })
     }
 
+    /// A builder holding a copy of the first `count` endpoints, with room
+    /// for the rest.
+    pub fn copy_first(&self, count: usize) -> EndpointsBuilder {
+        let mut builder = EndpointsBuilder::with_capacity(self.len().max(count));
+        for (endpoint, details) in self.with_details().take(count) {
+            builder.push(endpoint.clone(), details.cloned());
+        }
+        builder
+    }
+
     /// The same endpoints followed by `endpoint` (a copy: for builders and tests).
     pub fn with(&self, endpoint: Endpoint, details: Option<Arc<EndpointDetails>>) -> Self {
-        let mut builder = EndpointsBuilder::with_capacity(self.len() + 1);
-        for (existing, own) in self.with_details() {
-            builder.push(existing.clone(), own.cloned());
-        }
+        let mut builder = self.copy_first(self.len());
         builder.push(endpoint, details);
         builder.build()
     }

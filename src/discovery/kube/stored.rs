@@ -51,7 +51,7 @@ struct Extra {
     /// The object as the server returned it (without `managedFields`), for
     /// the objects the import reconciler compares with what it wants: every
     /// ServiceImport, and the Services and EndpointSlices it created.
-    raw: Option<std::sync::Arc<serde_json::Value>>,
+    raw: Option<Arc<serde_json::Value>>,
 }
 
 impl Extra {
@@ -105,7 +105,7 @@ impl Stored {
     }
 
     /// The object as the server returned it, when the import reconciler reads it.
-    pub(super) fn raw(&self) -> Option<&std::sync::Arc<serde_json::Value>> {
+    pub(super) fn raw(&self) -> Option<&Arc<serde_json::Value>> {
         self.extra.as_ref()?.raw.as_ref()
     }
 }
@@ -156,7 +156,7 @@ pub(super) fn decode(
     let mut raw = None;
     let gateway = labels.get(GATEWAY_LABEL).is_some_and(|v| v == "true");
     let stored = |item: Result<SourcedObject, Box<Diagnostic>>,
-                  raw: &Option<std::sync::Arc<serde_json::Value>>| {
+                  raw: &Option<Arc<serde_json::Value>>| {
         // A decoded object says its Service and source cluster itself.
         let undecoded = item.is_err();
         let extra = Extra {
@@ -202,11 +202,7 @@ pub(super) fn decode(
     map.insert("kind".to_owned(), resource.kind.clone().into());
     let mut json = serde_json::Value::Object(map);
     if keeps_raw {
-        let mut kept = json.clone();
-        if let Some(metadata) = kept.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            metadata.remove("managedFields");
-        }
-        raw = Some(std::sync::Arc::new(kept));
+        raw = Some(Arc::new(json.clone()));
     }
     slim(&mut json, &resource.kind, local);
     let decoded = match decode_value(json) {
