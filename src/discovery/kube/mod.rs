@@ -26,6 +26,7 @@
 //! the holder of a Lease in the gateway's namespace, writes the conditions
 //! that `discovery::export_status` derives from each snapshot.
 
+mod arrived;
 mod client;
 mod connect;
 mod hub;

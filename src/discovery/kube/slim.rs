@@ -1,8 +1,10 @@
-//! What is kept of an object as it arrives from an API server: what
-//! translation and the status writer read, and nothing else. The API server
-//! sends whole objects (`managedFields`, the `kubectl apply` copy, selectors,
-//! owner references); a large cluster set holds hundreds of thousands of
-//! them, so what no one reads is dropped before they are decoded.
+//! What is kept of an object from an API server: what translation and the
+//! status writer read, and nothing else. The API server sends whole objects
+//! (selectors, owner references, statuses); a large cluster set holds
+//! hundreds of thousands of them, so what no one reads is dropped before
+//! they are decoded. `managedFields` and the `kubectl apply` copy of the
+//! object are gone already: they are dropped as the object arrives
+//! (`arrived`).
 
 use crate::discovery::translate::GATEWAY_LABEL;
 
@@ -36,25 +38,16 @@ const EXPORT_METADATA_READ: &[&str] = &[
     "resourceVersion",
 ];
 
-/// Drops, as an object arrives, what no translation reads and what makes
-/// up most of a large cluster's objects: `managedFields`, the `kubectl
-/// apply` copy of the object, and of Services and ServiceExports every
-/// field outside what is read. The EndpointSlice decoder keeps only what
-/// it reads by itself; of that, a remote cluster's endpoints lose
-/// `nodeName` and `zone` here (read only from the local cluster's gateway
-/// pods).
+/// Drops what no translation reads of an arrived object: of Services and
+/// ServiceExports every field outside what is read. The EndpointSlice
+/// decoder keeps only what it reads by itself; of that, a remote cluster's
+/// endpoints lose `nodeName` and `zone` here (read only from the local
+/// cluster's gateway pods).
 pub(super) fn slim(json: &mut serde_json::Value, kind: &str, local: bool) {
     let Some(object) = json.as_object_mut() else {
         return;
     };
     if let Some(metadata) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-        metadata.remove("managedFields");
-        if let Some(annotations) = metadata
-            .get_mut("annotations")
-            .and_then(|a| a.as_object_mut())
-        {
-            annotations.remove(LAST_APPLIED);
-        }
         match kind {
             "Service" => metadata.retain(|key, _| SERVICE_METADATA_READ.contains(&key.as_str())),
             "ServiceExport" => {

@@ -410,19 +410,19 @@ fn same_objects(a: &BTreeMap<ObjectKey, Stored>, b: &BTreeMap<ObjectKey, Stored>
 mod tests {
     use std::sync::Arc;
 
-    use kube::api::DynamicObject;
     use kube::core::ApiResource;
 
+    use super::super::arrived::Arrived;
     use super::super::stored::decode;
     use super::*;
     use crate::diagnostics::Origin;
 
-    fn property(name: &str, value: &str) -> DynamicObject {
+    fn property(name: &str, value: &str) -> Arrived {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": name, "resourceVersion": "1"},
             "spec": {"value": value},
         }))
-        .expect("dynamic object")
+        .expect("object arrives")
     }
 
     fn resource() -> ApiResource {
@@ -442,7 +442,7 @@ mod tests {
         store.set_watched([Kind::ClusterProperty].into());
         let (key, object) = decode(
             &resource(),
-            property(CLUSTER_ID_PROPERTY, "c1"),
+            &property(CLUSTER_ID_PROPERTY, "c1"),
             &origin,
             false,
         );
@@ -472,16 +472,16 @@ mod tests {
             plural: "serviceexports".into(),
         };
         let export = |version: &str, spec: serde_json::Value, conditions: serde_json::Value| {
-            let object: DynamicObject = serde_json::from_value(serde_json::json!({
+            let object: Arrived = serde_json::from_value(serde_json::json!({
                 "metadata": {"name": "cart", "namespace": "shop", "resourceVersion": version,
                     "generation": 1},
                 "spec": spec,
                 "status": {"conditions": conditions},
             }))
-            .expect("dynamic object");
+            .expect("object arrives");
             decode(
                 &resource,
-                object,
+                &object,
                 &Arc::new(Origin::file("cluster t API")),
                 true,
             )
@@ -512,14 +512,14 @@ mod tests {
         );
         assert!(store.apply(Kind::ServiceExport, StoreEvent::Apply(key, relabelled)));
 
-        let remote: DynamicObject = serde_json::from_value(serde_json::json!({
+        let remote: Arrived = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "cart", "namespace": "shop", "resourceVersion": "4"},
             "status": {"conditions": [condition]},
         }))
-        .expect("dynamic object");
+        .expect("object arrives");
         let (_, remote) = decode(
             &resource,
-            remote,
+            &remote,
             &Arc::new(Origin::file("cluster r API")),
             false,
         );
@@ -531,14 +531,14 @@ mod tests {
 
     #[test]
     fn an_object_of_the_wrong_shape_is_a_finding() {
-        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+        let object: Arrived = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "x"},
             "spec": {"value": 7},
         }))
-        .expect("dynamic object");
+        .expect("object arrives");
         let (_, stored) = decode(
             &resource(),
-            object,
+            &object,
             &Arc::new(Origin::file("cluster t API")),
             false,
         );

@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use kube::api::DynamicObject;
 use kube::core::ApiResource;
 
+use super::arrived::Arrived;
 use super::slim::slim;
 use crate::diagnostics::{Diagnostic, Origin};
 use crate::discovery::objects::{Decoded, KubeObject, SliceInterner, decode_value};
@@ -64,6 +64,14 @@ impl Extra {
 }
 
 impl Stored {
+    fn new(item: Result<SourcedObject, Box<Diagnostic>>, gateway: bool, extra: Extra) -> Self {
+        Self {
+            item,
+            gateway,
+            extra: (!extra.is_empty()).then(|| Box::new(extra)),
+        }
+    }
+
     /// The Service it belongs to: a Service's own name, an EndpointSlice's
     /// service-name label.
     pub(super) fn service(&self) -> Option<&str> {
@@ -111,10 +119,10 @@ impl Stored {
 }
 
 /// The store key of a watched object.
-pub(super) fn key_of(object: &DynamicObject) -> ObjectKey {
+pub(super) fn key_of(object: &Arrived) -> ObjectKey {
     (
-        object.metadata.namespace.clone().unwrap_or_default(),
-        object.metadata.name.clone().unwrap_or_default(),
+        object.namespace().unwrap_or_default().to_owned(),
+        object.name().unwrap_or_default().to_owned(),
     )
 }
 
@@ -127,50 +135,11 @@ pub(super) fn key_of(object: &DynamicObject) -> ObjectKey {
 /// local cluster's objects are read for.
 pub(super) fn decode(
     resource: &ApiResource,
-    object: DynamicObject,
+    object: &Arrived,
     origin: &Arc<Origin>,
     local: bool,
 ) -> (ObjectKey, Stored) {
-    let key = key_of(&object);
-    let labels = object.metadata.labels.clone().unwrap_or_default();
-    let label = |name: &str| labels.get(name).cloned();
-    let service = match resource.kind.as_str() {
-        "Service" => Some(key.1.clone()),
-        "EndpointSlice" => label(SERVICE_NAME_LABEL).or_else(|| label(MCS_SERVICE_NAME_LABEL)),
-        _ => None,
-    };
-    // Only the local cluster's export status is ever written.
-    let conditions = match resource.kind.as_str() {
-        "ServiceExport" if local => object
-            .data
-            .get("status")
-            .and_then(|status| status.get("conditions"))
-            .and_then(serde_json::Value::as_array)
-            .cloned()
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    };
-    let keeps_raw = resource.kind == "ServiceImport"
-        || (matches!(resource.kind.as_str(), "Service" | "EndpointSlice")
-            && labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE));
-    let mut raw = None;
-    let gateway = labels.get(GATEWAY_LABEL).is_some_and(|v| v == "true");
-    let stored = |item: Result<SourcedObject, Box<Diagnostic>>,
-                  raw: &Option<Arc<serde_json::Value>>| {
-        // A decoded object says its Service and source cluster itself.
-        let undecoded = item.is_err();
-        let extra = Extra {
-            service: service.clone().filter(|_| undecoded),
-            source_cluster: label(MCS_SOURCE_CLUSTER_LABEL).filter(|_| undecoded),
-            conditions: conditions.clone(),
-            raw: raw.clone(),
-        };
-        Stored {
-            item,
-            gateway,
-            extra: (!extra.is_empty()).then(|| Box::new(extra)),
-        }
-    };
+    let key = key_of(object);
     let display = match key.0.as_str() {
         "" => format!("{} {}", resource.kind, key.1),
         namespace => format!("{} {namespace}/{}", resource.kind, key.1),
@@ -179,45 +148,86 @@ pub(super) fn decode(
         let mut diagnostic =
             Diagnostic::error(Origin::clone(origin), message).object(display.clone());
         diagnostic.field = field;
-        stored(Err(Box::new(diagnostic)), &None)
+        Err(Box::new(diagnostic))
     };
-    // One document again, the object's data moved into it rather than
-    // copied (a list of a large cluster is a lot of garbage otherwise).
-    let DynamicObject {
-        mut metadata, data, ..
-    } = object;
-    // Never read, and often most of the metadata: not even encoded.
-    metadata.managed_fields = None;
-    let mut map = match data {
-        serde_json::Value::Object(map) => map,
-        _ => serde_json::Map::new(),
+    // The object becomes a tree only now, one at a time (see `arrived`).
+    let mut json = match serde_json::from_str::<serde_json::Value>(object.text()) {
+        Ok(serde_json::Value::Object(map)) => map,
+        Ok(_) => {
+            let item = invalid("is not a JSON object".to_owned(), None);
+            return (key, Stored::new(item, false, Extra::default()));
+        }
+        Err(error) => {
+            let item = invalid(format!("cannot be read: {error}"), None);
+            return (key, Stored::new(item, false, Extra::default()));
+        }
     };
-    match serde_json::to_value(&metadata) {
-        Ok(metadata) => map.insert("metadata".to_owned(), metadata),
-        Err(error) => return (key, invalid(format!("cannot encode: {error}"), None)),
+    let labels = json
+        .get("metadata")
+        .and_then(|metadata| metadata.get("labels"))
+        .and_then(serde_json::Value::as_object);
+    let label = |name: &str| {
+        labels
+            .and_then(|labels| labels.get(name))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    let service = match resource.kind.as_str() {
+        "Service" => Some(key.1.clone()),
+        "EndpointSlice" => label(SERVICE_NAME_LABEL).or_else(|| label(MCS_SERVICE_NAME_LABEL)),
+        _ => None,
+    };
+    let source_cluster = label(MCS_SOURCE_CLUSTER_LABEL);
+    let gateway = label(GATEWAY_LABEL).is_some_and(|v| v == "true");
+    let keeps_raw = resource.kind == "ServiceImport"
+        || (matches!(resource.kind.as_str(), "Service" | "EndpointSlice")
+            && label(MANAGED_BY_LABEL).as_deref() == Some(MANAGED_BY_VALUE));
+    // Only the local cluster's export status is ever written.
+    let conditions = match resource.kind.as_str() {
+        "ServiceExport" if local => json
+            .get("status")
+            .and_then(|status| status.get("conditions"))
+            .and_then(serde_json::Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        _ => Vec::new(),
     };
     // List items of core kinds carry no apiVersion and kind: the watched
     // resource says what they are.
-    map.insert("apiVersion".to_owned(), resource.api_version.clone().into());
-    map.insert("kind".to_owned(), resource.kind.clone().into());
-    let mut json = serde_json::Value::Object(map);
-    if keeps_raw {
-        raw = Some(Arc::new(json.clone()));
-    }
+    json.insert("apiVersion".to_owned(), resource.api_version.clone().into());
+    json.insert("kind".to_owned(), resource.kind.clone().into());
+    let mut json = serde_json::Value::Object(json);
+    let raw = keeps_raw.then(|| Arc::new(json.clone()));
     slim(&mut json, &resource.kind, local);
+    // A decoded object says its Service and source cluster itself.
+    let undecoded = Extra {
+        service,
+        source_cluster,
+        conditions: conditions.clone(),
+        raw: None,
+    };
     let decoded = match decode_value(json) {
-        Ok(Decoded::Object(object)) => stored(
-            Ok(SourcedObject {
+        Ok(Decoded::Object(decoded)) => {
+            let sourced = SourcedObject {
                 origin: Arc::clone(origin),
-                object: *object,
-            }),
-            &raw,
+                object: *decoded,
+            };
+            let extra = Extra {
+                conditions,
+                raw,
+                ..Extra::default()
+            };
+            Stored::new(Ok(sourced), gateway, extra)
+        }
+        Ok(Decoded::Unknown { api_version, kind }) => Stored::new(
+            invalid(
+                format!("{kind} ({api_version}) is not a kind Strait reads"),
+                None,
+            ),
+            gateway,
+            undecoded,
         ),
-        Ok(Decoded::Unknown { api_version, kind }) => invalid(
-            format!("{kind} ({api_version}) is not a kind Strait reads"),
-            None,
-        ),
-        Err(error) => invalid(error.message, error.field),
+        Err(error) => Stored::new(invalid(error.message, error.field), gateway, undecoded),
     };
     (key, decoded)
 }
@@ -229,7 +239,7 @@ mod tests {
     use crate::discovery::translate::GATEWAY_LABEL;
 
     fn arriving_slice(local: bool) -> crate::discovery::objects::EndpointSlice {
-        let slice: DynamicObject = serde_json::from_value(serde_json::json!({
+        let slice: Arrived = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "cart-1", "namespace": "shop",
                 "labels": {"kubernetes.io/service-name": "cart",
                     "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
@@ -243,11 +253,11 @@ mod tests {
                 "targetRef": {"kind": "Pod", "name": "cart-x"},
                 "hints": {"forZones": [{"name": "z1"}]}}],
         }))
-        .expect("dynamic object");
+        .expect("object arrives");
         let resource = ApiResource::erase::<k8s_openapi::api::discovery::v1::EndpointSlice>(&());
         let (_, stored) = decode(
             &resource,
-            slice,
+            &slice,
             &Arc::new(Origin::file("cluster t API")),
             local,
         );
@@ -293,7 +303,7 @@ mod tests {
     }
 
     fn arriving_service(labels: serde_json::Value) -> crate::discovery::objects::Service {
-        let service: DynamicObject = serde_json::from_value(serde_json::json!({
+        let service: Arrived = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "cart", "namespace": "shop", "uid": "u-1",
                 "labels": labels,
                 "annotations": {LAST_APPLIED: "{}", "note": "unread"},
@@ -305,11 +315,11 @@ mod tests {
                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
             "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}},
         }))
-        .expect("dynamic object");
+        .expect("object arrives");
         let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&());
         let (_, stored) = decode(
             &resource,
-            service,
+            &service,
             &Arc::new(Origin::file("cluster t API")),
             false,
         );

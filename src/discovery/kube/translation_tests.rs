@@ -2,7 +2,6 @@
 //! whole from the same store: the same services, gateways and imports, and
 //! the same findings (each bad object reported once, a fixed one no more).
 
-use kube::api::DynamicObject;
 use kube::core::ApiResource;
 use std::sync::Arc;
 
@@ -11,6 +10,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::config::GatewaySettings;
 use crate::diagnostics::Origin;
+use crate::discovery::kube::arrived::Arrived;
 use crate::discovery::kube::store::StoreEvent;
 use crate::discovery::kube::stored::decode;
 
@@ -47,10 +47,10 @@ fn kind_of(name: &str) -> Kind {
 }
 
 fn apply(store: &mut ClusterStore, kind: &str, object: Value) -> bool {
-    let object: DynamicObject = serde_json::from_value(object).expect("dynamic object");
+    let object: Arrived = serde_json::from_value(object).expect("object arrives");
     let (key, stored) = decode(
         &resource(kind),
-        object,
+        &object,
         &std::sync::Arc::new(Origin::file("cluster c1 API")),
         false,
     );
@@ -326,11 +326,11 @@ fn a_translation_of_the_changed_services_equals_a_whole_one() {
 fn a_relist_or_a_state_change_translates_the_whole_cluster() {
     let mut fixture = Fixture::new();
     fixture.store.apply(Kind::EndpointSlice, StoreEvent::Init);
-    let object: DynamicObject =
-        serde_json::from_value(slice("cart-9", "cart", &["10.1.0.7"])).expect("dynamic object");
+    let object: Arrived =
+        serde_json::from_value(slice("cart-9", "cart", &["10.1.0.7"])).expect("object arrives");
     let (key, stored) = decode(
         &resource("EndpointSlice"),
-        object,
+        &object,
         &std::sync::Arc::new(Origin::file("cluster c1 API")),
         false,
     );

@@ -18,11 +18,12 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use kube::Client;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::core::ApiResource;
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
+use super::arrived::Arrived;
 use super::client::{ClusterSource, Kind, Resources, discover, yaml_client};
 use super::connect::read_timeout;
 use super::hub::HubMessage;
@@ -252,7 +253,7 @@ async fn watch_kind(
     options: &KubeOptions,
     reporter: &Reporter,
 ) {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let api: Api<Arrived> = Api::all_with(client.clone(), resource);
     let timeout = u32::try_from(options.watch_timeout.as_secs())
         .unwrap_or(u32::MAX)
         .max(1);
@@ -272,7 +273,7 @@ async fn watch_kind(
             let event = match item {
                 Ok(watcher::Event::Init) => StoreEvent::Init,
                 Ok(watcher::Event::InitApply(object)) => {
-                    let (key, mut stored) = decode(resource, object, &origin, local);
+                    let (key, mut stored) = decode(resource, &object, &origin, local);
                     stored.intern(&mut interner);
                     StoreEvent::InitApply(key, stored)
                 }
@@ -281,7 +282,7 @@ async fn watch_kind(
                     StoreEvent::InitDone
                 }
                 Ok(watcher::Event::Apply(object)) => {
-                    let (key, mut stored) = decode(resource, object, &origin, local);
+                    let (key, mut stored) = decode(resource, &object, &origin, local);
                     stored.intern(&mut interner);
                     StoreEvent::Apply(key, stored)
                 }
