@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::{ClusterId, Endpoint, EndpointDetails, Endpoints};
+use crate::model::{ClusterId, EndpointDetails, Endpoints};
 
 /// Whether a backend is fully ready or only serving while it terminates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -130,7 +130,7 @@ impl Backends {
 
 /// The backend of the run's endpoint at `index`.
 fn view(run: &BackendRun, index: usize) -> Option<Backend<'_>> {
-    let endpoint: &Endpoint = run.endpoints.get(index)?;
+    let endpoint = run.endpoints.get(index)?;
     Some(Backend {
         cluster: &run.cluster,
         address: endpoint.address,
@@ -187,7 +187,7 @@ mod tests {
     use std::net::Ipv4Addr;
 
     use super::*;
-    use crate::model::EndpointsBuilder;
+    use crate::model::{Endpoint, EndpointsBuilder};
 
     fn run(cluster: &str, addresses: &[u8]) -> BackendRun {
         let mut endpoints = EndpointsBuilder::default();

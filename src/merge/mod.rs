@@ -445,10 +445,10 @@ fn resolve_port(
                     });
                 } else if endpoint.ready {
                     if let Some(kept) = &mut kept {
-                        kept.push(endpoint.clone(), endpoints.details(index).cloned());
+                        kept.push(endpoint, endpoints.details(index).cloned());
                     }
                 } else if endpoint.serving && endpoint.terminating {
-                    terminating.push(endpoint.clone(), endpoints.details(index).cloned());
+                    terminating.push(endpoint, endpoints.details(index).cloned());
                 } else {
                     not_ready.push((cluster.id.clone(), endpoint.address));
                 }

@@ -281,7 +281,7 @@ mod tests {
                 source_cluster: None,
             }
         );
-        let endpoint = &slice.endpoints.parsed[0];
+        let endpoint = slice.endpoints.parsed.get(0).expect("an endpoint");
         assert_eq!(endpoint.address.to_string(), "10.1.0.1");
         assert_eq!(slice.endpoints.parsed.hostname(0), Some("a"));
         assert!(endpoint.ready);

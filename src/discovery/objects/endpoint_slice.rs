@@ -7,6 +7,7 @@
 //! the translation to report. Of the metadata only the name, namespace and
 //! the two labels read are kept.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -68,19 +69,41 @@ impl From<ObjectMeta> for SliceMetadata {
 /// Shares what repeats between EndpointSlices decoded one after another
 /// (the namespace, the Service name, the ports): a list arrives in key
 /// order, so a Service's slices come in a row, and a cluster's hundreds of
-/// thousands of slices then hold one copy of each per run.
+/// thousands of slices then hold one copy of each per run. Endpoint
+/// placements (`nodeName` and `zone`, kept for the local cluster's
+/// endpoints) repeat across the whole cluster: one copy of each.
 #[derive(Debug, Default)]
 pub struct SliceInterner {
     namespace: Option<Arc<str>>,
     service_name: Option<Arc<str>>,
     ports: Option<Arc<[SlicePort]>>,
+    placements: HashSet<Arc<EndpointDetails>>,
 }
+
+/// Distinct placements remembered before the interner starts over: a
+/// cluster's nodes times its zones, with room to spare. Bounded so that
+/// the placements of nodes long gone are not held forever.
+const PLACEMENTS_REMEMBERED: usize = 16_384;
 
 impl SliceInterner {
     pub fn intern(&mut self, slice: &mut EndpointSlice) {
         share(&mut slice.metadata.namespace, &mut self.namespace);
         share(&mut slice.metadata.service_name, &mut self.service_name);
         share(&mut slice.ports, &mut self.ports);
+        slice.endpoints.parsed.share_details(|details| {
+            // A hostname is a pod's own: details with one do not repeat.
+            if details.hostname.is_some() {
+                return;
+            }
+            if let Some(held) = self.placements.get(details) {
+                *details = Arc::clone(held);
+                return;
+            }
+            if self.placements.len() >= PLACEMENTS_REMEMBERED {
+                self.placements.clear();
+            }
+            self.placements.insert(Arc::clone(details));
+        });
     }
 }
 
@@ -165,7 +188,7 @@ pub struct SliceEndpoints {
 }
 
 /// A parsed endpoint and its details, if it has any.
-pub type ParsedRef<'a> = (&'a Endpoint, Option<&'a Arc<EndpointDetails>>);
+pub type ParsedRef<'a> = (Endpoint, Option<&'a Arc<EndpointDetails>>);
 
 /// An endpoint without a usable first address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -289,7 +312,7 @@ mod tests {
         let details = endpoints.parsed.details(0).expect("details kept");
         assert_eq!(details.zone.as_deref(), Some("z1"));
         assert_eq!(details.node_name.as_deref(), Some("n1"));
-        let second = &endpoints.parsed[1];
+        let second = endpoints.parsed.get(1).expect("a second endpoint");
         assert!(!second.ready && !second.serving && !second.terminating);
         assert!(endpoints.parsed.details(1).is_none());
     }
@@ -329,6 +352,39 @@ mod tests {
         assert!(Arc::ptr_eq(&ports(first), &ports(second)));
         assert!(!Arc::ptr_eq(&ports(second), &ports(third)));
         assert_eq!(ports(third)[0].port, Some(81));
+    }
+
+    #[test]
+    fn placements_are_held_once_and_hostnames_stay_their_own() {
+        let slice = |name: &str| -> EndpointSlice {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "shop"},
+                "addressType": "IPv4",
+                "endpoints": [
+                    {"addresses": ["10.0.0.1"], "nodeName": "n1", "zone": "z1"},
+                    {"addresses": ["10.0.0.2"], "nodeName": "n1", "zone": "z1", "hostname": "b"},
+                ],
+            }))
+            .expect("slice decodes")
+        };
+        let mut interner = SliceInterner::default();
+        let mut slices = [slice("a"), slice("b")];
+        for slice in &mut slices {
+            interner.intern(slice);
+        }
+        let details = |slice: &EndpointSlice, index| {
+            Arc::clone(slice.endpoints.parsed.details(index).expect("details"))
+        };
+        assert!(Arc::ptr_eq(
+            &details(&slices[0], 0),
+            &details(&slices[1], 0)
+        ));
+        assert!(!Arc::ptr_eq(
+            &details(&slices[0], 1),
+            &details(&slices[1], 1)
+        ));
+        assert_eq!(details(&slices[1], 1).hostname.as_deref(), Some("b"));
+        assert_eq!(details(&slices[1], 0).zone.as_deref(), Some("z1"));
     }
 
     #[test]

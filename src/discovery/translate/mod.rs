@@ -567,7 +567,7 @@ fn endpoint_group(
             ),
             Ok((endpoint, details)) => match problem(&endpoint.address) {
                 Some(message) => findings.error(&format!("{}[0]", field()), message),
-                None => kept.push(endpoint.clone(), details.cloned()),
+                None => kept.push(endpoint, details.cloned()),
             },
         }
     }
