@@ -591,7 +591,7 @@ impl Hub {
                 let KubeObject::ServiceExport(export) = &stored.item.as_ref().ok()?.object else {
                     return None;
                 };
-                let key = ServiceKey::new(namespace.as_str(), name.as_str());
+                let key = ServiceKey::new(&**namespace, &**name);
                 let validity = validity.get(&key)?.clone();
                 Some(LocalExport {
                     key,
@@ -621,14 +621,14 @@ impl Hub {
                 observed.insert(ObservedObject::new(Value::clone(raw)));
             }
             if kind == Kind::Service && stored.gateway {
-                gateways.insert((key.0.as_str(), key.1.as_str()));
+                gateways.insert((&*key.0, &*key.1));
             }
         }
         for (kind, key, stored) in entry.store.objects() {
             let gateway_slice = kind == Kind::EndpointSlice
                 && stored
                     .service()
-                    .is_some_and(|service| gateways.contains(&(key.0.as_str(), service)));
+                    .is_some_and(|service| gateways.contains(&(&*key.0, service)));
             if let (true, Ok(sourced)) = (gateway_slice, stored.item.as_ref())
                 && let KubeObject::EndpointSlice(slice) = &sourced.object
             {

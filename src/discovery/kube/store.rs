@@ -5,6 +5,7 @@
 //! [`KubeObject`]s, or as the finding that says why they could not be.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::client::Kind;
 pub(super) use super::stored::{ObjectKey, Stored};
@@ -71,14 +72,10 @@ impl Changes {
             Changes::Services(changes) => changes,
         };
         if let Some(service) = service {
-            changes
-                .services
-                .insert((namespace.to_owned(), service.to_owned()));
+            changes.services.insert((namespace.into(), service.into()));
         }
         if let Some(slice) = slice {
-            changes
-                .slices
-                .insert((namespace.to_owned(), slice.to_owned()));
+            changes.slices.insert((namespace.into(), slice.into()));
         }
     }
 }
@@ -129,8 +126,9 @@ impl ClusterStore {
 
     /// The EndpointSlices of one Service, by name.
     pub(super) fn slices_of(&self, namespace: &str, service: &str) -> Vec<(&ObjectKey, &Stored)> {
-        let (Some(names), Some(store)) = (
-            self.slices.get(&(namespace.to_owned(), service.to_owned())),
+        let (Some(((namespace, _), names)), Some(store)) = (
+            self.slices
+                .get_key_value(&(namespace.into(), service.into())),
             self.kinds.get(&Kind::EndpointSlice),
         ) else {
             return Vec::new();
@@ -140,7 +138,7 @@ impl ClusterStore {
             .filter_map(|name| {
                 store
                     .objects
-                    .get_key_value(&(namespace.to_owned(), name.to_string()))
+                    .get_key_value(&(Arc::clone(namespace), Arc::clone(name)))
             })
             .collect()
     }
@@ -218,36 +216,34 @@ impl ClusterStore {
         old: Option<Belongs>,
         new: Option<Belongs>,
     ) {
-        let (namespace, name) = (key.0.as_str(), key.1.as_str());
+        let namespace = &*key.0;
         let gateway =
             old.as_ref().is_some_and(|o| o.gateway) || new.as_ref().is_some_and(|n| n.gateway);
         match kind {
             Kind::EndpointSlice => {
                 let services = [&old, &new].map(|o| o.as_ref().and_then(|o| o.service.as_deref()));
-                if let Some(service) = services[0]
-                    && let Some(names) = self
-                        .slices
-                        .get_mut(&(namespace.to_owned(), service.to_owned()))
-                {
-                    names.remove(name);
-                    if names.is_empty() {
-                        self.slices
-                            .remove(&(namespace.to_owned(), service.to_owned()));
+                if let Some(service) = services[0] {
+                    let index_key = (Arc::clone(&key.0), service.into());
+                    if let Some(names) = self.slices.get_mut(&index_key) {
+                        names.remove(&key.1);
+                        if names.is_empty() {
+                            self.slices.remove(&index_key);
+                        }
                     }
                 }
                 if let Some(service) = services[1] {
                     self.slices
-                        .entry((namespace.to_owned(), service.to_owned()))
+                        .entry((Arc::clone(&key.0), service.into()))
                         .or_default()
-                        .insert(name);
+                        .insert(&key.1);
                 }
                 for service in services.into_iter().flatten() {
                     self.changes.service(namespace, Some(service), None);
                 }
-                self.changes.service(namespace, None, Some(name));
+                self.changes.service(namespace, None, Some(&key.1));
             }
             Kind::Service | Kind::ServiceExport if !gateway => {
-                self.changes.service(namespace, Some(name), None);
+                self.changes.service(namespace, Some(&key.1), None);
             }
             _ => self.changes.all(),
         }
@@ -307,7 +303,7 @@ impl ClusterStore {
         let store = self.kinds.get(&Kind::ClusterProperty)?;
         let stored = store
             .objects
-            .get(&(String::new(), CLUSTER_ID_PROPERTY.to_owned()))?;
+            .get(&("".into(), CLUSTER_ID_PROPERTY.into()))?;
         match &stored.item.as_ref().ok()?.object {
             KubeObject::ClusterProperty(property) => Some(property.spec.value.as_str()),
             _ => None,
@@ -336,7 +332,7 @@ fn slice_index(objects: &BTreeMap<ObjectKey, Stored>) -> BTreeMap<ObjectKey, Sli
     for ((namespace, name), stored) in objects {
         if let Some(service) = stored.service() {
             index
-                .entry((namespace.clone(), service.to_owned()))
+                .entry((Arc::clone(namespace), service.into()))
                 .or_default()
                 .insert(name);
         }
@@ -348,17 +344,18 @@ fn slice_index(objects: &BTreeMap<ObjectKey, Stored>) -> BTreeMap<ObjectKey, Sli
 /// for tens of thousands of Services, so a sorted list rather than a set
 /// (whose first node alone is a few hundred bytes).
 #[derive(Debug, Default)]
-struct SliceNames(Vec<Box<str>>);
+struct SliceNames(Vec<Arc<str>>);
 
 impl SliceNames {
-    fn insert(&mut self, name: &str) {
-        if let Err(at) = self.0.binary_search_by(|held| (**held).cmp(name)) {
-            self.0.insert(at, name.into());
+    /// Holds `name`, the allocation its store key holds.
+    fn insert(&mut self, name: &Arc<str>) {
+        if let Err(at) = self.0.binary_search(name) {
+            self.0.insert(at, Arc::clone(name));
         }
     }
 
-    fn remove(&mut self, name: &str) {
-        if let Ok(at) = self.0.binary_search_by(|held| (**held).cmp(name)) {
+    fn remove(&mut self, name: &Arc<str>) {
+        if let Ok(at) = self.0.binary_search(name) {
             self.0.remove(at);
         }
     }
@@ -367,8 +364,8 @@ impl SliceNames {
         self.0.is_empty()
     }
 
-    fn iter(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|name| &**name)
+    fn iter(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.0.iter()
     }
 }
 

@@ -18,8 +18,9 @@ use crate::discovery::translate::{
 use crate::imports::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
 /// An object's identity within its kind: namespace (empty when
-/// cluster-scoped) and name.
-pub(super) type ObjectKey = (String, String);
+/// cluster-scoped) and name. Shared: the keys of a namespace's objects
+/// hold one copy of its name, and an EndpointSlice's key is its name.
+pub(super) type ObjectKey = (Arc<str>, Arc<str>);
 
 /// One object as the store holds it, with what the hub needs to know to
 /// decide whether it belongs in the cluster set. Small: a large cluster
@@ -96,14 +97,27 @@ impl Stored {
         }
     }
 
-    /// Shares what an EndpointSlice repeats of those decoded before it.
-    pub(super) fn intern(&mut self, interner: &mut SliceInterner) {
+    /// Shares what an object and its key repeat of those decoded before
+    /// them, and an EndpointSlice's namespace and name with its key.
+    pub(super) fn intern(&mut self, key: &mut ObjectKey, interner: &mut SliceInterner) {
+        interner.namespace(&mut key.0);
         if let Ok(SourcedObject {
             object: KubeObject::EndpointSlice(slice),
             ..
         }) = &mut self.item
         {
             interner.intern(slice);
+            let metadata = &slice.metadata;
+            for (held, own) in [
+                (&metadata.namespace, &mut key.0),
+                (&metadata.name, &mut key.1),
+            ] {
+                if let Some(held) = held
+                    && held == own
+                {
+                    *own = Arc::clone(held);
+                }
+            }
         }
     }
 
@@ -121,8 +135,8 @@ impl Stored {
 /// The store key of a watched object.
 pub(super) fn key_of(object: &Arrived) -> ObjectKey {
     (
-        object.namespace().unwrap_or_default().to_owned(),
-        object.name().unwrap_or_default().to_owned(),
+        object.namespace().unwrap_or_default().into(),
+        object.name().unwrap_or_default().into(),
     )
 }
 
@@ -140,7 +154,7 @@ pub(super) fn decode(
     local: bool,
 ) -> (ObjectKey, Stored) {
     let key = key_of(object);
-    let display = match key.0.as_str() {
+    let display = match &*key.0 {
         "" => format!("{} {}", resource.kind, key.1),
         namespace => format!("{} {namespace}/{}", resource.kind, key.1),
     };
@@ -173,7 +187,7 @@ pub(super) fn decode(
             .map(str::to_owned)
     };
     let service = match resource.kind.as_str() {
-        "Service" => Some(key.1.clone()),
+        "Service" => Some(key.1.to_string()),
         "EndpointSlice" => label(SERVICE_NAME_LABEL).or_else(|| label(MCS_SERVICE_NAME_LABEL)),
         _ => None,
     };
@@ -267,6 +281,37 @@ mod tests {
             panic!("not a slice: {object:?}");
         };
         *slice
+    }
+
+    #[test]
+    fn keys_share_their_namespace_and_a_slice_its_name() {
+        let resource = ApiResource::erase::<k8s_openapi::api::discovery::v1::EndpointSlice>(&());
+        let origin = Arc::new(Origin::file("cluster t API"));
+        let mut interner = SliceInterner::default();
+        let mut arrive = |name: &str| {
+            let object: Arrived = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "shop",
+                    "labels": {"kubernetes.io/service-name": "cart"}},
+                "addressType": "IPv4", "endpoints": [],
+            }))
+            .expect("object arrives");
+            let (mut key, mut stored) = decode(&resource, &object, &origin, false);
+            stored.intern(&mut key, &mut interner);
+            (key, stored)
+        };
+        let (first, _) = arrive("cart-1");
+        let (second, stored) = arrive("cart-2");
+        assert_eq!((&*second.0, &*second.1), ("shop", "cart-2"));
+        assert!(Arc::ptr_eq(&first.0, &second.0), "one namespace allocation");
+        let Ok(SourcedObject {
+            object: KubeObject::EndpointSlice(slice),
+            ..
+        }) = &stored.item
+        else {
+            panic!("a slice decodes");
+        };
+        let name = slice.metadata.name.as_ref().expect("a name");
+        assert!(Arc::ptr_eq(name, &second.1), "the key is the slice's name");
     }
 
     #[test]

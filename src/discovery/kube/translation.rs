@@ -12,6 +12,7 @@
 //! left out, and a stale cluster's slices too).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
 use super::KubeOptions;
 use super::client::{ClusterSource, Kind};
@@ -22,7 +23,7 @@ use crate::discovery::translate::{SourcedObject, translate_cluster};
 use crate::model::{Cluster, ServiceKey};
 
 /// Exported service names by namespace.
-pub(super) type Exported = BTreeMap<String, BTreeSet<String>>;
+pub(super) type Exported = BTreeMap<Arc<str>, BTreeSet<Arc<str>>>;
 
 /// One cluster's translation, and what it was made from.
 pub(super) struct Translation {
@@ -199,7 +200,7 @@ fn translate_changed(
 
     let mut cluster = before.clone();
     for (namespace, name) in &changed.services {
-        let key = ServiceKey::new(namespace.as_str(), name.as_str());
+        let key = ServiceKey::new(&**namespace, &**name);
         match translated.services.remove(&key) {
             Some(service) => {
                 let unchanged = cluster

@@ -60,7 +60,7 @@ fn apply(store: &mut ClusterStore, kind: &str, object: Value) -> bool {
 fn delete(store: &mut ClusterStore, kind: &str, namespace: &str, name: &str) -> bool {
     store.apply(
         kind_of(kind),
-        StoreEvent::Delete((namespace.to_owned(), name.to_owned())),
+        StoreEvent::Delete((namespace.into(), name.into())),
     )
 }
 
@@ -140,11 +140,8 @@ impl Fixture {
             slice("web-1", "web", &["10.1.0.9"]),
         );
         let options = KubeOptions::from_settings(&GatewaySettings::default());
-        let exported: Exported = [(
-            "shop".to_owned(),
-            ["cart", "web", "idle"].map(str::to_owned).into(),
-        )]
-        .into();
+        let exported: Exported =
+            [("shop".into(), ["cart", "web", "idle"].map(Arc::from).into())].into();
         store.take_changes();
         let translation = {
             let source = ClusterSource::Kubeconfig("c1.kubeconfig".into());

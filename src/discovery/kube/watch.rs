@@ -273,8 +273,8 @@ async fn watch_kind(
             let event = match item {
                 Ok(watcher::Event::Init) => StoreEvent::Init,
                 Ok(watcher::Event::InitApply(object)) => {
-                    let (key, mut stored) = decode(resource, &object, &origin, local);
-                    stored.intern(&mut interner);
+                    let (mut key, mut stored) = decode(resource, &object, &origin, local);
+                    stored.intern(&mut key, &mut interner);
                     StoreEvent::InitApply(key, stored)
                 }
                 Ok(watcher::Event::InitDone) => {
@@ -282,8 +282,8 @@ async fn watch_kind(
                     StoreEvent::InitDone
                 }
                 Ok(watcher::Event::Apply(object)) => {
-                    let (key, mut stored) = decode(resource, &object, &origin, local);
-                    stored.intern(&mut interner);
+                    let (mut key, mut stored) = decode(resource, &object, &origin, local);
+                    stored.intern(&mut key, &mut interner);
                     StoreEvent::Apply(key, stored)
                 }
                 Ok(watcher::Event::Delete(object)) => StoreEvent::Delete(key_of(&object)),

@@ -42,7 +42,7 @@ pub struct EndpointSlice {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(from = "ObjectMeta")]
 pub struct SliceMetadata {
-    pub name: Option<Box<str>>,
+    pub name: Option<Arc<str>>,
     pub namespace: Option<Arc<str>>,
     /// The Service it belongs to: its `kubernetes.io/service-name` label,
     /// else its `multicluster.kubernetes.io/service-name` one.
@@ -86,6 +86,15 @@ pub struct SliceInterner {
 const PLACEMENTS_REMEMBERED: usize = 16_384;
 
 impl SliceInterner {
+    /// Makes `namespace` the held allocation of the last namespace seen.
+    pub fn namespace(&mut self, namespace: &mut Arc<str>) {
+        let mut shared = Some(Arc::clone(namespace));
+        share(&mut shared, &mut self.namespace);
+        if let Some(shared) = shared {
+            *namespace = shared;
+        }
+    }
+
     pub fn intern(&mut self, slice: &mut EndpointSlice) {
         share(&mut slice.metadata.namespace, &mut self.namespace);
         share(&mut slice.metadata.service_name, &mut self.service_name);
