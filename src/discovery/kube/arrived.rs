@@ -216,6 +216,10 @@ impl<'de> Visitor<'de> for MetadataSeed<'_> {
         Ok(())
     }
 
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        self.visit_unit()
+    }
+
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut json = JsonMap::open(self.out);
         while let Some(Key(key)) = map.next_key()? {
@@ -267,6 +271,10 @@ impl<'de> Visitor<'de> for AnnotationsSeed<'_> {
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
         self.0.extend_from_slice(b"null");
         Ok(())
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        self.visit_unit()
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {

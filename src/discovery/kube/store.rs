@@ -174,10 +174,12 @@ impl ClusterStore {
                 // are full (a large cluster's EndpointSlices are most of
                 // what a gateway holds).
                 store.objects = listed.into_iter().collect();
+                // Even when nothing changed: the index holds the names of
+                // the listed keys, not of those they replaced.
+                if kind == Kind::EndpointSlice {
+                    self.slices = slice_index(&store.objects);
+                }
                 if changed {
-                    if kind == Kind::EndpointSlice {
-                        self.slices = slice_index(&store.objects);
-                    }
                     self.changes.all();
                 }
                 changed
@@ -190,7 +192,15 @@ impl ClusterStore {
                     .get(&key)
                     .is_none_or(|old| !same_content(old, &object));
                 let new = Belongs::of(&object);
-                let old = store.objects.insert(key.clone(), object);
+                // A change is removed first: an insert over an equal key
+                // keeps the old key, and the slice index is about to hold
+                // this one. Otherwise the index keeps holding the old one.
+                let old = if changed {
+                    store.objects.remove(&key)
+                } else {
+                    None
+                };
+                store.objects.insert(key.clone(), object);
                 if changed {
                     self.note_change(kind, &key, old.as_ref().map(Belongs::of), Some(new));
                 }
@@ -301,9 +311,11 @@ impl ClusterStore {
     /// The value of the `cluster.clusterset.k8s.io` ClusterProperty, if held.
     pub(super) fn cluster_id(&self) -> Option<&str> {
         let store = self.kinds.get(&Kind::ClusterProperty)?;
-        let stored = store
-            .objects
-            .get(&("".into(), CLUSTER_ID_PROPERTY.into()))?;
+        // A few properties at most: a walk, rather than two allocations
+        // for a key on every call (one per slice in a translation).
+        let (_, stored) = store.objects.iter().find(|((namespace, name), _)| {
+            namespace.is_empty() && &**name == CLUSTER_ID_PROPERTY
+        })?;
         match &stored.item.as_ref().ok()?.object {
             KubeObject::ClusterProperty(property) => Some(property.spec.value.as_str()),
             _ => None,

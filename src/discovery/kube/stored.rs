@@ -49,7 +49,8 @@ struct Extra {
     /// (the decoded object has no status: it is not part of the cluster
     /// set); empty for a remote cluster's, whose status Strait never writes.
     conditions: Vec<serde_json::Value>,
-    /// The object as the server returned it (without `managedFields`), for
+    /// The object as the server returned it (without `managedFields` and
+    /// the `kubectl apply` annotation, with its `apiVersion` and `kind`), for
     /// the objects the import reconciler compares with what it wants: every
     /// ServiceImport, and the Services and EndpointSlices it created.
     raw: Option<Arc<serde_json::Value>>,
