@@ -5,6 +5,7 @@
 //! set holds tens of thousands of Services and ServiceExports, and a whole
 //! `ObjectMeta` and `ServiceSpec` are most of their size.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1 as core;
@@ -59,23 +60,75 @@ impl From<Metadata> for ObjectMeta {
 pub struct Service {
     pub metadata: Metadata,
     pub spec: Option<ServiceSpec>,
-    /// Read for the gateway Service's load balancer addresses.
-    pub status: Option<core::ServiceStatus>,
+    /// Read for the gateway Service's load balancer addresses (boxed: the
+    /// other Services have none kept).
+    pub status: Option<Box<core::ServiceStatus>>,
+}
+
+/// A value of a field Kubernetes defines a handful of (a Service type, an
+/// affinity, a protocol, an IP family): those it defines are held as
+/// static strings, only another value is allocated.
+pub type Known = Cow<'static, str>;
+
+/// The values of [`Known`] fields that Kubernetes defines.
+const KNOWN_VALUES: &[&str] = &[
+    "ClusterIP",
+    "NodePort",
+    "LoadBalancer",
+    "ExternalName",
+    "None",
+    "ClientIP",
+    "Cluster",
+    "Local",
+    "TCP",
+    "UDP",
+    "SCTP",
+    "IPv4",
+    "IPv6",
+];
+
+fn known(value: String) -> Known {
+    match KNOWN_VALUES.iter().find(|known| **known == value) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(value),
+    }
 }
 
 /// The fields of a Service's spec that the translation reads, named as
 /// k8s-openapi names them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServiceSpec {
-    pub type_: Option<String>,
-    pub cluster_ip: Option<String>,
-    pub ports: Option<Vec<core::ServicePort>>,
-    pub session_affinity: Option<String>,
+    pub type_: Option<Known>,
+    /// Only `None` (a headless Service) is kept: an address is not read.
+    pub cluster_ip: Option<Known>,
+    pub ports: Option<Vec<ServicePort>>,
+    pub session_affinity: Option<Known>,
     pub session_affinity_config: Option<core::SessionAffinityConfig>,
-    pub ip_families: Option<Vec<String>>,
-    pub internal_traffic_policy: Option<String>,
+    pub ip_families: Option<Vec<Known>>,
+    pub internal_traffic_policy: Option<Known>,
     pub traffic_distribution: Option<String>,
     pub external_ips: Option<Vec<String>>,
+}
+
+/// The fields of a Service port that the translation reads (not its
+/// target port: the EndpointSlices say where each port goes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServicePort {
+    pub name: Option<String>,
+    pub port: i32,
+    pub protocol: Option<Known>,
+    pub app_protocol: Option<String>,
+}
+
+impl From<core::ServicePort> for ServicePort {
+    fn from(port: core::ServicePort) -> Self {
+        Self {
+            name: port.name,
+            port: port.port,
+            protocol: port.protocol.map(known),
+            app_protocol: port.app_protocol,
+        }
+    }
 }
 
 impl From<core::Service> for Service {
@@ -83,17 +136,21 @@ impl From<core::Service> for Service {
         Self {
             metadata: service.metadata.into(),
             spec: service.spec.map(|spec| ServiceSpec {
-                type_: spec.type_,
-                cluster_ip: spec.cluster_ip,
-                ports: spec.ports,
-                session_affinity: spec.session_affinity,
+                type_: spec.type_.map(known),
+                cluster_ip: spec.cluster_ip.filter(|ip| ip == "None").map(known),
+                ports: spec
+                    .ports
+                    .map(|ports| ports.into_iter().map(ServicePort::from).collect()),
+                session_affinity: spec.session_affinity.map(known),
                 session_affinity_config: spec.session_affinity_config,
-                ip_families: spec.ip_families,
-                internal_traffic_policy: spec.internal_traffic_policy,
+                ip_families: spec
+                    .ip_families
+                    .map(|families| families.into_iter().map(known).collect()),
+                internal_traffic_policy: spec.internal_traffic_policy.map(known),
                 traffic_distribution: spec.traffic_distribution,
                 external_ips: spec.external_ips,
             }),
-            status: service.status,
+            status: service.status.map(Box::new),
         }
     }
 }
@@ -110,6 +167,26 @@ mod tests {
         });
         let error = serde_json::from_value::<Service>(service).expect_err("uid is a string");
         assert!(error.to_string().contains("invalid type"), "{error}");
+    }
+
+    #[test]
+    fn defined_values_are_static_and_others_are_kept_as_written() {
+        let service: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cart"},
+            "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.7", "sessionAffinity": "Sticky",
+                "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]},
+        }))
+        .expect("service decodes");
+        let spec = service.spec.expect("spec");
+        assert!(matches!(spec.type_, Some(Cow::Borrowed("ClusterIP"))));
+        assert_eq!(spec.cluster_ip, None, "only `None` is read");
+        assert!(matches!(spec.session_affinity, Some(Cow::Owned(ref other)) if other == "Sticky"));
+        let ports = spec.ports.expect("ports");
+        assert!(matches!(ports[0].protocol, Some(Cow::Borrowed("TCP"))));
+        assert_eq!(
+            (ports[0].name.as_deref(), ports[0].port),
+            (Some("http"), 80)
+        );
     }
 
     #[test]
@@ -131,6 +208,6 @@ mod tests {
         assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
         assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
         assert_eq!(spec.ports.map(|p| p.len()), Some(1));
-        assert_eq!(spec.ip_families, Some(vec!["IPv4".to_owned()]));
+        assert_eq!(spec.ip_families, Some(vec!["IPv4".into()]));
     }
 }

@@ -204,7 +204,7 @@ pub(super) fn translate_spec(
 
     let mut ip_families = Vec::new();
     for (index, family) in spec.ip_families.iter().flatten().enumerate() {
-        match family.as_str() {
+        match &**family {
             "IPv4" => ip_families.push(IpFamily::IPv4),
             "IPv6" => ip_families.push(IpFamily::IPv6),
             other => findings.error(
