@@ -141,6 +141,35 @@ pub(super) fn key_of(object: &Arrived) -> ObjectKey {
     )
 }
 
+/// A label of an object's JSON.
+fn label<'a>(
+    object: &'a serde_json::Map<String, serde_json::Value>,
+    name: &str,
+) -> Option<&'a str> {
+    object.get("metadata")?.get("labels")?.get(name)?.as_str()
+}
+
+/// What the store keeps of an object that did not decode: its Service and
+/// source cluster, which a decoded object says itself. Read again from its
+/// text (the decoder took the tree), so that the usual object, which
+/// decodes, costs no copy of them.
+fn undecoded(kind: &str, key: &ObjectKey, text: &str, conditions: Vec<serde_json::Value>) -> Extra {
+    let object: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(text).unwrap_or_default();
+    let label = |name: &str| label(&object, name).map(str::to_owned);
+    let service = match kind {
+        "Service" => Some(key.1.to_string()),
+        "EndpointSlice" => label(SERVICE_NAME_LABEL).or_else(|| label(MCS_SERVICE_NAME_LABEL)),
+        _ => None,
+    };
+    Extra {
+        service,
+        source_cluster: label(MCS_SOURCE_CLUSTER_LABEL),
+        conditions,
+        raw: None,
+    }
+}
+
 /// Decodes a watched object into the type the file source would have read,
 /// through the same decoder, so both sources read the same objects alike.
 /// The fields [`slim`] drops first are not checked here (the file source
@@ -177,26 +206,10 @@ pub(super) fn decode(
             return (key, Stored::new(item, false, Extra::default()));
         }
     };
-    let labels = json
-        .get("metadata")
-        .and_then(|metadata| metadata.get("labels"))
-        .and_then(serde_json::Value::as_object);
-    let label = |name: &str| {
-        labels
-            .and_then(|labels| labels.get(name))
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned)
-    };
-    let service = match resource.kind.as_str() {
-        "Service" => Some(key.1.to_string()),
-        "EndpointSlice" => label(SERVICE_NAME_LABEL).or_else(|| label(MCS_SERVICE_NAME_LABEL)),
-        _ => None,
-    };
-    let source_cluster = label(MCS_SOURCE_CLUSTER_LABEL);
-    let gateway = label(GATEWAY_LABEL).is_some_and(|v| v == "true");
+    let gateway = label(&json, GATEWAY_LABEL) == Some("true");
     let keeps_raw = resource.kind == "ServiceImport"
         || (matches!(resource.kind.as_str(), "Service" | "EndpointSlice")
-            && label(MANAGED_BY_LABEL).as_deref() == Some(MANAGED_BY_VALUE));
+            && label(&json, MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE));
     // Only the local cluster's export status is ever written.
     let conditions = match resource.kind.as_str() {
         "ServiceExport" if local => json
@@ -214,13 +227,6 @@ pub(super) fn decode(
     let mut json = serde_json::Value::Object(json);
     let raw = keeps_raw.then(|| Arc::new(json.clone()));
     slim(&mut json, &resource.kind, local);
-    // A decoded object says its Service and source cluster itself.
-    let undecoded = Extra {
-        service,
-        source_cluster,
-        conditions: conditions.clone(),
-        raw: None,
-    };
     let decoded = match decode_value(json) {
         Ok(Decoded::Object(decoded)) => {
             let sourced = SourcedObject {
@@ -240,9 +246,13 @@ pub(super) fn decode(
                 None,
             ),
             gateway,
-            undecoded,
+            undecoded(&resource.kind, &key, object.text(), conditions),
         ),
-        Err(error) => Stored::new(invalid(error.message, error.field), gateway, undecoded),
+        Err(error) => Stored::new(
+            invalid(error.message, error.field),
+            gateway,
+            undecoded(&resource.kind, &key, object.text(), conditions),
+        ),
     };
     (key, decoded)
 }
@@ -313,6 +323,28 @@ mod tests {
         };
         let name = slice.metadata.name.as_ref().expect("a name");
         assert!(Arc::ptr_eq(name, &second.1), "the key is the slice's name");
+    }
+
+    #[test]
+    fn a_slice_that_does_not_decode_still_says_its_service_and_source() {
+        let object: Arrived = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cart-1", "namespace": "shop",
+                "labels": {"multicluster.kubernetes.io/service-name": "cart",
+                    "multicluster.kubernetes.io/source-cluster": "c2"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": "10.1.0.1"}],
+        }))
+        .expect("object arrives");
+        let resource = ApiResource::erase::<k8s_openapi::api::discovery::v1::EndpointSlice>(&());
+        let (_, stored) = decode(
+            &resource,
+            &object,
+            &Arc::new(Origin::file("cluster t API")),
+            false,
+        );
+        assert!(stored.item.is_err(), "addresses is a list");
+        assert_eq!(stored.service(), Some("cart"));
+        assert_eq!(stored.source_cluster(), Some("c2"));
     }
 
     #[test]
