@@ -12,7 +12,12 @@
 //! | `/debug/dns?name=NAME&type=TYPE` | 200, pretty JSON from [`AdminState::dns_json`]; 400 with its error for a bad request |
 //!
 //! Any other path is 404; any method but GET and HEAD is 405 with
-//! `allow: GET, HEAD`. Every connection is bounded: headers must arrive within
+//! `allow: GET, HEAD`. The `/debug/*` views list every cluster's endpoints,
+//! access policies and import ports, and some cost a walk of the whole
+//! table: they answer only clients on loopback (`kubectl port-forward`,
+//! `kubectl exec`; anyone else gets 403, whatever the NetworkPolicy
+//! admits), one at a time (a request while another renders gets 429).
+//! Probes and metrics answer everyone the listener is reachable by. Every connection is bounded: headers must arrive within
 //! a timeout (idle keep-alive connections included), a connection is asked to
 //! close after a maximum age, and the number of open connections is capped
 //! (at the cap a new connection replaces the oldest), so a slow or idle
@@ -78,6 +83,13 @@ pub struct AdminState {
     pub dns_json: QueryView,
 }
 
+/// Who may see a debug view now: the client is on loopback, and no other
+/// view is rendering (the lock is held while one does).
+struct DebugGate<'a> {
+    local_peer: bool,
+    rendering: &'a std::sync::Mutex<()>,
+}
+
 impl std::fmt::Debug for AdminState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdminState")
@@ -141,6 +153,7 @@ async fn serve_with(
     tracing::info!(%local, "admin listener serving");
 
     let state = Arc::new(state);
+    let rendering = Arc::new(std::sync::Mutex::new(()));
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -174,6 +187,7 @@ async fn serve_with(
                         builder.clone(),
                         stream,
                         Arc::clone(&state),
+                        Arc::clone(&rendering),
                         stop_rx.clone(),
                         limits,
                     )));
@@ -234,12 +248,20 @@ async fn serve_connection(
     builder: http1::Builder,
     stream: TcpStream,
     state: Arc<AdminState>,
+    rendering: Arc<std::sync::Mutex<()>>,
     mut stop: watch::Receiver<bool>,
     limits: Limits,
 ) {
+    let local_peer = stream
+        .peer_addr()
+        .is_ok_and(|peer| peer.ip().to_canonical().is_loopback());
     let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
         let uri = request.uri();
-        let response = respond(&state, request.method(), uri.path(), uri.query());
+        let gate = DebugGate {
+            local_peer,
+            rendering: &rendering,
+        };
+        let response = respond(&state, request.method(), uri.path(), uri.query(), gate);
         async move { Ok::<_, Infallible>(response) }
     });
     let conn = builder.serve_connection(TokioIo::new(stream), service);
@@ -281,6 +303,7 @@ fn respond(
     method: &Method,
     path: &str,
     query: Option<&str>,
+    debug: DebugGate<'_>,
 ) -> Response<Full<Bytes>> {
     if method != Method::GET && method != Method::HEAD {
         let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
@@ -288,6 +311,23 @@ fn respond(
             .headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return response;
+    }
+    if path.starts_with("/debug/") {
+        if !debug.local_peer {
+            return text(
+                StatusCode::FORBIDDEN,
+                "debug views answer only on loopback (kubectl port-forward)",
+            );
+        }
+        // Rendered on the connection's own task: one at a time, so a
+        // client asking in a loop costs at most one core's share.
+        let Ok(_rendering) = debug.rendering.try_lock() else {
+            return text(
+                StatusCode::TOO_MANY_REQUESTS,
+                "another debug view is rendering",
+            );
+        };
+        return debug_view(state, path, query);
     }
     match path {
         "/healthz" => text(StatusCode::OK, "ok"),
@@ -305,6 +345,13 @@ fn respond(
                 text(StatusCode::INTERNAL_SERVER_ERROR, "metrics unavailable")
             }
         },
+        _ => text(StatusCode::NOT_FOUND, "not found"),
+    }
+}
+
+/// A `/debug/*` view.
+fn debug_view(state: &AdminState, path: &str, query: Option<&str>) -> Response<Full<Bytes>> {
+    match path {
         "/debug/routes" => match (state.routes_json)(query.unwrap_or_default()) {
             Ok(value) => json(&value),
             Err(error) => with_body(

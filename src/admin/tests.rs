@@ -12,7 +12,10 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::metrics::{ClosedResult, RoutePath, Transport};
-use super::{AdminState, Limits, Metrics, OPENMETRICS_CONTENT_TYPE, serve, serve_with};
+use super::{
+    AdminState, DebugGate, Limits, Metrics, OPENMETRICS_CONTENT_TYPE, respond, serve, serve_with,
+};
+use http::{Method, StatusCode};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -321,4 +324,34 @@ async fn at_the_cap_a_new_connection_replaces_the_oldest_so_probes_get_through()
         .expect("the oldest connection is closed in time");
     assert!(read.is_err() || raw.is_empty(), "closed without an answer");
     server.shut_down().await;
+}
+
+#[test]
+fn debug_views_answer_only_loopback_clients_and_one_at_a_time() {
+    let state = state(true, true);
+    let rendering = std::sync::Mutex::new(());
+    let ask = |path: &str, local_peer: bool| {
+        let gate = DebugGate {
+            local_peer,
+            rendering: &rendering,
+        };
+        respond(&state, &Method::GET, path, None, gate).status()
+    };
+    for path in [
+        "/debug/routes",
+        "/debug/clusters",
+        "/debug/imports",
+        "/debug/nothing",
+    ] {
+        assert_eq!(ask(path, false), StatusCode::FORBIDDEN, "{path} from a pod");
+    }
+    assert_eq!(ask("/debug/routes", true), StatusCode::OK);
+    // Probes and metrics answer whoever reaches the listener.
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        assert_eq!(ask(path, false), StatusCode::OK, "{path}");
+    }
+    let held = rendering.lock().expect("not poisoned");
+    assert_eq!(ask("/debug/clusters", true), StatusCode::TOO_MANY_REQUESTS);
+    drop(held);
+    assert_eq!(ask("/debug/clusters", true), StatusCode::OK);
 }

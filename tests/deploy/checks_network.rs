@@ -1,9 +1,10 @@
 //! The NetworkPolicy: it selects exactly the gateway pods, restricts
 //! ingress only, and admits every listener to those it serves: the tunnel
 //! from anywhere, CONNECT, DNS and the import ports (`imports.portRange`)
-//! from pods of any namespace, the admin port from pods labelled
-//! `strait.dev/scrape: "true"` only; nothing but the tunnel is open beyond
-//! the cluster's pods.
+//! from pods of any namespace, the admin port only from pods labelled
+//! `strait.dev/scrape: "true"` in namespaces labelled so (a tenant can
+//! label its pods, not its namespace); nothing but the tunnel is open
+//! beyond the cluster's pods.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -122,21 +123,20 @@ fn is_any_pod(peer: &NetworkPolicyPeer) -> bool {
         && peer.pod_selector.as_ref().is_none_or(is_empty_selector)
 }
 
-/// `namespaceSelector: {}` and a pod selector of exactly `strait.dev/scrape: "true"`.
+/// A namespace selector and a pod selector, each of exactly
+/// `strait.dev/scrape: "true"`: a pod label alone is a tenant's to set.
 fn is_scraper(peer: &NetworkPolicyPeer) -> bool {
     let scrape = BTreeMap::from([(SCRAPE_LABEL.to_owned(), "true".to_owned())]);
+    let exactly_scrape = |selector: &LabelSelector| {
+        selector.match_labels.as_ref() == Some(&scrape)
+            && selector
+                .match_expressions
+                .as_ref()
+                .is_none_or(Vec::is_empty)
+    };
     peer.ip_block.is_none()
-        && peer
-            .namespace_selector
-            .as_ref()
-            .is_some_and(is_empty_selector)
-        && peer.pod_selector.as_ref().is_some_and(|selector| {
-            selector.match_labels.as_ref() == Some(&scrape)
-                && selector
-                    .match_expressions
-                    .as_ref()
-                    .is_none_or(Vec::is_empty)
-        })
+        && peer.namespace_selector.as_ref().is_some_and(exactly_scrape)
+        && peer.pod_selector.as_ref().is_some_and(exactly_scrape)
 }
 
 /// An `ipBlock` of all of `cidr`, with no exceptions.
