@@ -479,7 +479,7 @@ async fn the_watchers_use_exactly_the_watched_resources() {
     // listed and watched, where the constant says.
     let dir = tempfile::tempdir().expect("temp dir");
     let local = ApiServer::start(&["v1beta1"]).await;
-    let remote = ApiServer::start(&["v1beta1"]).await;
+    let remote = ApiServer::start_tls(&["v1beta1"]).await;
     populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
     populate(
         &remote,

@@ -30,7 +30,7 @@ fn secret_kubeconfig(secret: &Value) -> String {
 async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     let dir = tempfile::tempdir().expect("temp dir");
     let local = ApiServer::start(&["v1beta1"]).await;
-    let remote = ApiServer::start(&["v1beta1"]).await;
+    let remote = ApiServer::start_tls(&["v1beta1"]).await;
     populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
     populate(
         &remote,
@@ -89,6 +89,46 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     assert_eq!(
         secret["metadata"]["labels"]["strait.dev/remote-cluster"],
         "true"
+    );
+
+    // Another cluster whose ClusterProperty also says c2 cannot take the
+    // link's place, nor one naming itself what no cluster id may be.
+    let impostor = ApiServer::start_tls(&["v1beta1"]).await;
+    populate(
+        &impostor,
+        "c2",
+        "net-a",
+        "v1beta1",
+        "198.51.100.66",
+        "10.2.0.66",
+    );
+    let impostor_admin = impostor.write_kubeconfig(dir.path(), "impostor-admin");
+    let mut taking = apply;
+    taking[2] = impostor_admin.as_os_str();
+    let refused = strait(&taking, &local_admin, dir.path()).await;
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("already links"),
+        "{}",
+        text(&refused)
+    );
+    let kept = local
+        .object("Secret", "strait-system", "c2")
+        .expect("the local Secret");
+    assert_eq!(
+        kept["metadata"]["resourceVersion"], secret["metadata"]["resourceVersion"],
+        "the impostor rewrote c2's Secret"
+    );
+    impostor.apply(
+        json!({"apiVersion": "about.k8s.io/v1beta1", "kind": "ClusterProperty",
+        "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": "../Evil"}}),
+    );
+    let refused = strait(&taking, &local_admin, dir.path()).await;
+    assert!(
+        !refused.status.success()
+            && String::from_utf8_lossy(&refused.stderr).contains("cannot name a linked cluster"),
+        "{}",
+        text(&refused)
     );
     let kubeconfig = secret_kubeconfig(&secret);
     assert!(
@@ -185,7 +225,7 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strait_link_refuses_a_cluster_without_the_crds_or_the_rights() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let bare = ApiServer::start(&[]).await;
+    let bare = ApiServer::start_tls(&[]).await;
     let config = bare.write_kubeconfig(dir.path(), "bare");
     let refused = strait(
         &[
@@ -212,7 +252,7 @@ async fn strait_link_refuses_a_cluster_without_the_crds_or_the_rights() {
             .is_none()
     );
 
-    let limited = ApiServer::start(&["v1beta1"]).await;
+    let limited = ApiServer::start_tls(&["v1beta1"]).await;
     populate(
         &limited,
         "c3",

@@ -9,7 +9,7 @@ use super::*;
 async fn remote_cluster_secrets_are_added_and_removed_at_run_time() {
     let dir = tempfile::tempdir().expect("temp dir");
     let local = ApiServer::start(&["v1beta1"]).await;
-    let remote = ApiServer::start(&["v1alpha1"]).await;
+    let remote = ApiServer::start_tls(&["v1alpha1"]).await;
     populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
     populate(
         &remote,
@@ -61,6 +61,77 @@ async fn remote_cluster_secrets_are_added_and_removed_at_run_time() {
     })
     .await;
     assert!(snapshot.set.is_ok(), "c1 still routes");
+
+    // Whoever writes a remote-cluster Secret must not make the gateway run
+    // a command, read its own token or key files, go through a proxy or
+    // talk in plain text: each such kubeconfig is refused, naming the field,
+    // and never connects (the server is c2's, which would sync otherwise).
+    let good = remote.kubeconfig("c2");
+    let server = format!("https://{}", remote.address());
+    let hostile = [
+        (
+            "exec",
+            good.replace(
+                "    token: test-token",
+                "    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, 'touch /tmp/strait-owned']}",
+            ),
+            "users[0].user.exec",
+        ),
+        (
+            "token-file",
+            good.replace(
+                "    token: test-token",
+                "    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token",
+            ),
+            "users[0].user.tokenFile",
+        ),
+        (
+            "plain-http",
+            good.replace(&server, &format!("http://{}", remote.address())),
+            "clusters[0].cluster.server",
+        ),
+        (
+            "insecure",
+            good.replace(
+                "    certificate-authority-data:",
+                "    insecure-skip-tls-verify: true\n    x-dropped:",
+            ),
+            "clusters[0].cluster.insecure-skip-tls-verify",
+        ),
+        (
+            "proxied",
+            good.replace(
+                &server,
+                &format!("{server}\n    proxy-url: http://198.51.100.7:3128"),
+            ),
+            "clusters[0].cluster.proxy-url",
+        ),
+    ];
+    for (name, kubeconfig, _) in &hostile {
+        assert_ne!(kubeconfig, &good, "{name}: the test changed nothing");
+        local.apply(remote_secret(name, kubeconfig, true));
+    }
+    let snapshot = until(&handle, "every hostile Secret refused", |s| {
+        hostile.iter().all(|(name, _, field)| {
+            s.clusters.iter().any(|c| {
+                c.source == format!("secret strait-system/{name}")
+                    && c.last_error.as_deref().is_some_and(|e| e.contains(field))
+            })
+        })
+    })
+    .await;
+    for (name, _, _) in &hostile {
+        let status = snapshot
+            .clusters
+            .iter()
+            .find(|c| c.source == format!("secret strait-system/{name}"))
+            .expect("reported");
+        assert_eq!(status.id, None, "{name} never connected: {status:?}");
+    }
+    assert!(
+        !std::path::Path::new("/tmp/strait-owned").exists(),
+        "the exec plugin ran"
+    );
 }
 
 /// A changed Secret (a token rotation, a moved API server) opens the new
@@ -71,8 +142,8 @@ async fn remote_cluster_secrets_are_added_and_removed_at_run_time() {
 async fn a_changed_secret_swaps_only_after_the_new_connection_synced() {
     let dir = tempfile::tempdir().expect("temp dir");
     let local = ApiServer::start(&["v1beta1"]).await;
-    let old = ApiServer::start(&["v1beta1"]).await;
-    let new = ApiServer::start(&["v1beta1"]).await;
+    let old = ApiServer::start_tls(&["v1beta1"]).await;
+    let new = ApiServer::start_tls(&["v1beta1"]).await;
     populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
     populate(&old, "c2", "net-b", "v1beta1", "198.51.100.2", "10.2.0.1");
     populate(&new, "c2", "net-b", "v1beta1", "198.51.100.2", "10.2.0.9");
@@ -90,7 +161,7 @@ async fn a_changed_secret_swaps_only_after_the_new_connection_synced() {
     // A kubeconfig that reaches nothing: the old connection keeps serving.
     let nowhere = old
         .kubeconfig("c2")
-        .replace(&format!("http://{}", old.address()), "http://127.0.0.1:9");
+        .replace(&format!("https://{}", old.address()), "https://127.0.0.1:9");
     assert_ne!(nowhere, old.kubeconfig("c2"));
     local.apply(remote_secret("c2", &nowhere, true));
     let started = std::time::Instant::now();
@@ -147,8 +218,8 @@ async fn a_secret_rotation_under_traffic_refuses_no_connection() {
 
     let dir = tempfile::tempdir().expect("temp dir");
     let local = ApiServer::start(&["v1beta1"]).await;
-    let old = ApiServer::start(&["v1beta1"]).await;
-    let new = ApiServer::start(&["v1beta1"]).await;
+    let old = ApiServer::start_tls(&["v1beta1"]).await;
+    let new = ApiServer::start_tls(&["v1beta1"]).await;
     // c1 exports cart with no endpoint of its own: c2's pod is its only backend.
     populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
     local.delete("EndpointSlice", "shop", "cart-1");

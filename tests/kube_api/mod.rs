@@ -141,6 +141,7 @@ mod query;
 mod read;
 mod schema;
 mod store;
+mod tls;
 pub mod write;
 
 use std::collections::{BTreeMap, HashMap};
@@ -163,6 +164,10 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use query::parse_query;
 use read::{Selection, collection};
+
+/// A connection, in plain text or TLS.
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for S {}
 
 /// How often an open watch that asked for bookmarks gets one.
 const BOOKMARK_EVERY: Duration = Duration::from_millis(200);
@@ -305,6 +310,9 @@ type ObjectKey = (&'static str, String, String);
 
 #[derive(Debug, Default)]
 struct State {
+    /// The CA the token controller publishes: the server's own when it
+    /// speaks TLS.
+    ca_pem: Option<String>,
     revision: u64,
     /// Watches from a resource version older than this get `410 Gone`.
     compacted: u64,
@@ -351,6 +359,8 @@ struct Shared {
     cut: watch::Sender<Cut>,
     crd_versions: Vec<&'static str>,
     address: SocketAddr,
+    /// Set for a server that stands in for a remote cluster ([`ApiServer::start_tls`]).
+    tls: Option<tls::ServerTls>,
 }
 
 /// Counts of the cuts made to the connections open at the time.
@@ -486,18 +496,33 @@ impl ApiServer {
     /// Starts a server on 127.0.0.1 that serves the MCS and About groups in
     /// `crd_versions` (the first is the preferred one).
     pub async fn start(crd_versions: &[&'static str]) -> ApiServer {
+        Self::start_with(crd_versions, None).await
+    }
+
+    /// Starts a server like [`ApiServer::start`] that speaks HTTPS, with a
+    /// CA of its own in its kubeconfig: what a remote-cluster Secret needs.
+    pub async fn start_tls(crd_versions: &[&'static str]) -> ApiServer {
+        Self::start_with(crd_versions, Some(tls::ServerTls::generate())).await
+    }
+
+    async fn start_with(crd_versions: &[&'static str], tls: Option<tls::ServerTls>) -> ApiServer {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the test API server");
         let address = listener.local_addr().expect("test API server address");
         let (changes, _) = broadcast::channel(4096);
+        let state = State {
+            ca_pem: tls.as_ref().map(|tls| tls.ca_pem.clone()),
+            ..State::default()
+        };
         let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             changes,
             epoch: watch::channel(0).0,
             cut: watch::channel(Cut::default()).0,
             crd_versions: crd_versions.to_vec(),
             address,
+            tls,
         });
         let server = ApiServer {
             shared,
@@ -544,6 +569,13 @@ impl ApiServer {
                             Ok::<_, Infallible>(response)
                         }
                     });
+                    let stream: Box<dyn Stream> = match &shared.tls {
+                        Some(tls) => match tls.acceptor.accept(stream).await {
+                            Ok(stream) => Box::new(stream),
+                            Err(_) => return,
+                        },
+                        None => Box::new(stream),
+                    };
                     let connection =
                         http1::Builder::new().serve_connection(TokioIo::new(stream), service);
                     tokio::pin!(connection);
@@ -603,13 +635,21 @@ impl ApiServer {
 
     /// A kubeconfig for this server whose namespace is `strait-system`.
     pub fn kubeconfig(&self, name: &str) -> String {
+        let cluster = match &self.shared.tls {
+            Some(tls) => format!(
+                "server: https://{address}\n    certificate-authority-data: {ca}",
+                address = self.shared.address,
+                ca = tls.ca_data
+            ),
+            None => format!("server: http://{}", self.shared.address),
+        };
         format!(
             "apiVersion: v1
 kind: Config
 clusters:
 - name: {name}
   cluster:
-    server: http://{address}
+    {cluster}
 users:
 - name: {name}
   user:
@@ -621,8 +661,7 @@ contexts:
     user: {name}
     namespace: strait-system
 current-context: {name}
-",
-            address = self.shared.address
+"
         )
     }
 

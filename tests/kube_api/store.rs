@@ -291,12 +291,13 @@ fn secret_controllers(state: &mut State, object: &mut Value) {
     let token = format!("sa-{namespace}-{account}-{}", new_uid());
     state.tokens.insert(token.clone());
     object["data"]["token"] = BASE64.encode(token.as_bytes()).into();
-    object["data"]["ca.crt"] = BASE64.encode(cluster_ca().as_bytes()).into();
+    let ca = state.ca_pem.as_deref().unwrap_or_else(|| cluster_ca());
+    object["data"]["ca.crt"] = BASE64.encode(ca.as_bytes()).into();
     object["data"]["namespace"] = BASE64.encode(namespace.as_bytes()).into();
 }
 
-/// The cluster CA the token controller publishes: a real certificate (a
-/// client parses it), though this server speaks plain HTTP.
+/// The cluster CA the token controller publishes for a server that speaks
+/// plain HTTP: a real certificate (a client parses it).
 fn cluster_ca() -> &'static str {
     static CA: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     CA.get_or_init(|| {

@@ -16,6 +16,7 @@ use kube::discovery::Discovery;
 
 use super::KubeError;
 use super::connect::build_client;
+use super::kubeconfig::check_secret_kubeconfig;
 use crate::discovery::objects::{ABOUT_GROUP, CRD_VERSIONS, MCS_GROUP};
 
 /// Where one cluster's API server is configured.
@@ -77,6 +78,10 @@ pub(super) async fn file_client(path: &Path, watch_timeout: Duration) -> Result<
                 what: path.display().to_string(),
                 source,
             },
+            ClientError::Unsafe(source) => KubeError::Unsafe {
+                what: path.display().to_string(),
+                source,
+            },
         })
 }
 
@@ -87,15 +92,20 @@ pub(super) enum ClientError {
     Kubeconfig(#[from] kube::config::KubeconfigError),
     #[error("cannot build a client: {0}")]
     Client(#[from] kube::Error),
+    #[error("refused kubeconfig: {0}")]
+    Unsafe(#[from] super::kubeconfig::UnsafeKubeconfig),
 }
 
-/// A client from kubeconfig text, as held by a remote-cluster Secret.
+/// A client from kubeconfig text, as held by a remote-cluster Secret:
+/// only a server, its CA and inline credentials are accepted
+/// ([`check_secret_kubeconfig`]).
 pub(super) async fn yaml_client(
     text: &str,
     what: &str,
     watch_timeout: Duration,
 ) -> Result<Client, ClientError> {
     let kubeconfig = Kubeconfig::from_yaml(text)?;
+    check_secret_kubeconfig(&kubeconfig)?;
     kubeconfig_client(kubeconfig, what, watch_timeout).await
 }
 

@@ -1,6 +1,7 @@
 //! The HTTP stack under every kube client Strait builds: bounded connects,
-//! reads and writes, TCP keepalive, gzip-compressed responses, and retries
-//! of `429`/`503`/`504` that honour `Retry-After`.
+//! reads and writes, TCP keepalive, gzip-compressed responses bounded in
+//! line length after decompression ([`LineBounded`]), and retries of
+//! `429`/`503`/`504` that honour `Retry-After`.
 //!
 //! kube-rs's default stack has no read timeout (a half-open connection
 //! hangs a list or a status write forever) and no TCP keepalive (a dead
@@ -18,6 +19,8 @@ use kube::client::ConfigExt;
 use kube::client::retry::RetryPolicy;
 use tower::{BoxError, ServiceBuilder};
 use tower_http::decompression::DecompressionLayer;
+
+use super::bounded::LineBounded;
 
 /// Longest wait for a TCP (and TLS) connection to an API server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -82,6 +85,8 @@ pub(super) fn build_client(
         .map_err(|error| kube::Error::Service(Box::new(error)))?;
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
+        // Outside the decompression: the bound counts inflated bytes.
+        .map_response(|response: http::Response<_>| response.map(LineBounded::new))
         .layer(DecompressionLayer::new())
         .layer(tower::retry::RetryLayer::new(retry))
         .option_layer(config.auth_layer()?)

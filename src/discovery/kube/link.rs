@@ -99,6 +99,21 @@ pub enum LinkError {
         "the remote cluster has no {CLUSTER_ID_PROPERTY} ClusterProperty to name it by: pass --name"
     )]
     NoName,
+    #[error(
+        "{name:?} cannot name a linked cluster: {reason} (a cluster id is an RFC-1123 DNS subdomain of at most 63 characters; pass --name)"
+    )]
+    BadName { name: String, reason: String },
+    #[error(
+        "Secret {namespace}/{name} already links {existing}, not {server}: it belongs to another link; unlink that one first or pass another --name"
+    )]
+    Taken {
+        namespace: String,
+        name: String,
+        existing: String,
+        server: String,
+    },
+    #[error("the kubeconfig this link would write is one the gateway refuses: {0}")]
+    Unsafe(#[from] super::kubeconfig::UnsafeKubeconfig),
 }
 
 /// The outcome of `link`: the local Secret to create.
@@ -414,6 +429,15 @@ pub async fn link(remote: &Remote, options: &LinkOptions) -> Result<Linked, Link
         Some(name) => name.clone(),
         None => remote.id(&resources).await?,
     };
+    // The remote's own ClusterProperty is its word: it names a local
+    // Secret only as a cluster id, never as anything else.
+    crate::model::ClusterId::new(&name)
+        .map_err(|error| error.to_string())
+        .and_then(|_| crate::model::check_dns_subdomain(&name, 63).map_err(|e| e.to_string()))
+        .map_err(|reason| LinkError::BadName {
+            name: name.clone(),
+            reason,
+        })?;
     let (client, cluster) = (&remote.client, remote.label.as_str());
     for object in remote_objects(&options.remote_namespace) {
         apply(client, &object, cluster).await?;
@@ -429,6 +453,12 @@ pub async fn link(remote: &Remote, options: &LinkOptions) -> Result<Linked, Link
             path: options.remote_kubeconfig.clone(),
             what: format!("cannot write the kubeconfig: {error}"),
         })?;
+    // Refused here rather than by every gateway that reads the Secret.
+    let written = Kubeconfig::from_yaml(&kubeconfig).map_err(|source| LinkError::Kubeconfig {
+        path: options.remote_kubeconfig.clone(),
+        source,
+    })?;
+    super::kubeconfig::check_secret_kubeconfig(&written)?;
     Ok(Linked {
         secret: local_secret(&name, &options.local_namespace, &kubeconfig),
         server: server.server,
@@ -471,8 +501,56 @@ async fn wait_for_token(
 }
 
 /// Creates (or updates) the remote-cluster Secret in the local cluster.
+/// A Secret of that name that links another server, or that no link
+/// wrote, is left alone: a remote cluster naming itself after another
+/// must not take that cluster's place.
 pub async fn apply_local(local: &Client, linked: &Linked) -> Result<(), LinkError> {
-    apply(local, &linked.secret, "the local cluster").await
+    let at = "the local cluster";
+    let namespace = linked.secret["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(local.clone(), namespace);
+    let existing = secrets.get_opt(&linked.name).await.map_err(|source| {
+        api_error(
+            format!("read Secret {namespace}/{}", linked.name),
+            at,
+            source,
+        )
+    })?;
+    if let Some(existing) = existing {
+        let linked_server = linked_server(&existing);
+        if linked_server.as_deref() != Some(linked.server.as_str()) {
+            return Err(LinkError::Taken {
+                namespace: namespace.to_owned(),
+                name: linked.name.clone(),
+                existing: linked_server.unwrap_or_else(|| "no server this link wrote".to_owned()),
+                server: linked.server.clone(),
+            });
+        }
+    }
+    apply(local, &linked.secret, at).await
+}
+
+/// The server a Secret that `strait link` wrote links to; `None` for a
+/// Secret no link wrote.
+fn linked_server(secret: &Secret) -> Option<String> {
+    let labels = secret.metadata.labels.as_ref()?;
+    if labels
+        .get("app.kubernetes.io/managed-by")
+        .map(String::as_str)
+        != Some(LINK_FIELD_MANAGER)
+    {
+        return None;
+    }
+    let text = secret.data.as_ref()?.get(REMOTE_KUBECONFIG_KEY)?;
+    let kubeconfig = Kubeconfig::from_yaml(std::str::from_utf8(&text.0).ok()?).ok()?;
+    kubeconfig
+        .clusters
+        .first()?
+        .cluster
+        .as_ref()?
+        .server
+        .clone()
 }
 
 /// Deletes the reader from the remote cluster: its binding, role, token

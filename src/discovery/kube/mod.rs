@@ -27,10 +27,12 @@
 //! that `discovery::export_status` derives from each snapshot.
 
 mod arrived;
+mod bounded;
 mod client;
 mod connect;
 mod hub;
 mod imports;
+mod kubeconfig;
 mod lease;
 pub mod link;
 mod secrets;
@@ -322,6 +324,11 @@ pub enum KubeError {
     },
     #[error("cannot build a client for {what}: {source}")]
     Client { what: String, source: kube::Error },
+    #[error("refused kubeconfig {what}: {source}")]
+    Unsafe {
+        what: String,
+        source: kubeconfig::UnsafeKubeconfig,
+    },
 }
 
 /// Why a one-shot load failed.
