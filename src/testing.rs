@@ -126,6 +126,8 @@ pub fn cluster_set(clusters: &[(&str, &str, ClusterService)]) -> ClusterSet {
         let id = ClusterId::new(id).expect("test cluster id");
         let network = NetworkId::new(network).expect("test network id");
         let mut cluster = Cluster::new(id.clone(), network, format!("test:{id}"));
+        // Test clusters are where the test says: as a network map would.
+        cluster.network_attested = true;
         let host = u8::try_from(index + 10).expect("few test clusters");
         cluster.gateways.push(GatewayAddress {
             host: GatewayHost::Ip(IpAddr::from([192, 0, 2, host])),

@@ -11,6 +11,7 @@ pub use dns::DnsSettings;
 pub use imports::ImportSettings;
 pub use tunnel::TunnelConfig;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,8 +19,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::diagnostics::{Diagnostic, Origin};
-use crate::discovery::translate::{NETWORK_PROPERTY, TranslateOptions};
-use crate::model::{ClusterId, check_dns_subdomain};
+use crate::discovery::translate::{GATEWAY_NAMESPACE, NETWORK_PROPERTY, TranslateOptions};
+use crate::model::{ClusterId, NetworkId, check_dns_subdomain};
 
 /// The settings file's name inside a configuration directory.
 pub const SETTINGS_FILE: &str = "gateway.yaml";
@@ -34,6 +35,15 @@ pub struct GatewaySettings {
     /// The ClusterProperty naming a cluster's network.
     #[serde(default = "default_network_property")]
     pub network_property: String,
+    /// Strait's own namespace in every cluster of the set: the only one
+    /// whose Service labelled `strait.dev/gateway` names the gateway.
+    #[serde(default = "default_gateway_namespace")]
+    pub gateway_namespace: String,
+    /// The network map: network → its clusters, as this cluster's admin
+    /// attests them. Unset: networks are what clusters say of themselves,
+    /// and `strait.dev/allowed-networks` admits no one by network.
+    #[serde(default)]
+    pub networks: Option<BTreeMap<String, Vec<String>>>,
     #[serde(default)]
     pub listeners: Listeners,
     #[serde(default)]
@@ -62,11 +72,17 @@ fn default_network_property() -> String {
     NETWORK_PROPERTY.to_owned()
 }
 
+fn default_gateway_namespace() -> String {
+    GATEWAY_NAMESPACE.to_owned()
+}
+
 impl Default for GatewaySettings {
     fn default() -> Self {
         Self {
             cluster: None,
             network_property: default_network_property(),
+            gateway_namespace: default_gateway_namespace(),
+            networks: None,
             listeners: Listeners::default(),
             tls: TlsSettings::default(),
             tuning: Tuning::default(),
@@ -331,6 +347,15 @@ impl GatewaySettings {
                 format!("invalid property name: {e}"),
             )
         })?;
+        check_dns_subdomain(&settings.gateway_namespace, 63).map_err(|e| {
+            error(
+                Some("gatewayNamespace".to_owned()),
+                format!("invalid namespace: {e}"),
+            )
+        })?;
+        settings
+            .network_map()
+            .map_err(|message| error(Some("networks".to_owned()), message))?;
         if let Some(namespace) = &settings.kube.remote_secret_namespace {
             check_dns_subdomain(namespace, 63).map_err(|e| {
                 error(
@@ -352,9 +377,35 @@ impl GatewaySettings {
         Ok(settings)
     }
 
+    /// The network map by cluster, checked: ids valid, no cluster on two
+    /// networks. `None` when `networks` is unset.
+    pub fn network_map(&self) -> Result<Option<BTreeMap<ClusterId, NetworkId>>, String> {
+        let Some(networks) = &self.networks else {
+            return Ok(None);
+        };
+        let mut map = BTreeMap::new();
+        for (network, clusters) in networks {
+            let network =
+                NetworkId::new(network).map_err(|e| format!("network {network:?}: {e}"))?;
+            for cluster in clusters {
+                let id = ClusterId::new(cluster)
+                    .map_err(|e| format!("network {network}: cluster {cluster:?}: {e}"))?;
+                if let Some(first) = map.insert(id, network.clone()) {
+                    return Err(format!(
+                        "cluster {cluster:?} is on both {first} and {network}; a cluster is on one network"
+                    ));
+                }
+            }
+        }
+        Ok(Some(map))
+    }
+
     pub fn translate_options(&self) -> TranslateOptions {
         TranslateOptions {
             network_property: self.network_property.clone(),
+            gateway_namespace: self.gateway_namespace.clone(),
+            // Checked when the settings were read.
+            networks: self.network_map().ok().flatten().map(std::sync::Arc::new),
             allow_loopback_endpoints: self.allow_loopback_endpoints,
         }
     }
@@ -425,6 +476,39 @@ mod tests {
         let error = GatewaySettings::parse("g.yaml", "kube:\n  remoteSecretNamespace: Bad_NS\n")
             .expect_err("bad namespace");
         assert_eq!(error.0.field.as_deref(), Some("kube.remoteSecretNamespace"));
+    }
+
+    #[test]
+    fn the_network_map_is_checked_and_read_by_cluster() {
+        let text = "networks:\n  net-a: [c1, c2]\n  net-b: [c3]\n";
+        let settings = GatewaySettings::parse("g.yaml", text).expect("valid settings");
+        let options = settings.translate_options();
+        let map = options.networks.expect("a map");
+        let on = |cluster: &str| {
+            map.get(&ClusterId::new(cluster).expect("id"))
+                .map(|n| n.as_str().to_owned())
+        };
+        assert_eq!(on("c2").as_deref(), Some("net-a"));
+        assert_eq!(on("c3").as_deref(), Some("net-b"));
+        assert_eq!(on("c4"), None);
+        assert!(
+            GatewaySettings::default()
+                .translate_options()
+                .networks
+                .is_none()
+        );
+        for (text, says) in [
+            (
+                "networks:\n  net-a: [c1]\n  net-b: [c1]\n",
+                "on both net-a and net-b",
+            ),
+            ("networks:\n  Net_A: [c1]\n", "network \"Net_A\""),
+            ("networks:\n  net-a: [Bad_Id]\n", "cluster \"Bad_Id\""),
+        ] {
+            let error = GatewaySettings::parse("g.yaml", text).expect_err(text);
+            assert_eq!(error.0.field.as_deref(), Some("networks"), "{text}");
+            assert!(error.0.message.contains(says), "{}", error.0.message);
+        }
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub struct TunnelConfig {
     /// a copy of this cluster's key.
     #[serde(default)]
     pub admit_own_cluster: bool,
+    /// Networks the tunnel server never dials for a peer, whatever endpoint
+    /// lists them: the cluster's service CIDRs and its nodes' addresses.
+    #[serde(default)]
+    pub denied_networks: Vec<ipnet::IpNet>,
     /// Streams one caller cluster may have open on this gateway's tunnel
     /// server, over all its connections and both transports.
     #[serde(default = "default_max_streams_per_peer")]
@@ -84,6 +88,7 @@ impl Default for TunnelConfig {
             quic_connect_timeout: default_quic_connect_timeout(),
             quic_retry_after: default_quic_retry_after(),
             admit_own_cluster: false,
+            denied_networks: Vec::new(),
             max_streams_per_peer: default_max_streams_per_peer(),
             max_pending_dials_per_peer: default_max_pending_dials_per_peer(),
             max_control_frames_per_second: default_control_frames_per_second(),
@@ -102,6 +107,7 @@ impl TunnelConfig {
             quic_connect_timeout: self.quic_connect_timeout,
             quic_retry_after: self.quic_retry_after,
             admit_own_cluster: self.admit_own_cluster,
+            denied_networks: self.denied_networks.clone(),
             peer_limits: crate::tunnel::limits::PeerLimits {
                 max_streams: self.max_streams_per_peer.max(1),
                 max_pending_dials: self.max_pending_dials_per_peer.max(1),

@@ -313,6 +313,7 @@ impl Gateway {
             inbound: crate::routing::inbound::InboundGuard {
                 own_listeners,
                 interface_addresses: interface_addresses(),
+                denied_networks: options.tunnel.denied_networks.clone(),
                 admit_own_cluster: options.tunnel.admit_own_cluster,
             },
             overrides: options.overrides.clone(),

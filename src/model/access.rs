@@ -61,9 +61,13 @@ impl AccessPolicy {
         Ok(Some(Self { clusters, networks }))
     }
 
-    /// Whether a caller of `cluster`, on `network`, is admitted.
-    pub fn admits(&self, cluster: &ClusterId, network: &NetworkId) -> bool {
-        self.clusters.contains(cluster) || self.networks.contains(network)
+    /// Whether a caller of `cluster`, on `network`, is admitted. `network`
+    /// is `None` when the caller's network is only what its cluster says
+    /// of itself (no network map attests it): it then admits by cluster
+    /// alone, as a member cluster may not vouch for its own network.
+    pub fn admits(&self, cluster: &ClusterId, network: Option<&NetworkId>) -> bool {
+        self.clusters.contains(cluster)
+            || network.is_some_and(|network| self.networks.contains(network))
     }
 }
 
@@ -134,9 +138,12 @@ mod tests {
         ]))
         .expect("valid")
         .expect("a policy");
-        assert!(policy.admits(&cluster("c1"), &network("net-a")));
-        assert!(policy.admits(&cluster("c9"), &network("net-b")));
-        assert!(!policy.admits(&cluster("c3"), &network("net-a")));
+        assert!(policy.admits(&cluster("c1"), Some(&network("net-a"))));
+        assert!(policy.admits(&cluster("c9"), Some(&network("net-b"))));
+        assert!(!policy.admits(&cluster("c3"), Some(&network("net-a"))));
+        // A network no map attests admits no one: only the listed cluster.
+        assert!(!policy.admits(&cluster("c9"), None));
+        assert!(policy.admits(&cluster("c1"), None));
         assert_eq!(policy.to_string(), "clusters c1,c2; networks net-b");
     }
 
@@ -146,8 +153,8 @@ mod tests {
             AccessPolicy::from_annotations(&annotations(&[(ALLOWED_CLUSTERS_ANNOTATION, "c2")]))
                 .expect("valid")
                 .expect("a policy");
-        assert!(!policy.admits(&cluster("c1"), &network("default")));
-        assert!(policy.admits(&cluster("c2"), &network("default")));
+        assert!(!policy.admits(&cluster("c1"), Some(&network("default"))));
+        assert!(policy.admits(&cluster("c2"), Some(&network("default"))));
         assert_eq!(policy.to_string(), "clusters c2");
     }
 

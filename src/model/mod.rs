@@ -65,6 +65,10 @@ impl ClusterSet {
 pub struct Cluster {
     pub id: ClusterId,
     pub network: NetworkId,
+    /// Whether `network` is the network map's (`networks` in
+    /// `gateway.yaml`), not only the cluster's own ClusterProperty: only an
+    /// attested network grants anything (`strait.dev/allowed-networks`).
+    pub network_attested: bool,
     /// The cluster set id (`clusterset.k8s.io` ClusterProperty), when the cluster states it.
     pub clusterset: Option<String>,
     /// Where the cluster was read from (a folder, an API server), for messages.
@@ -76,6 +80,32 @@ pub struct Cluster {
     pub services: BTreeMap<ServiceKey, Arc<ClusterService>>,
     /// ClusterSetIP VIPs allocated in this cluster, from its ServiceImports.
     pub imports: BTreeMap<ServiceKey, Vec<IpAddr>>,
+    /// Addresses of the cluster's own machinery, sorted: never a backend a
+    /// tunnel server dials for a peer, whatever endpoint lists them.
+    pub infrastructure: InfrastructureAddresses,
+}
+
+/// A cluster's machinery by address, sorted by address.
+pub type InfrastructureAddresses = Arc<[(IpAddr, Infrastructure)]>;
+
+/// What an address of a cluster's own machinery is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Infrastructure {
+    /// A ClusterIP of one of its Services (the API server's among them):
+    /// kube-proxy forwards it to whatever that Service selects.
+    ServiceIp,
+    /// A pod of its gateway: dialled by a peer's request it would take the
+    /// peer for a local client.
+    GatewayPod,
+}
+
+impl Infrastructure {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Infrastructure::ServiceIp => "a Service ClusterIP",
+            Infrastructure::GatewayPod => "a gateway pod",
+        }
+    }
 }
 
 impl Cluster {
@@ -83,11 +113,13 @@ impl Cluster {
         Self {
             id,
             network,
+            network_attested: false,
             clusterset: None,
             source: source.into(),
             gateways: Vec::new(),
             services: BTreeMap::new(),
             imports: BTreeMap::new(),
+            infrastructure: Arc::new([]),
         }
     }
 }

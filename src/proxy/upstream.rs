@@ -115,7 +115,8 @@ pub async fn open(
     selection: Selection<'_>,
     client: IpAddr,
 ) -> Result<Opened, OpenError> {
-    if let Some(why) = service.not_admitted(table.viewer(), table.network()) {
+    if let Some(why) = service.not_admitted(table.viewer(), table.attested_network(table.viewer()))
+    {
         return Err(OpenError::NotAdmitted(why));
     }
     let mut tried: Vec<BackendId> = Vec::new();

@@ -75,21 +75,52 @@ pub struct InboundGuard {
     /// The host's interface addresses: a listener bound to a wildcard
     /// address answers on each of them too.
     pub interface_addresses: Vec<IpAddr>,
+    /// Networks never dialled for a peer (`tunnel.deniedNetworks`: the
+    /// service CIDRs, the nodes' addresses), beside what the route table
+    /// knows of its network's machinery.
+    pub denied_networks: Vec<ipnet::IpNet>,
     /// Whether a caller presenting this gateway's own cluster is served.
     /// Off by default: a gateway never tunnels to its own network, so such
     /// a caller holds a copy of this cluster's key, or is a test harness.
     pub admit_own_cluster: bool,
 }
 
-/// The caller's network when the cluster set admits it at all.
+/// Why the tunnel server never dials `address` for a peer, whichever
+/// service lists it; `None` when it may. The route table's backends are
+/// what tenants and member clusters say: a Service's ClusterIP, a gateway
+/// pod, a node or a cloud's metadata address listed as an endpoint would
+/// let a peer reach what is not a pod of an exported service.
+pub fn never_dialled(table: &RouteTable, guard: &InboundGuard, address: &IpAddr) -> Option<String> {
+    let address = address.to_canonical();
+    if let Some(class) = crate::discovery::translate::unroutable_endpoint(&address, true) {
+        return Some(format!("{address} is a {class} address"));
+    }
+    if let Some((cluster, what)) = table.infrastructure_at(&address) {
+        return Some(format!(
+            "{address} is {} of cluster {cluster}",
+            what.describe()
+        ));
+    }
+    guard
+        .denied_networks
+        .iter()
+        .find(|network| network.contains(&address))
+        .map(|network| format!("{address} is in {network}, which tunnel.deniedNetworks refuses"))
+}
+
+/// The caller's attested network (`None`: only its own word, which grants
+/// nothing) when the cluster set admits it at all.
 fn known_caller<'a>(
     table: &'a RouteTable,
     caller: &ClusterId,
     guard: &InboundGuard,
-) -> Result<&'a NetworkId, InboundRefusal> {
-    let network = table.cluster_network(caller).ok_or_else(|| {
-        InboundRefusal::UnknownCaller(format!("cluster {caller} is not in the cluster set"))
-    })?;
+) -> Result<Option<&'a NetworkId>, InboundRefusal> {
+    if table.cluster_network(caller).is_none() {
+        return Err(InboundRefusal::UnknownCaller(format!(
+            "cluster {caller} is not in the cluster set"
+        )));
+    }
+    let network = table.attested_network(caller);
     if caller == table.viewer() && !guard.admit_own_cluster {
         return Err(InboundRefusal::OwnCluster(format!(
             "{caller} is this gateway's own cluster; tunnel.admitOwnCluster is off"
@@ -101,7 +132,7 @@ fn known_caller<'a>(
 fn admitted(
     routes: &ServiceRoutes,
     caller: &ClusterId,
-    network: &NetworkId,
+    network: Option<&NetworkId>,
 ) -> Result<(), InboundRefusal> {
     match routes.not_admitted(caller, network) {
         Some(why) => Err(InboundRefusal::NotAdmitted(why)),
@@ -162,18 +193,16 @@ pub fn authorize<'a>(
                     "{address} is this gateway's own listener"
                 )));
             }
-            // Defence in depth: translation already refuses these as endpoints.
-            if let Some(class) =
-                crate::discovery::translate::unroutable_endpoint(&address.ip(), true)
-            {
-                return Err(InboundRefusal::Forbidden(format!(
-                    "{address} is a {class} address"
-                )));
+            if let Some(why) = never_dialled(table, guard, &address.ip()) {
+                return Err(InboundRefusal::Forbidden(why));
             }
             match table.local_backend_admits(&address, caller, network) {
                 Some(true) => Ok(InboundPlan::Dial(address)),
                 Some(false) => Err(InboundRefusal::NotAdmitted(format!(
-                    "{address} serves no service that admits cluster {caller} on network {network}"
+                    "{address} serves no service that admits cluster {caller}{}",
+                    network.map_or(" (network not attested)".to_owned(), |n| format!(
+                        " on network {n}"
+                    ))
                 ))),
                 None => Err(InboundRefusal::Forbidden(format!(
                     "{address} is not a ready backend of an exported service port on network {}",
@@ -214,6 +243,9 @@ pub fn authorize<'a>(
                     table.network()
                 )));
             }
+            if let Some(why) = never_dialled(table, guard, &pod.backend.address) {
+                return Err(InboundRefusal::Forbidden(why));
+            }
             Ok(InboundPlan::Dial(SocketAddr::new(
                 pod.backend.address,
                 pod.backend.port,
@@ -239,7 +271,7 @@ fn own_or_wildcard(own: &SocketAddr, target: &SocketAddr, interfaces: &[IpAddr])
 mod tests {
     use super::*;
     use crate::merge::merge;
-    use crate::model::{ClusterId, ClusterSet, ServiceKey};
+    use crate::model::{ClusterId, ClusterSet, Infrastructure, ServiceKey};
     use crate::testing::{ServiceBuilder, cluster_set};
 
     /// c1 (viewer) and c2 on net-a, c3 on net-b; shop/cart declares tcp:42 → 8042.
@@ -296,6 +328,7 @@ mod tests {
         InboundGuard {
             own_listeners: own.to_vec(),
             interface_addresses: Vec::new(),
+            denied_networks: Vec::new(),
             admit_own_cluster: false,
         }
     }
@@ -472,6 +505,34 @@ mod tests {
         assert!(decide_for(&table, "c2", "10.0.0.2:8042").is_err());
     }
 
+    /// Without a network map, c3 saying it is on net-b is its own word:
+    /// `allowed-networks: net-b` admits it no more than any other cluster.
+    #[test]
+    fn a_network_only_its_cluster_states_admits_no_one() {
+        use crate::model::ALLOWED_NETWORKS_ANNOTATION;
+        let mut set = set();
+        let access = crate::model::AccessPolicy::from_annotations(
+            &[(ALLOWED_NETWORKS_ANNOTATION.to_owned(), "net-b".to_owned())].into(),
+        )
+        .expect("valid");
+        for cluster in set.clusters.values_mut() {
+            cluster.network_attested = false;
+            for service in cluster.services.values_mut() {
+                if let Some(export) = std::sync::Arc::make_mut(service).export.as_mut() {
+                    export.access = access.clone();
+                }
+            }
+        }
+        let table = RouteTable::build(&set, &merge(&set), "c1").expect("viewer");
+        for target in ["10.0.0.2:8042", "cart.shop.svc.clusterset.local:42"] {
+            let refusal = decide_for(&table, "c3", target).expect_err(target);
+            assert!(
+                matches!(&refusal, InboundRefusal::NotAdmitted(why) if why.contains("not attested")),
+                "{target}: {refusal}"
+            );
+        }
+    }
+
     #[test]
     fn an_address_of_an_open_service_stays_open_beside_a_closed_one() {
         use crate::model::ALLOWED_CLUSTERS_ANNOTATION;
@@ -500,5 +561,83 @@ mod tests {
         assert!(decide_for(&table, "c3", "10.0.0.1:8042").is_ok());
         // c2's own backend serves only the closed service.
         assert!(decide_for(&table, "c3", "10.0.0.2:8042").is_err());
+    }
+
+    /// c2, on the viewer's network, lists as endpoints of its export the
+    /// viewer's machinery: the API server's ClusterIP, a replica of the
+    /// viewer's own gateway, a node, and the clouds' metadata addresses.
+    #[test]
+    fn machinery_listed_as_an_endpoint_is_never_dialled() {
+        let mut set = cluster_set(&[
+            (
+                "c1",
+                "net-a",
+                ServiceBuilder::new()
+                    .port("tcp", 42, 8042)
+                    .exported_at(1)
+                    .endpoint("10.0.0.1"),
+            ),
+            (
+                "c2",
+                "net-a",
+                ServiceBuilder::new()
+                    .port("tcp", 42, 8042)
+                    .exported_at(2)
+                    .endpoint("10.96.0.1")
+                    .endpoint("10.0.0.50")
+                    .endpoint("10.200.0.5")
+                    .endpoint("100.100.100.200")
+                    .endpoint("fd00:ec2::254"),
+            ),
+            ("c3", "net-b", ServiceBuilder::new().port("tcp", 42, 8042)),
+        ]);
+        if let Some(c1) = set.clusters.get_mut(&cluster("c1")) {
+            c1.infrastructure = vec![
+                ("10.0.0.50".parse().expect("ip"), Infrastructure::GatewayPod),
+                ("10.96.0.1".parse().expect("ip"), Infrastructure::ServiceIp),
+            ]
+            .into();
+        }
+        let table = RouteTable::build(&set, &merge(&set), "c1").expect("viewer");
+        let mut denying = guard(&OWN);
+        denying.denied_networks = vec!["10.200.0.0/16".parse().expect("cidr")];
+        let decide = |authority: &str| {
+            authorize(&table, &cluster("c3"), Some(authority), &denying).map(|plan| match plan {
+                InboundPlan::Dial(address) => address.to_string(),
+                InboundPlan::Pick { .. } => "pick".to_owned(),
+            })
+        };
+        let refused = [
+            ("10.96.0.1:8042", "a Service ClusterIP of cluster c1"),
+            ("10.0.0.50:8042", "a gateway pod of cluster c1"),
+            ("[::ffff:10.0.0.50]:8042", "a gateway pod of cluster c1"),
+            ("10.200.0.5:8042", "tunnel.deniedNetworks"),
+            ("100.100.100.200:8042", "cloud metadata"),
+            ("[fd00:ec2::254]:8042", "cloud metadata"),
+        ];
+        for (authority, why) in refused {
+            let refusal = decide(authority).expect_err(authority);
+            assert!(
+                matches!(&refusal, InboundRefusal::Forbidden(message) if message.contains(why)),
+                "{authority}: {refusal}"
+            );
+        }
+        // The real backend of the same service is still dialled.
+        assert_eq!(decide("10.0.0.1:8042"), Ok("10.0.0.1:8042".to_owned()));
+        // By name the service is picked from: the tunnel server skips the
+        // machinery among its backends (`never_dialled`) as it picks.
+        assert_eq!(
+            decide("cart.shop.svc.clusterset.local:42"),
+            Ok("pick".to_owned())
+        );
+        for address in ["10.96.0.1", "10.0.0.50", "10.200.0.5", "100.100.100.200"] {
+            let address: IpAddr = address.parse().expect("ip");
+            assert!(
+                never_dialled(&table, &denying, &address).is_some(),
+                "{address}"
+            );
+        }
+        let backend: IpAddr = "10.0.0.1".parse().expect("ip");
+        assert_eq!(never_dialled(&table, &denying, &backend), None);
     }
 }

@@ -135,7 +135,7 @@ impl LocalBackends {
         &self,
         address: &SocketAddr,
         cluster: &ClusterId,
-        network: &NetworkId,
+        network: Option<&NetworkId>,
     ) -> Option<bool> {
         let address = BackendAddress::from(*address);
         let first = self.0.partition_point(|(backend, _)| *backend < address);
@@ -241,12 +241,12 @@ mod tests {
         let net = NetworkId::new("net-a").expect("id");
         let at = |last| SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)), 8080);
         assert_eq!(
-            patched.admits(&at(3), &c3, &net),
+            patched.admits(&at(3), &c3, Some(&net)),
             Some(true),
             "one open entry left"
         );
-        assert_eq!(patched.admits(&at(5), &c3, &net), None);
-        assert_eq!(patched.admits(&at(9), &c3, &net), Some(true));
+        assert_eq!(patched.admits(&at(5), &c3, Some(&net)), None);
+        assert_eq!(patched.admits(&at(9), &c3, Some(&net)), Some(true));
 
         let same = index.patched(vec![entry(2, None)], vec![entry(2, None)]);
         assert!(same.shares(&index), "an unchanged patch shares the index");
@@ -267,6 +267,10 @@ mod tests {
         let c3 = ClusterId::new("c3").expect("id");
         let net = NetworkId::new("net-a").expect("id");
         let gone = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 8080);
-        assert_eq!(patched.admits(&gone, &c3, &net), None, "no longer dialled");
+        assert_eq!(
+            patched.admits(&gone, &c3, Some(&net)),
+            None,
+            "no longer dialled"
+        );
     }
 }

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use crate::imports::{PodRef, PortKey};
 use crate::merge::{Conflict, Exclusion, ExclusionReason, MergedPort, MergedService, MergedSet};
 use crate::model::{
-    AccessPolicy, ClusterId, ClusterSet, GatewayAddress, NetworkId, Protocol, ServiceKey,
-    ServiceType, SessionAffinity,
+    AccessPolicy, ClusterId, ClusterSet, GatewayAddress, Infrastructure, InfrastructureAddresses,
+    NetworkId, Protocol, ServiceKey, ServiceType, SessionAffinity,
 };
 
 pub mod balancer;
@@ -87,13 +87,17 @@ pub struct ServiceRoutes {
 impl ServiceRoutes {
     /// Why the service's policy refuses a caller of `cluster` on `network`;
     /// `None` when it admits it.
-    pub fn not_admitted(&self, cluster: &ClusterId, network: &NetworkId) -> Option<String> {
+    pub fn not_admitted(&self, cluster: &ClusterId, network: Option<&NetworkId>) -> Option<String> {
         let policy = self.access.as_ref()?;
-        (!policy.admits(cluster, network)).then(|| {
-            format!(
+        (!policy.admits(cluster, network)).then(|| match network {
+            Some(network) => format!(
                 "{} admits {policy}; cluster {cluster} on network {network} is not one of them",
                 self.key
-            )
+            ),
+            None => format!(
+                "{} admits {policy}; cluster {cluster} is not one of them (its network is not attested: no network map)",
+                self.key
+            ),
         })
     }
 
@@ -154,10 +158,15 @@ pub struct RouteTable {
     /// Every backend address on the viewer's network: the only addresses a
     /// tunnel server may dial for a peer.
     local_backends: LocalBackends,
+    /// The machinery of each cluster on the viewer's network (its Services'
+    /// cluster IPs, its gateway pods): never dialled for a peer, whatever
+    /// endpoint names it.
+    infrastructure: Vec<(ClusterId, InfrastructureAddresses)>,
     /// The clusters of each network: who may answer for a network's gateways.
     network_clusters: HashMap<NetworkId, Arc<[ClusterId]>>,
-    /// Each cluster's network: a caller is known when its cluster is here.
-    cluster_networks: HashMap<ClusterId, NetworkId>,
+    /// Each cluster's network, and whether the network map attests it: a
+    /// caller is known when its cluster is here.
+    cluster_networks: HashMap<ClusterId, (NetworkId, bool)>,
     /// Each backend cluster's network and the path to it: what every
     /// service's routes were made with.
     paths: ClusterPaths,
@@ -303,7 +312,17 @@ impl RouteTable {
         let cluster_networks = set
             .clusters
             .values()
-            .map(|cluster| (cluster.id.clone(), cluster.network.clone()))
+            .map(|cluster| {
+                let network = (cluster.network.clone(), cluster.network_attested);
+                (cluster.id.clone(), network)
+            })
+            .collect();
+
+        let infrastructure = set
+            .clusters
+            .values()
+            .filter(|cluster| cluster.network == viewing.network)
+            .map(|cluster| (cluster.id.clone(), Arc::clone(&cluster.infrastructure)))
             .collect();
 
         Ok(Self {
@@ -315,9 +334,20 @@ impl RouteTable {
             pod_addresses: HashMap::new(),
             pod_vips: HashMap::new(),
             local_backends,
+            infrastructure,
             network_clusters,
             cluster_networks,
             paths,
+        })
+    }
+
+    /// Which cluster of the viewer's network `address` is machinery of,
+    /// and what it is there.
+    pub fn infrastructure_at(&self, address: &IpAddr) -> Option<(&ClusterId, Infrastructure)> {
+        let address = address.to_canonical();
+        self.infrastructure.iter().find_map(|(cluster, held)| {
+            let index = held.binary_search_by(|(at, _)| at.cmp(&address)).ok()?;
+            held.get(index).map(|(_, what)| (cluster, *what))
         })
     }
 
@@ -477,7 +507,7 @@ impl RouteTable {
         &self,
         address: &SocketAddr,
         cluster: &ClusterId,
-        network: &NetworkId,
+        network: Option<&NetworkId>,
     ) -> Option<bool> {
         self.local_backends.admits(address, cluster, network)
     }
@@ -485,7 +515,17 @@ impl RouteTable {
     /// The network of a cluster of the set; `None` for a cluster the set
     /// does not hold.
     pub fn cluster_network(&self, cluster: &ClusterId) -> Option<&NetworkId> {
-        self.cluster_networks.get(cluster)
+        self.cluster_networks
+            .get(cluster)
+            .map(|(network, _)| network)
+    }
+
+    /// The network of a cluster of the set as the network map attests it:
+    /// `None` when it is only the cluster's own word.
+    pub fn attested_network(&self, cluster: &ClusterId) -> Option<&NetworkId> {
+        self.cluster_networks
+            .get(cluster)
+            .and_then(|(network, attested)| attested.then_some(network))
     }
 
     /// The clusters on `network`; empty when the network is unknown.

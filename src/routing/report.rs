@@ -79,7 +79,7 @@ impl PortReport {
                 .access
                 .as_ref()
                 .map(|policy| format!("admits {policy}")),
-            refused: service.not_admitted(table.viewer(), table.network()),
+            refused: service.not_admitted(table.viewer(), table.attested_network(table.viewer())),
             backends: route
                 .backends
                 .iter()

@@ -19,7 +19,7 @@ use crate::proxy::dial::dial;
 use crate::proxy::splice::{Flow, SpliceEnd, SpliceIo, SpliceOutcome, StallWatch, splice};
 use crate::routing::Path;
 use crate::routing::balancer::BackendId;
-use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize};
+use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize, never_dialled};
 use crate::tls::Identity;
 
 /// A refused request: the status and the reason sent back to the peer.
@@ -199,9 +199,11 @@ pub async fn open(
                 );
                 let Some(routed) = picked else { break };
                 tried.push(BackendId::of(routed));
-                // Only backends of this network are dialled; skip the others
-                // without spending an attempt.
-                if *routed.path() != Path::Direct {
+                // Only backends of this network are dialled, and none that
+                // is machinery; skip the others without spending an attempt.
+                if *routed.path() != Path::Direct
+                    || never_dialled(&table, &state.inbound, &routed.backend.address).is_some()
+                {
                     continue;
                 }
                 SocketAddr::new(routed.backend.address, routed.backend.port)

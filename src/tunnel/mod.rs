@@ -78,6 +78,8 @@ pub struct TunnelSettings {
     pub backoff_max: Duration,
     /// Whether the tunnel server serves callers presenting its own cluster.
     pub admit_own_cluster: bool,
+    /// Networks never dialled for a peer (`tunnel.deniedNetworks`).
+    pub denied_networks: Vec<ipnet::IpNet>,
     /// What one caller cluster may have in flight on the tunnel server.
     pub peer_limits: limits::PeerLimits,
     /// Control frames one tunnel connection may send the server.
@@ -108,6 +110,7 @@ impl Default for TunnelSettings {
             backoff_base: Duration::from_millis(200),
             backoff_max: Duration::from_secs(30),
             admit_own_cluster: false,
+            denied_networks: Vec::new(),
             peer_limits: limits::PeerLimits::default(),
             control_frames: frames::ControlFrameLimit::default(),
             stream_stall_timeout: Duration::from_secs(300),

@@ -18,7 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value};
 
 use super::objects::KubeObject;
-use super::translate::{GATEWAY_LABEL, SourcedObject};
+use super::translate::{GATEWAY_LABEL, SourcedObject, labelled_gateway};
 use crate::diagnostics::Diagnostic;
 use crate::merge::MergedSet;
 use crate::model::{Cluster, ClusterId, ServiceKey};
@@ -97,6 +97,7 @@ pub fn export_validity(
     objects: &[&SourcedObject],
     cluster: &Cluster,
     findings: &[Diagnostic],
+    gateway_namespace: &str,
 ) -> BTreeMap<ServiceKey, Validity> {
     let key_of = |object: &KubeObject| {
         ServiceKey::new(object.namespace().unwrap_or("default"), object.name())
@@ -115,7 +116,10 @@ pub fn export_validity(
             let key = key_of(&sourced.object);
             let validity = match services.get(&key) {
                 None => Validity::NoService,
-                Some(service) => service_validity(&key, service, cluster, findings),
+                Some(service) => {
+                    let gateway = key.namespace == gateway_namespace && labelled_gateway(service);
+                    service_validity(&key, service, gateway, cluster, findings)
+                }
             };
             (key, validity)
         })
@@ -125,16 +129,11 @@ pub fn export_validity(
 fn service_validity(
     key: &ServiceKey,
     service: &Service,
+    gateway: bool,
     cluster: &Cluster,
     findings: &[Diagnostic],
 ) -> Validity {
     let service_type = service.spec.as_ref().and_then(|s| s.type_.as_deref());
-    let gateway = service
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get(GATEWAY_LABEL))
-        .is_some_and(|value| value == "true");
     if service_type == Some("ExternalName") {
         return Validity::InvalidServiceType;
     }

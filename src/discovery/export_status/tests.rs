@@ -63,6 +63,7 @@ fn validity_of(cluster: &Translated) -> BTreeMap<ServiceKey, Validity> {
         &cluster.objects.iter().collect::<Vec<_>>(),
         &cluster.cluster,
         &cluster.findings,
+        crate::discovery::translate::GATEWAY_NAMESPACE,
     )
 }
 
@@ -133,12 +134,16 @@ fn validity_follows_the_translation_of_the_service() {
             export("ghost", OLDER),
             service("odd", "{type: Magic, ports: [{name: http, port: 80}]}"),
             export("odd", OLDER),
-            "apiVersion: v1\nkind: Service\nmetadata: {name: gw, namespace: shop, labels: {strait.dev/gateway: \"true\"}}\nspec: {type: LoadBalancer, ports: [{name: tunnel, port: 15008}]}\n".to_owned(),
-            export("gw", OLDER),
+            "apiVersion: v1\nkind: Service\nmetadata: {name: gw, namespace: strait-system, labels: {strait.dev/gateway: \"true\"}}\nspec: {type: LoadBalancer, ports: [{name: tunnel, port: 15008}]}\n".to_owned(),
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceExport\nmetadata: {name: gw, namespace: strait-system}\n".to_owned(),
+            // A tenant's label names no gateway: its Service exports as any other.
+            "apiVersion: v1\nkind: Service\nmetadata: {name: fake-gw, namespace: shop, labels: {strait.dev/gateway: \"true\"}}\nspec: {type: LoadBalancer, ports: [{name: tunnel, port: 15008}]}\n".to_owned(),
+            export("fake-gw", OLDER),
         ],
     );
     let validity = validity_of(&cluster);
-    assert_eq!(validity.len(), 5, "{validity:?}");
+    assert_eq!(validity.len(), 6, "{validity:?}");
+    assert_eq!(validity[&key("fake-gw")], Validity::Valid);
     assert_eq!(validity[&key("cart")], Validity::Valid);
     assert_eq!(validity[&key("ext")], Validity::InvalidServiceType);
     assert_eq!(validity[&key("ghost")], Validity::NoService);
@@ -146,7 +151,7 @@ fn validity_follows_the_translation_of_the_service() {
         panic!("a Service of an unknown type is refused: {validity:?}");
     };
     assert!(why.starts_with("field spec.type: "), "{why}");
-    let Validity::InvalidService(why) = &validity[&key("gw")] else {
+    let Validity::InvalidService(why) = &validity[&ServiceKey::new("strait-system", "gw")] else {
         panic!("the gateway Service is not exportable: {validity:?}");
     };
     assert!(why.contains(GATEWAY_LABEL), "{why}");

@@ -620,7 +620,12 @@ impl Hub {
             if let Some(raw) = stored.raw() {
                 observed.insert(ObservedObject::new(Value::clone(raw)));
             }
-            if kind == Kind::Service && stored.gateway {
+            // The label counts only in the gateway namespace: a tenant's
+            // labelled Service must not add its pods to derived slices.
+            if kind == Kind::Service
+                && stored.gateway
+                && *key.0 == *self.options.translate.gateway_namespace
+            {
                 gateways.insert((&*key.0, &*key.1));
             }
         }

@@ -19,6 +19,7 @@ const SERVICE_METADATA_READ: &[&str] = &["name", "namespace", "labels"];
 const SERVICE_SPEC_READ: &[&str] = &[
     "type",
     "clusterIP",
+    "clusterIPs",
     "ports",
     "sessionAffinity",
     "sessionAffinityConfig",

@@ -422,7 +422,8 @@ mod tests {
         assert_eq!(metadata.annotations, None);
         let spec = service.spec.expect("spec");
         assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
-        assert_eq!(spec.cluster_ip, None, "an address is not read, only `None`");
+        assert_eq!(spec.cluster_ip, None, "only `None` is kept as text");
+        assert_eq!(spec.cluster_ips.len(), 1, "its addresses are kept");
         assert_eq!(spec.session_affinity.as_deref(), Some("ClientIP"));
         assert_eq!(spec.ip_families, Some(vec!["IPv4".into()]));
         assert_eq!(spec.ports.map(|p| p.len()), Some(1));

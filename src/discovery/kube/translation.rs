@@ -19,8 +19,8 @@ use super::client::{ClusterSource, Kind};
 use super::store::{Changes, ClusterStore, ObjectKey, ServiceChanges, Stored};
 use crate::diagnostics::Diagnostic;
 use crate::discovery::export_status::{Validity, export_validity};
-use crate::discovery::translate::{SourcedObject, translate_cluster};
-use crate::model::{Cluster, ServiceKey};
+use crate::discovery::translate::{SourcedObject, infrastructure, translate_cluster};
+use crate::model::{Cluster, InfrastructureAddresses, ServiceKey};
 
 /// Exported service names by namespace.
 pub(super) type Exported = BTreeMap<Arc<str>, BTreeSet<Arc<str>>>;
@@ -127,6 +127,9 @@ fn translate_whole(inputs: &Inputs<'_>, previous: Option<&Translation>) -> Trans
     let label = inputs.label();
     let (mut cluster, cluster_findings) =
         translate_cluster(&label, &objects, &inputs.options.translate);
+    if let Some(now) = cluster.as_mut() {
+        now.infrastructure = store_infrastructure(inputs);
+    }
     if let (Some(now), Some(before)) = (cluster.as_mut(), previous.and_then(|t| t.cluster.as_ref()))
     {
         now.share_unchanged(before);
@@ -137,7 +140,12 @@ fn translate_whole(inputs: &Inputs<'_>, previous: Option<&Translation>) -> Trans
         undecoded.into_iter().map(|f| f.in_cluster(named)).collect();
     let validity = match &cluster {
         Some(cluster) if inputs.source.is_local() && inputs.options.export_status.is_some() => {
-            Some(export_validity(&objects, cluster, &cluster_findings))
+            Some(export_validity(
+                &objects,
+                cluster,
+                &cluster_findings,
+                &inputs.options.translate.gateway_namespace,
+            ))
         }
         _ => None,
     };
@@ -199,6 +207,7 @@ fn translate_changed(
     let mut translated = cluster.filter(|c| c.id == before.id && c.network == before.network)?;
 
     let mut cluster = before.clone();
+    cluster.infrastructure = store_infrastructure(inputs);
     for (namespace, name) in &changed.services {
         let key = ServiceKey::new(&**namespace, &**name);
         match translated.services.remove(&key) {
@@ -244,6 +253,24 @@ fn translate_changed(
         validity: None,
         partial: true,
     })
+}
+
+/// The cluster's infrastructure addresses, read from every Service the
+/// store holds and the gateway namespace's slices: the translation is
+/// given only exported Services, but no Service's cluster IP may be dialled.
+fn store_infrastructure(inputs: &Inputs<'_>) -> InfrastructureAddresses {
+    let namespace = inputs.options.translate.gateway_namespace.as_str();
+    let store = inputs.store;
+    let objects: Vec<&SourcedObject> = store
+        .objects_of(Kind::Service)
+        .chain(
+            store
+                .objects_of(Kind::EndpointSlice)
+                .filter(|(key, _)| &*key.0 == namespace),
+        )
+        .filter_map(|(_, stored)| stored.item.as_ref().ok())
+        .collect();
+    infrastructure(objects.iter().copied(), namespace)
 }
 
 /// An object's name as findings give it: `Kind namespace/name`.

@@ -99,8 +99,12 @@ fn known(value: String) -> Known {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServiceSpec {
     pub type_: Option<Known>,
-    /// Only `None` (a headless Service) is kept: an address is not read.
+    /// Only `None` (a headless Service) is kept here; addresses are in
+    /// `cluster_ips`.
     pub cluster_ip: Option<Known>,
+    /// The Service's cluster IPs (`clusterIPs`, else `clusterIP`): never a
+    /// backend, whoever lists one as an endpoint.
+    pub cluster_ips: Vec<std::net::IpAddr>,
     pub ports: Option<Vec<ServicePort>>,
     pub session_affinity: Option<Known>,
     pub session_affinity_config: Option<core::SessionAffinityConfig>,
@@ -137,6 +141,18 @@ impl From<core::Service> for Service {
             metadata: service.metadata.into(),
             spec: service.spec.map(|spec| ServiceSpec {
                 type_: spec.type_.map(known),
+                cluster_ips: spec
+                    .cluster_ips
+                    .iter()
+                    .flatten()
+                    .chain(&spec.cluster_ip)
+                    .filter_map(|ip| ip.parse().ok())
+                    .fold(Vec::new(), |mut ips, ip| {
+                        if !ips.contains(&ip) {
+                            ips.push(ip);
+                        }
+                        ips
+                    }),
                 cluster_ip: spec.cluster_ip.filter(|ip| ip == "None").map(known),
                 ports: spec
                     .ports
@@ -179,7 +195,12 @@ mod tests {
         .expect("service decodes");
         let spec = service.spec.expect("spec");
         assert!(matches!(spec.type_, Some(Cow::Borrowed("ClusterIP"))));
-        assert_eq!(spec.cluster_ip, None, "only `None` is read");
+        assert_eq!(spec.cluster_ip, None, "only `None` is kept as text");
+        assert_eq!(
+            spec.cluster_ips,
+            vec!["10.96.0.7".parse::<std::net::IpAddr>().expect("address")],
+            "the address is kept as one, never to be dialled"
+        );
         assert!(matches!(spec.session_affinity, Some(Cow::Owned(ref other)) if other == "Sticky"));
         let ports = spec.ports.expect("ports");
         assert!(matches!(ports[0].protocol, Some(Cow::Borrowed("TCP"))));

@@ -49,6 +49,61 @@ fn the_network_property_name_is_configurable() {
 }
 
 #[test]
+fn the_network_map_decides_networks_not_what_a_cluster_says() {
+    let map: BTreeMap<ClusterId, NetworkId> = [("c1", "net-a"), ("c3", "net-b")]
+        .into_iter()
+        .map(|(c, n)| {
+            (
+                ClusterId::new(c).expect("id"),
+                NetworkId::new(n).expect("net"),
+            )
+        })
+        .collect();
+    let options = TranslateOptions {
+        networks: Some(Arc::new(map)),
+        ..TranslateOptions::default()
+    };
+    // c1 claims net-b, which would make it a gateway of net-b for every
+    // peer and admit it where net-b is: the map's net-a is used.
+    let text = [
+        ID.to_owned(),
+        property("v1beta1", NETWORK_PROPERTY, "net-b"),
+    ]
+    .join("---\n");
+    let (cluster, found) = translate_in(FOLDER, &text, &options);
+    let cluster = cluster.expect("c1 is in the map");
+    assert_eq!(cluster.network.as_str(), "net-a");
+    assert!(cluster.network_attested);
+    assert!(!only(&found).is_error(), "{}", found[0]);
+    assert!(
+        found[0].message.contains("the network map") && found[0].message.contains("\"net-a\""),
+        "{}",
+        found[0]
+    );
+    // A cluster the map does not name is left out of the set.
+    let text = property("v1beta1", CLUSTER_ID_PROPERTY, "c9");
+    let (cluster, found) = translate_in(FOLDER, &text, &options);
+    assert!(cluster.is_none(), "an unattested cluster is left out");
+    assert!(only(&found).is_error());
+    assert!(
+        found[0].message.contains("not in the network map"),
+        "{}",
+        found[0]
+    );
+    // Without a map a cluster's network is its own word, never attested.
+    let (cluster, _) = translate(
+        &[
+            ID.to_owned(),
+            property("v1beta1", NETWORK_PROPERTY, "net-b"),
+        ]
+        .join("---\n"),
+    );
+    let cluster = cluster.expect("named");
+    assert_eq!(cluster.network.as_str(), "net-b");
+    assert!(!cluster.network_attested);
+}
+
+#[test]
 fn an_invalid_network_id_is_an_error_on_its_property() {
     let text = property("v1alpha1", NETWORK_PROPERTY, "Net_A");
     let at = format!("2 ClusterProperty {NETWORK_PROPERTY} spec.value");

@@ -4,6 +4,8 @@
 
 mod service;
 
+pub use service::labelled_gateway;
+
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -11,7 +13,8 @@ use std::sync::Arc;
 use crate::diagnostics::{Diagnostic, Origin};
 use crate::model::{
     AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, EndpointGroup, EndpointPort,
-    EndpointsBuilder, Export, NetworkId, Protocol, ServiceKey,
+    EndpointsBuilder, Export, Infrastructure, InfrastructureAddresses, NetworkId, Protocol,
+    ServiceKey,
 };
 
 use super::objects::{AddressType, ClusterProperty, EndpointSlice, KubeObject, UnparsedEndpoint};
@@ -22,8 +25,11 @@ pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
 pub const CLUSTERSET_PROPERTY: &str = "clusterset.k8s.io";
 /// The default ClusterProperty naming the cluster's network.
 pub const NETWORK_PROPERTY: &str = "network.clusterset.k8s.io";
-/// Label marking a cluster's gateway Service.
+/// Label marking a cluster's gateway Service: honoured only on a Service in
+/// the gateway namespace, which tenants cannot write to.
 pub const GATEWAY_LABEL: &str = "strait.dev/gateway";
+/// Strait's own namespace by default: where the gateway Service lives.
+pub const GATEWAY_NAMESPACE: &str = "strait-system";
 /// Name of the gateway Service port that peers tunnel to.
 pub const TUNNEL_PORT_NAME: &str = "tunnel";
 /// Label tying an EndpointSlice to its Service.
@@ -46,6 +52,16 @@ pub struct SourcedObject {
 pub struct TranslateOptions {
     /// The ClusterProperty whose value is the cluster's network.
     pub network_property: String,
+    /// Strait's own namespace, the only one whose Service may name the
+    /// cluster's gateway: a tenant may label its own Services, but only a
+    /// cluster admin writes here.
+    pub gateway_namespace: String,
+    /// The network map: each cluster's network as this cluster's admin
+    /// attests it (`networks` in `gateway.yaml`). With it, a cluster's
+    /// network is the map's whatever its ClusterProperty says, and a
+    /// cluster the map leaves out is left out of the set; without it,
+    /// networks are what clusters say of themselves and grant nothing.
+    pub networks: Option<Arc<BTreeMap<ClusterId, NetworkId>>>,
     /// Accept loopback endpoint addresses (single-host setups and tests).
     /// Kubernetes refuses them, and a gateway must never be steered at its
     /// own host by a configuration.
@@ -56,13 +72,27 @@ impl Default for TranslateOptions {
     fn default() -> Self {
         Self {
             network_property: NETWORK_PROPERTY.to_owned(),
+            gateway_namespace: GATEWAY_NAMESPACE.to_owned(),
+            networks: None,
             allow_loopback_endpoints: false,
         }
     }
 }
 
+/// The instance metadata and host agent addresses of the major clouds
+/// that are not link-local (169.254.169.254 and the like are refused as
+/// link-local): AWS's IPv6 metadata, Alibaba Cloud's metadata and Azure's
+/// host agent (WireServer). Whoever reaches them may read the node's
+/// credentials.
+const CLOUD_METADATA: [IpAddr; 3] = [
+    IpAddr::V6(std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)),
+    IpAddr::V4(std::net::Ipv4Addr::new(100, 100, 100, 200)),
+    IpAddr::V4(std::net::Ipv4Addr::new(168, 63, 129, 16)),
+];
+
 /// Why an endpoint address can never be a backend, as Kubernetes' own
-/// EndpointSlice validation decides; `None` when it can.
+/// EndpointSlice validation decides (and, beyond it, the clouds' metadata
+/// addresses); `None` when it can.
 pub fn unroutable_endpoint(address: &IpAddr, allow_loopback: bool) -> Option<&'static str> {
     // An IPv4-mapped IPv6 address (`::ffff:127.0.0.1`) is judged as the
     // IPv4 address it stands for: otherwise it would pass for none of these.
@@ -77,6 +107,8 @@ pub fn unroutable_endpoint(address: &IpAddr, allow_loopback: bool) -> Option<&'s
         if v6.segments()[..6] == [0; 6] && !v6.is_loopback() && !v6.is_unspecified());
     if address.is_unspecified() {
         Some("unspecified")
+    } else if CLOUD_METADATA.contains(address) {
+        Some("cloud metadata")
     } else if ipv4_compatible {
         Some("deprecated IPv4-compatible")
     } else if address.is_loopback() && !allow_loopback {
@@ -172,7 +204,43 @@ fn translate_objects(
         ));
         return (None, findings.diagnostics);
     };
-    let mut cluster = Cluster::new(id, properties.network, source);
+    let (network, attested) = match options.networks.as_deref() {
+        None => (properties.network, false),
+        Some(map) => match map.get(&id) {
+            Some(mapped) => {
+                if properties.network_stated && *mapped != properties.network {
+                    findings.diagnostics.push(
+                        Diagnostic::warning(
+                            Origin::file(source),
+                            format!(
+                                "states network {:?}, but the network map (networks in gateway.yaml) puts cluster {id} on {:?}, which is used",
+                                properties.network.as_str(),
+                                mapped.as_str()
+                            ),
+                        )
+                        .object(format!("ClusterProperty {}", options.network_property))
+                        .field("spec.value"),
+                    );
+                }
+                (mapped.clone(), true)
+            }
+            None => {
+                findings.diagnostics.push(
+                    Diagnostic::error(
+                        Origin::file(source),
+                        format!(
+                            "cluster {id} is not in the network map (networks in gateway.yaml); a cluster's network is attested there, so this cluster is left out"
+                        ),
+                    )
+                    .object(format!("ClusterProperty {CLUSTER_ID_PROPERTY}"))
+                    .field("spec.value"),
+                );
+                return (None, findings.diagnostics);
+            }
+        },
+    };
+    let mut cluster = Cluster::new(id, network, source);
+    cluster.network_attested = attested;
     cluster.clusterset = properties.clusterset;
 
     // Services that exist but carry no routes: the gateway's own, and those
@@ -181,7 +249,7 @@ fn translate_objects(
     for sourced in &objects {
         if let KubeObject::Service(service) = &sourced.object {
             findings.at(sourced);
-            if service::is_gateway(service) {
+            if service::is_gateway(service, &options.gateway_namespace, &mut findings) {
                 cluster
                     .gateways
                     .extend(service::gateway_addresses(service, &mut findings));
@@ -231,12 +299,63 @@ fn translate_objects(
             KubeObject::ClusterProperty(_) | KubeObject::Service(_) => {}
         }
     }
+    cluster.infrastructure = infrastructure(objects.iter().copied(), &options.gateway_namespace);
     // A service's groups were pushed one slice at a time: the spare room
     // of the growth would be held for as long as the translation is.
     for service in cluster.services.values_mut().filter_map(Arc::get_mut) {
         service.endpoint_groups.shrink_to_fit();
     }
     (Some(cluster), findings.diagnostics)
+}
+
+/// The addresses of a cluster's own machinery among `objects` (all of one
+/// cluster), sorted: every Service's cluster IPs, and the endpoints of the
+/// gateway Service (the one labelled so in `gateway_namespace`). Read from
+/// every Service, exported or not: an endpoint naming any of them would
+/// make a tunnel server dial what no peer may reach.
+pub fn infrastructure<'a>(
+    objects: impl Iterator<Item = &'a SourcedObject> + Clone,
+    gateway_namespace: &str,
+) -> InfrastructureAddresses {
+    let mut found: Vec<(IpAddr, Infrastructure)> = Vec::new();
+    let mut gateways: Vec<&str> = Vec::new();
+    for sourced in objects.clone() {
+        if let KubeObject::Service(service) = &sourced.object {
+            if let Some(spec) = &service.spec {
+                found.extend(
+                    spec.cluster_ips
+                        .iter()
+                        .map(|ip| (*ip, Infrastructure::ServiceIp)),
+                );
+            }
+            if sourced.object.namespace() == Some(gateway_namespace)
+                && service::labelled_gateway(service)
+            {
+                gateways.push(sourced.object.name());
+            }
+        }
+    }
+    for sourced in objects {
+        if let KubeObject::EndpointSlice(slice) = &sourced.object
+            && slice.metadata.namespace.as_deref() == Some(gateway_namespace)
+            && slice
+                .metadata
+                .service_name
+                .as_deref()
+                .is_some_and(|service| gateways.contains(&service))
+        {
+            found.extend(
+                slice
+                    .endpoints
+                    .parsed
+                    .iter()
+                    .map(|endpoint| (endpoint.address.to_canonical(), Infrastructure::GatewayPod)),
+            );
+        }
+    }
+    found.sort_unstable();
+    found.dedup_by_key(|(address, _)| *address);
+    found.into()
 }
 
 /// Joins translated clusters into a set: cluster ids must be unique and
@@ -338,6 +457,8 @@ struct Properties {
     /// The cluster id property is present but its value was refused.
     invalid_cluster_id: bool,
     network: NetworkId,
+    /// The cluster states a network (else it is on the default one).
+    network_stated: bool,
     clusterset: Option<String>,
 }
 
@@ -350,6 +471,7 @@ fn read_properties<'a>(
         cluster_id: None,
         invalid_cluster_id: false,
         network: NetworkId::default_network(),
+        network_stated: false,
         clusterset: None,
     };
     for sourced in objects {
@@ -369,7 +491,10 @@ fn read_properties<'a>(
             },
             Some(CLUSTERSET_PROPERTY) => properties.clusterset = Some(value.to_owned()),
             Some(name) if name == options.network_property => match NetworkId::new(value) {
-                Ok(network) => properties.network = network,
+                Ok(network) => {
+                    properties.network = network;
+                    properties.network_stated = true;
+                }
                 Err(error) => findings.error("spec.value", format!("invalid network id: {error}")),
             },
             _ => {}

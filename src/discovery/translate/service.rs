@@ -17,7 +17,29 @@ const MAX_AFFINITY_TIMEOUT_SECONDS: i32 = 86_400;
 /// The timeout the API server fills in for ClientIP affinity (three hours).
 const DEFAULT_AFFINITY_TIMEOUT_SECONDS: u32 = 10_800;
 
-pub(super) fn is_gateway(service: &Service) -> bool {
+/// Whether `service` is the cluster's gateway: labelled so, in the gateway
+/// namespace. The label elsewhere is a tenant's claim; it is reported and
+/// the Service read as any other.
+pub(super) fn is_gateway(
+    service: &Service,
+    gateway_namespace: &str,
+    findings: &mut Findings<'_>,
+) -> bool {
+    if !labelled_gateway(service) {
+        return false;
+    }
+    let namespace = service.metadata.namespace.as_deref().unwrap_or("default");
+    if namespace != gateway_namespace {
+        findings.warning(format!(
+            "is labelled {GATEWAY_LABEL} but is not in the gateway namespace {gateway_namespace:?}; only a Service there names the cluster's gateway, so this one is read as an ordinary Service"
+        ));
+        return false;
+    }
+    true
+}
+
+/// Whether `service` carries the gateway label, wherever it is.
+pub fn labelled_gateway(service: &Service) -> bool {
     service
         .metadata
         .labels

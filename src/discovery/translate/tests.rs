@@ -34,7 +34,7 @@ fn svc(name: &str, spec: &str) -> String {
 
 fn gateway(rest: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Service\nmetadata: {{name: gw, namespace: strait, labels: {{strait.dev/gateway: \"true\"}}}}\n{rest}\n"
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: gw, namespace: strait-system, labels: {{strait.dev/gateway: \"true\"}}}}\n{rest}\n"
     )
 }
 
@@ -343,17 +343,17 @@ fn gateway_addresses_fall_back_to_external_ips() {
 #[test]
 fn a_gateway_without_tunnel_port_is_an_error() {
     let text = gateway("spec: {externalIPs: [1.2.3.4], ports: [{name: web, port: 443}]}");
-    let cluster = expect_error(&text, "2 Service strait/gw spec.ports", "\"tunnel\"");
+    let cluster = expect_error(&text, "2 Service strait-system/gw spec.ports", "\"tunnel\"");
     assert!(cluster.gateways.is_empty());
     let text = gateway("spec: {externalIPs: [1.2.3.4], ports: [{name: tunnel, port: 0}]}");
-    let at = "2 Service strait/gw spec.ports[0].port";
+    let at = "2 Service strait-system/gw spec.ports[0].port";
     expect_error(&text, at, "0 is not a port");
 }
 
 #[test]
 fn a_gateway_without_address_only_warns() {
     let text = gateway(&format!("spec: {{type: LoadBalancer, {TUNNEL}}}"));
-    let cluster = expect_warning(&text, "2 Service strait/gw -", "has no address");
+    let cluster = expect_warning(&text, "2 Service strait-system/gw -", "has no address");
     assert!(cluster.gateways.is_empty() && cluster.services.is_empty());
 }
 
@@ -364,23 +364,64 @@ fn malformed_gateway_addresses_are_errors_on_their_field() {
         gateway(&format!("spec: {{{TUNNEL}}}\n{status}"))
     };
     let text = status("{ip: 203.0.113.7}, {ip: 300.1.1.1}");
-    let at = "2 Service strait/gw status.loadBalancer.ingress[1].ip";
+    let at = "2 Service strait-system/gw status.loadBalancer.ingress[1].ip";
     let cluster = expect_error(&text, at, "\"300.1.1.1\" is not an IP address");
     assert_eq!(cluster.gateways.len(), 1, "the good address is kept");
     let text = status("{hostname: Bad_Host}, {ip: 203.0.113.7}");
-    let at = "2 Service strait/gw status.loadBalancer.ingress[0].hostname";
+    let at = "2 Service strait-system/gw status.loadBalancer.ingress[0].hostname";
     expect_error(&text, at, "\"Bad_Host\"");
     let text = gateway(&format!("spec: {{externalIPs: [1.2.3.4, nope], {TUNNEL}}}"));
-    expect_error(&text, "2 Service strait/gw spec.externalIPs[1]", "\"nope\"");
+    expect_error(
+        &text,
+        "2 Service strait-system/gw spec.externalIPs[1]",
+        "\"nope\"",
+    );
 }
 
 #[test]
 fn only_the_label_value_true_marks_a_gateway() {
     let text = gateway(&format!("spec: {{{TUNNEL}}}")).replace("\"true\"", "\"yes\"");
     let cluster = clean(&text);
-    let key = ServiceKey::new("strait", "gw");
+    let key = ServiceKey::new("strait-system", "gw");
     assert!(cluster.services.contains_key(&key));
     assert!(cluster.gateways.is_empty());
+}
+
+#[test]
+fn a_tenants_gateway_label_names_no_gateway() {
+    // A tenant labels a Service of its own namespace as the gateway, with
+    // an address for peers to dial and a slice of its pods: none of it may
+    // become the cluster's gateway.
+    let text = format!(
+        "{}---\n{}",
+        gateway(&format!("spec: {{externalIPs: [192.0.2.1], {TUNNEL}}}")),
+        gateway(&format!("spec: {{externalIPs: [203.0.113.66], {TUNNEL}}}")).replace(
+            "name: gw, namespace: strait-system",
+            "name: gw, namespace: tenant"
+        )
+    );
+    let (cluster, found) = in_c1(&text);
+    assert_at(
+        only(&found),
+        "3 Service tenant/gw -",
+        "not in the gateway namespace \"strait-system\"",
+    );
+    assert!(!found[0].is_error(), "{}", found[0]);
+    assert_eq!(
+        cluster
+            .gateways
+            .iter()
+            .map(|g| g.host.clone())
+            .collect::<Vec<_>>(),
+        vec![GatewayHost::Ip(ip("192.0.2.1"))],
+        "only the gateway namespace's Service gives tunnel addresses"
+    );
+    assert!(
+        cluster
+            .services
+            .contains_key(&ServiceKey::new("tenant", "gw")),
+        "the tenant's Service is read as an ordinary Service"
+    );
 }
 
 // EndpointSlices.
@@ -542,7 +583,7 @@ fn unknown_kinds_only_warn() {
 #[test]
 fn hostile_input_never_panics() {
     let svc = "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: shop}\n";
-    let gw = "apiVersion: v1\nkind: Service\nmetadata: {name: g, labels: {strait.dev/gateway: \"true\"}}\n";
+    let gw = "apiVersion: v1\nkind: Service\nmetadata: {name: g, namespace: strait-system, labels: {strait.dev/gateway: \"true\"}}\n";
     let eps = "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, labels: {kubernetes.io/service-name: a}}\n";
     let mcs = "apiVersion: multicluster.x-k8s.io/v1beta1\nmetadata: {name: a, namespace: shop}\n";
     let inputs: Vec<String> = vec![
@@ -620,13 +661,13 @@ fn an_invalid_service_raises_no_follow_on_errors_for_its_export_and_slices() {
 #[test]
 fn exporting_the_gateway_service_is_an_error_saying_so() {
     let text = format!(
-        "{}---\napiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceExport\nmetadata: {{name: gw, namespace: strait}}\n",
+        "{}---\napiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceExport\nmetadata: {{name: gw, namespace: strait-system}}\n",
         gateway(&format!("spec: {{externalIPs: [192.0.2.1], {TUNNEL}}}"))
     );
     let (_, found) = in_c1(&text);
     assert_at(
         only(&found),
-        "3 ServiceExport strait/gw metadata.name",
+        "3 ServiceExport strait-system/gw metadata.name",
         "is this cluster's gateway",
     );
 }
