@@ -1,4 +1,5 @@
-//! `strait certs`: generate a cluster set's CA and one gateway certificate
+//! `strait certs`: generate a CA per cluster (each trusted for its own
+//! cluster's identity only) and one gateway certificate
 //! per cluster, in the Kubernetes secret layout (`<cluster>/tls.crt`,
 //! `tls.key`, `ca.crt`), for demos and tests.
 

@@ -108,7 +108,7 @@ enum Command {
     Run(run::RunArgs),
     /// Run the demo cluster set on loopback: gateways, pods and sample traffic.
     Demo(demo::DemoArgs),
-    /// Write a cluster set's CA and one gateway certificate per cluster.
+    /// Write a CA per cluster (trusted for that cluster only) and its gateway certificate.
     Certs {
         /// Output directory: ca.crt and <cluster>/{tls.crt,tls.key,ca.crt}.
         #[arg(long, value_name = "DIR")]

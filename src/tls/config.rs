@@ -25,6 +25,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use super::generate::{CA_FILE, CERT_FILE, KEY_FILE};
 use super::identity::{Identity, identity_of};
 use super::revocation::{CRL_FILE, Revocations};
+use super::trust::{Anchors, ByIssuer};
 use super::{FileProblem, TlsError};
 
 /// The one application protocol of the tunnel, offered and required by both sides.
@@ -155,13 +156,13 @@ impl TlsMaterial {
         let key = private_key(&paths.key, key_pem)?;
         check_key_matches(paths, &provider, &chain, &key)?;
 
-        let mut roots = RootCertStore::empty();
-        for ca in certificates(&paths.ca, ca_pem)? {
-            roots
-                .add(ca)
-                .map_err(|e| TlsError::file(&paths.ca, FileProblem::BadCertificate(e)))?;
-        }
-        let roots = Arc::new(roots);
+        let anchors = Anchors::sort(
+            &paths.ca,
+            certificates(&paths.ca, ca_pem)?,
+            &identity.trust_domain,
+        )?;
+        let bad_ca = |e| TlsError::file(&paths.ca, FileProblem::BadCertificate(e));
+        let all_roots = Arc::new(anchors.all().map_err(bad_ca)?);
         let untrusted = |error| {
             TlsError::file(
                 &paths.cert,
@@ -176,33 +177,41 @@ impl TlsMaterial {
         let parsed = ParsedCertificate::try_from(leaf)
             .map_err(|e| TlsError::file(&paths.cert, FileProblem::BadCertificate(e)))?;
         let now = UnixTime::now();
-        // Issued by ca.crt itself: peers accept no intermediate either.
+        // Issued by ca.crt itself (peers accept no intermediate either), by
+        // a CA that may issue this cluster's identity: a peer would refuse
+        // it otherwise.
+        let own_roots = anchors
+            .for_cluster(&identity.cluster)
+            .map_err(bad_ca)?
+            .ok_or_else(|| TlsError::NoIssuer(Box::new(identity.clone())))?;
         rustls::client::verify_server_cert_signed_by_trust_anchor(
             &parsed,
-            &roots,
+            &own_roots,
             &[],
             now,
             algorithms.all,
         )
         .map_err(untrusted)?;
-        let mut client_verifier =
-            WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone());
-        if !revocations.is_empty() {
-            // Leaves only: there is no intermediate. A leaf whose issuer
-            // has no list here is not refused for it.
-            client_verifier = client_verifier
-                .with_crls(revocations.ders())
-                .only_check_end_entity_revocation()
-                .allow_unknown_revocation_status();
-        }
-        let client_verifier = Arc::new(GatewayClientVerifier {
-            inner: client_verifier
+        let webpki_client_verifier = |roots: Arc<RootCertStore>| {
+            let mut verifier = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
+            if !revocations.is_empty() {
+                // Leaves only: there is no intermediate. A leaf whose issuer
+                // has no list here is not refused for it.
+                verifier = verifier
+                    .with_crls(revocations.ders())
+                    .only_check_end_entity_revocation()
+                    .allow_unknown_revocation_status();
+            }
+            verifier
                 .build()
-                .map_err(|_| TlsError::file(&paths.ca, FileProblem::NoCertificate))?,
+                .map_err(|_| TlsError::file(&paths.ca, FileProblem::NoCertificate))
+        };
+        let client_verifier = Arc::new(GatewayClientVerifier {
+            hints: webpki_client_verifier(all_roots)?,
+            by_issuer: ByIssuer::build(&anchors, webpki_client_verifier)?,
             trust_domain: identity.trust_domain.clone(),
         });
         client_verifier
-            .inner
             .verify_client_cert(leaf, &[], now)
             .map_err(untrusted)?;
 
@@ -213,7 +222,7 @@ impl TlsMaterial {
         server.alpn_protocols = vec![ALPN_H2.to_vec()];
 
         let server_verifier = Arc::new(GatewayServerVerifier {
-            roots,
+            roots: ByIssuer::build(&anchors, Ok)?,
             revocations,
             algorithms,
             trust_domain: identity.trust_domain.clone(),
@@ -348,18 +357,23 @@ fn refuse(error: TlsError) -> rustls::Error {
     rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(error))))
 }
 
-/// Checks a peer's leaf names a gateway of `trust_domain`.
-fn check_peer_leaf(trust_domain: &str, leaf: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+/// The identity a peer's leaf names, when it is a gateway of `trust_domain`.
+fn peer_leaf(trust_domain: &str, leaf: &CertificateDer<'_>) -> Result<Identity, rustls::Error> {
     identity_of(leaf)
-        .and_then(|peer| check_trust_domain(trust_domain, &peer))
+        .and_then(|peer| check_trust_domain(trust_domain, &peer).map(|()| peer))
         .map_err(refuse)
 }
 
-/// Server side: webpki client verification against `ca.crt`, then the
-/// client's identity must be a gateway of our trust domain.
+/// Server side: the client's identity must be a gateway of our trust
+/// domain, and its leaf issued (webpki) by a CA of `ca.crt` that may issue
+/// that identity.
 #[derive(Debug)]
 struct GatewayClientVerifier {
-    inner: Arc<dyn ClientCertVerifier>,
+    /// One per set of anchors an identity may be issued by.
+    by_issuer: ByIssuer<Arc<dyn ClientCertVerifier>>,
+    /// Over every anchor: the issuers the server names, and the handshake
+    /// signature checks.
+    hints: Arc<dyn ClientCertVerifier>,
     trust_domain: String,
 }
 
@@ -373,7 +387,7 @@ impl ClientCertVerifier for GatewayClientVerifier {
     }
 
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
+        self.hints.root_hint_subjects()
     }
 
     fn verify_client_cert(
@@ -382,12 +396,15 @@ impl ClientCertVerifier for GatewayClientVerifier {
         _intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
+        let peer = peer_leaf(&self.trust_domain, end_entity)?;
+        let verifier = self
+            .by_issuer
+            .for_cluster(&peer.cluster)
+            .ok_or_else(|| refuse(TlsError::NoIssuer(Box::new(peer.clone()))))?;
         // No intermediates: a leaf must be issued by a certificate of
         // ca.crt itself (the CA's path length 0, which webpki does not
         // read from a trust anchor).
-        let verified = self.inner.verify_client_cert(end_entity, &[], now)?;
-        check_peer_leaf(&self.trust_domain, end_entity)?;
-        Ok(verified)
+        verifier.verify_client_cert(end_entity, &[], now)
     }
 
     fn verify_tls12_signature(
@@ -396,7 +413,7 @@ impl ClientCertVerifier for GatewayClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
+        self.hints.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -405,11 +422,11 @@ impl ClientCertVerifier for GatewayClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
+        self.hints.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
+        self.hints.supported_verify_schemes()
     }
 }
 
@@ -419,7 +436,8 @@ impl ClientCertVerifier for GatewayClientVerifier {
 /// load-balancer hostname, and are named by their SPIFFE identity.
 #[derive(Debug)]
 struct GatewayServerVerifier {
-    roots: Arc<RootCertStore>,
+    /// The anchors each peer identity may be issued by.
+    roots: ByIssuer<Arc<RootCertStore>>,
     revocations: Arc<Revocations>,
     algorithms: WebPkiSupportedAlgorithms,
     trust_domain: String,
@@ -434,11 +452,16 @@ impl ServerCertVerifier for GatewayServerVerifier {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        // No intermediates: issued by ca.crt itself, as the client
-        // verifier; and not listed in tls.crl.
+        let peer = peer_leaf(&self.trust_domain, end_entity)?;
+        let roots = self
+            .roots
+            .for_cluster(&peer.cluster)
+            .ok_or_else(|| refuse(TlsError::NoIssuer(Box::new(peer.clone()))))?;
+        // No intermediates: issued by ca.crt itself, by a CA that may
+        // issue the peer's identity, as the client verifier; and not
+        // listed in tls.crl.
         self.revocations
-            .verify_server_leaf(end_entity, &self.roots, self.algorithms.all, now)?;
-        check_peer_leaf(&self.trust_domain, end_entity)?;
+            .verify_server_leaf(end_entity, roots, self.algorithms.all, now)?;
         Ok(ServerCertVerified::assertion())
     }
 

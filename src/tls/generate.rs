@@ -1,6 +1,8 @@
-//! Certificate generation for a cluster set: an ECDSA P-256 CA and one
-//! gateway leaf per cluster, in memory ([`generate_ca`], [`generate_leaf`])
-//! or written to disk in the Kubernetes secret layout ([`write_cluster_set`]).
+//! Certificate generation for a cluster set: ECDSA P-256 CAs (one for the
+//! whole set, [`generate_ca`], or one per cluster that issues only that
+//! cluster's identity, [`generate_cluster_ca`]) and gateway leaves
+//! ([`generate_leaf`]), in memory or written to disk in the Kubernetes
+//! secret layout ([`write_cluster_set`]: a CA per cluster).
 
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
@@ -39,6 +41,8 @@ const CA_LIFETIME: i64 = 10 * 365 * DAY;
 /// A cluster set's CA, held in memory to sign gateway leaves.
 pub struct CertificateAuthority {
     clusterset: String,
+    /// The one cluster a per-cluster CA issues for.
+    cluster: Option<ClusterId>,
     params: CertificateParams,
     key: KeyPair,
     cert: Certificate,
@@ -106,6 +110,40 @@ pub fn generate_ca(clusterset: &str) -> Result<CertificateAuthority, TlsError> {
     let cert = params.self_signed(&key)?;
     Ok(CertificateAuthority {
         clusterset: clusterset.to_owned(),
+        cluster: None,
+        params,
+        key,
+        cert,
+    })
+}
+
+/// Generates the CA of one cluster of `clusterset`: as [`generate_ca`],
+/// CN "Strait <clusterset> <cluster> CA", and naming the cluster's gateway
+/// identity in a URI SAN, so that peers accept from it only that
+/// cluster's identity (a leaf it signs for another cluster is refused).
+pub fn generate_cluster_ca(
+    clusterset: &str,
+    cluster: &ClusterId,
+) -> Result<CertificateAuthority, TlsError> {
+    let identity = Identity::new(clusterset, cluster.clone())?;
+    let mut params = CertificateParams::default();
+    let mut name = DistinguishedName::new();
+    name.push(
+        DnType::CommonName,
+        format!("Strait {clusterset} {cluster} CA"),
+    );
+    params.distinguished_name = name;
+    params.subject_alt_names = vec![SanType::URI(Ia5String::try_from(identity.uri())?)];
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let (not_before, not_after) = validity(CA_LIFETIME)?;
+    params.not_before = not_before.to_datetime();
+    params.not_after = not_after.to_datetime();
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+    let cert = params.self_signed(&key)?;
+    Ok(CertificateAuthority {
+        clusterset: clusterset.to_owned(),
+        cluster: Some(cluster.clone()),
         params,
         key,
         cert,
@@ -128,6 +166,10 @@ pub fn generate_leaf_valid_for(
     validity: std::time::Duration,
 ) -> Result<LeafPem, TlsError> {
     let identity = Identity::new(&ca.clusterset, cluster.clone())?;
+    if ca.cluster.as_ref().is_some_and(|own| own != cluster) {
+        // Peers would refuse it: a cluster's CA issues its own identity only.
+        return Err(TlsError::NoIssuer(Box::new(identity)));
+    }
     sign_leaf_valid_for(ca, identity, validity)
 }
 
@@ -190,10 +232,13 @@ pub fn cluster_set_files(out: &Path, clusters: &[ClusterId]) -> Vec<PathBuf> {
     files
 }
 
-/// Generates a CA for cluster set `clusterset` and a gateway leaf for each of
-/// `clusters`, and writes them under `out` (see [`cluster_set_files`]); keys
-/// are readable by their owner only. The CA's key is not kept. Refuses to
-/// overwrite any existing file, before writing anything.
+/// Generates a CA for each of `clusters` of cluster set `clusterset`
+/// ([`generate_cluster_ca`]) and each cluster's gateway leaf, signed by its
+/// own cluster's CA, and writes them under `out` (see
+/// [`cluster_set_files`]): every `ca.crt` holds every cluster's CA, each
+/// trusted for its own cluster only. Keys are readable by their owner only;
+/// the CAs' keys are not kept. Refuses to overwrite any existing file,
+/// before writing anything.
 pub fn write_cluster_set(
     out: &Path,
     clusterset: &str,
@@ -220,12 +265,15 @@ pub fn write_cluster_set_valid_for(
     {
         return Err(TlsError::file(existing, FileProblem::Exists));
     }
-    let ca = generate_ca(clusterset)?;
-    let ca_pem = ca.cert_pem();
+    let cas = clusters
+        .iter()
+        .map(|cluster| generate_cluster_ca(clusterset, cluster))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ca_pem: String = cas.iter().map(CertificateAuthority::cert_pem).collect();
     create_dir(out)?;
     write_new(&out.join(CA_FILE), &ca_pem, false)?;
-    for cluster in clusters {
-        let leaf = generate_leaf_valid_for(&ca, cluster, leaf_validity)?;
+    for (cluster, ca) in clusters.iter().zip(&cas) {
+        let leaf = generate_leaf_valid_for(ca, cluster, leaf_validity)?;
         let dir = out.join(cluster.as_str());
         create_dir(&dir)?;
         write_new(&dir.join(CERT_FILE), &leaf.cert_pem, false)?;
@@ -302,6 +350,7 @@ pub(super) fn sign_intermediate(
     let issuer = Issuer::from_params(&ca.params, &ca.key);
     let cert = params.signed_by(&key, &issuer)?;
     Ok(CertificateAuthority {
+        cluster: None,
         clusterset: ca.clusterset.clone(),
         params,
         key,

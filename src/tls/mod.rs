@@ -10,6 +10,7 @@ mod generate;
 mod identity;
 mod reload;
 mod revocation;
+mod trust;
 
 pub use revocation::CRL_FILE;
 
@@ -20,8 +21,8 @@ use crate::model::{ClusterId, IdError};
 pub use config::{ALPN_H2, TlsMaterial, peer_identity};
 pub use generate::{
     CA_FILE, CERT_FILE, CertificateAuthority, DEFAULT_LEAF_VALIDITY, KEY_FILE, LeafPem,
-    cluster_set_files, generate_ca, generate_leaf, generate_leaf_valid_for, write_cluster_set,
-    write_cluster_set_valid_for,
+    cluster_set_files, generate_ca, generate_cluster_ca, generate_leaf, generate_leaf_valid_for,
+    write_cluster_set, write_cluster_set_valid_for,
 };
 pub use identity::{Identity, MAX_TRUST_DOMAIN_LEN, identity_of};
 pub use reload::ReloadingTls;
@@ -41,6 +42,10 @@ pub enum TlsError {
     },
     #[error("the peer presented no certificate")]
     NoPeerCertificate,
+    #[error(
+        "no CA of ca.crt may issue {0}: its cluster has no CA here, and no CA issues for every cluster"
+    )]
+    NoIssuer(Box<Identity>),
     #[error("cluster {0} is listed more than once")]
     DuplicateCluster(ClusterId),
     #[error("invalid cluster set id {value:?}: {error}")]
@@ -82,6 +87,11 @@ pub enum FileProblem {
     BadCrl(String),
     #[error("{0}")]
     Identity(IdentityError),
+    #[error("a CA here names {identity}, which is not of this gateway's trust domain {expected:?}")]
+    ForeignAnchor {
+        identity: Box<Identity>,
+        expected: String,
+    },
 }
 
 /// Why a gateway identity could not be read from a URI or a certificate.

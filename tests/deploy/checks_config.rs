@@ -166,6 +166,9 @@ fn examples_agree_with_the_manifests() {
     let mut identity_cluster = None;
     let mut properties = BTreeMap::new();
     let mut corefiles = 0;
+    let mut issuers: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut ca_certificate = None;
+    let mut gateway_issuer = None;
     for path in &paths {
         let shown = format!("deploy/{}", relative(path));
         let text = std::fs::read_to_string(path).expect("readable");
@@ -175,6 +178,37 @@ fn examples_agree_with_the_manifests() {
             let name = string_at(&value, &["metadata", "name"]).unwrap_or("(unnamed)");
             let origin = format!("{shown}, document {index}: {kind} {name}");
             match (api_version, kind) {
+                ("cert-manager.io/v1", "Issuer") => {
+                    // Namespaced in the gateway's namespace: a tenant's
+                    // Certificate elsewhere cannot use it.
+                    assert_eq!(
+                        string_at(&value, &["metadata", "namespace"]),
+                        Some(gateway.namespace),
+                        "{origin}: the Issuer must be in the gateway's namespace"
+                    );
+                    issuers.insert(
+                        name.to_owned(),
+                        string_at(&value, &["spec", "ca", "secretName"]).map(str::to_owned),
+                    );
+                }
+                ("cert-manager.io/v1", "Certificate")
+                    if value.get("spec").and_then(|s| s.get("isCA"))
+                        == Some(&Value::Bool(true)) =>
+                {
+                    // The cluster's own CA: it names the cluster it issues for.
+                    let uris: Vec<&str> = value["spec"]["uris"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    assert_eq!(uris.len(), 1, "{origin}: the CA names one cluster");
+                    let identity =
+                        Identity::parse(uris[0]).unwrap_or_else(|e| panic!("{origin}: {e}"));
+                    let secret = string_at(&value, &["spec", "secretName"])
+                        .unwrap_or_else(|| panic!("{origin}: no secretName"));
+                    ca_certificate = Some((origin.clone(), identity, secret.to_owned()));
+                }
                 ("cert-manager.io/v1", "Certificate") => {
                     assert_eq!(
                         string_at(&value, &["metadata", "namespace"]),
@@ -224,9 +258,10 @@ fn examples_agree_with_the_manifests() {
                     );
                     assert_eq!(
                         string_at(spec, &["issuerRef", "kind"]),
-                        Some("ClusterIssuer"),
-                        "{origin}: issuerRef.kind"
+                        Some("Issuer"),
+                        "{origin}: issuerRef.kind: a namespaced Issuer, never a ClusterIssuer any namespace may use"
                     );
+                    gateway_issuer = string_at(spec, &["issuerRef", "name"]).map(str::to_owned);
                 }
                 ("about.k8s.io/v1alpha1" | "about.k8s.io/v1beta1", "ClusterProperty") => {
                     let value = string_at(&value, &["spec", "value"])
@@ -283,6 +318,21 @@ fn examples_agree_with_the_manifests() {
     assert_eq!(
         &identity, cluster,
         "{certificate}: the identity's cluster differs from the example ClusterProperty cluster.clusterset.k8s.io ({origin})"
+    );
+    // The gateway certificate's Issuer is the cluster's own CA, which names
+    // the same cluster.
+    let (ca_origin, ca_identity, ca_secret) =
+        ca_certificate.unwrap_or_else(|| panic!("deploy/examples: no CA Certificate"));
+    assert_eq!(
+        ca_identity.cluster.as_str(),
+        identity,
+        "{ca_origin}: the CA must name the cluster it issues for"
+    );
+    let issuer = gateway_issuer.expect("checked above");
+    assert_eq!(
+        issuers.get(&issuer),
+        Some(&Some(ca_secret)),
+        "{certificate}: its Issuer {issuer} must be a CA Issuer of the cluster's CA"
     );
     let (origin, value) = property("clusterset.k8s.io");
     assert_eq!(

@@ -12,12 +12,36 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use super::*;
 use crate::model::ClusterId;
 use crate::tls::generate::{
-    CertificateAuthority, LeafPem, generate_ca, generate_leaf, sign_crl, sign_intermediate,
-    sign_leaf, sign_leaf_with_uris, write_cluster_set,
+    CertificateAuthority, LeafPem, generate_ca, generate_cluster_ca, generate_leaf, sign_crl,
+    sign_intermediate, sign_leaf, sign_leaf_with_uris, write_cluster_set,
 };
 
 fn cluster(id: &str) -> ClusterId {
     ClusterId::new(id).expect("valid cluster id")
+}
+
+/// The verifiers of a gateway of cluster set "set" that trusts `ca` alone.
+fn verifiers_trusting(ca: &CertificateAuthority) -> (GatewayClientVerifier, GatewayServerVerifier) {
+    let anchors =
+        Anchors::sort(Path::new("ca.crt"), vec![ca.cert_der().clone()], "set").expect("anchors");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let build = |roots: Arc<RootCertStore>| {
+        WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
+            .build()
+            .map_err(|_| TlsError::NoPeerCertificate)
+    };
+    let client = GatewayClientVerifier {
+        hints: build(Arc::new(anchors.all().expect("roots"))).expect("verifier"),
+        by_issuer: ByIssuer::build(&anchors, build).expect("verifiers"),
+        trust_domain: "set".to_owned(),
+    };
+    let server = GatewayServerVerifier {
+        roots: ByIssuer::build(&anchors, Ok).expect("roots"),
+        revocations: Arc::new(Revocations::default()),
+        algorithms: provider.signature_verification_algorithms,
+        trust_domain: "set".to_owned(),
+    };
+    (client, server)
 }
 
 fn material(ca: &CertificateAuthority, leaf: &LeafPem) -> TlsMaterial {
@@ -159,6 +183,107 @@ async fn a_server_from_another_ca_is_refused_by_the_client() {
     assert!(outcome.server.is_err(), "server must not get through");
 }
 
+/// c1, c2 and c3 each with a CA of its own, every gateway trusting all
+/// three: each CA is trusted for its own cluster's identity only.
+struct ClusterPki {
+    bundle: String,
+    cas: Vec<CertificateAuthority>,
+}
+
+fn cluster_pki() -> ClusterPki {
+    let cas: Vec<CertificateAuthority> = ["c1", "c2", "c3"]
+        .iter()
+        .map(|c| generate_cluster_ca("set", &cluster(c)).expect("cluster ca"))
+        .collect();
+    ClusterPki {
+        bundle: cas.iter().map(CertificateAuthority::cert_pem).collect(),
+        cas,
+    }
+}
+
+fn bundled(pki: &ClusterPki, leaf: &LeafPem) -> Result<TlsMaterial, TlsError> {
+    TlsMaterial::from_pem(&leaf.cert_pem, &leaf.key_pem, &pki.bundle)
+}
+
+#[tokio::test]
+async fn per_cluster_cas_authenticate_their_own_clusters() {
+    let pki = cluster_pki();
+    let c1 = generate_leaf(&pki.cas[0], &cluster("c1")).expect("c1 leaf");
+    let c2 = generate_leaf(&pki.cas[1], &cluster("c2")).expect("c2 leaf");
+    let server = bundled(&pki, &c1).expect("c1 material");
+    let client = bundled(&pki, &c2).expect("c2 material");
+    let outcome = handshake(&server, &client).await;
+    assert_eq!(outcome.server, Ok(c2.identity.clone()));
+    assert_eq!(outcome.client, Ok(c1.identity.clone()));
+}
+
+/// Whoever can issue from c2's CA (c2's cert-manager) mints c1's identity:
+/// both sides refuse it at the handshake, and the gateway that holds it
+/// does not even load.
+#[tokio::test]
+async fn a_cluster_ca_cannot_issue_another_clusters_identity() {
+    let pki = cluster_pki();
+    assert!(
+        matches!(
+            generate_leaf(&pki.cas[1], &cluster("c1")),
+            Err(TlsError::NoIssuer(_))
+        ),
+        "strait's own generator refuses"
+    );
+    let forged = sign_leaf(
+        &pki.cas[1],
+        Identity::new("set", cluster("c1")).expect("identity"),
+    )
+    .expect("a leaf naming c1, signed by c2's CA");
+    let error = bundled(&pki, &forged).expect_err("refused at load");
+    assert!(error.to_string().contains("not trusted"), "{error}");
+
+    let c3 = bundled(
+        &pki,
+        &generate_leaf(&pki.cas[2], &cluster("c3")).expect("c3 leaf"),
+    )
+    .expect("c3 material");
+    let forger = presenting(&c3, &forged);
+    // Presented by a client: c3's server refuses it.
+    let outcome = handshake(&c3, &forger).await;
+    let error = outcome
+        .server
+        .expect_err("c3 refuses a c1 identity from c2's CA");
+    assert!(error.contains("invalid peer certificate"), "{error}");
+    // Presented by a server: c3's client refuses it.
+    let outcome = handshake(&forger, &c3).await;
+    let error = outcome
+        .client
+        .expect_err("c3 refuses a c1 identity from c2's CA");
+    assert!(error.contains("invalid peer certificate"), "{error}");
+    // The same forger presenting an honest c3 leaf gets through: what is
+    // refused is the issuer, not the test's plumbing.
+    let honest = generate_leaf(&pki.cas[2], &cluster("c3")).expect("c3 leaf");
+    let outcome = handshake(&c3, &presenting(&c3, &honest)).await;
+    assert_eq!(outcome.server, Ok(honest.identity.clone()));
+}
+
+/// `honest`'s verifiers presenting `leaf`, past the load-time check that
+/// a gateway's own leaf is one its CAs may issue: what a forger with
+/// another TLS stack would present.
+fn presenting(honest: &TlsMaterial, leaf: &LeafPem) -> TlsMaterial {
+    let provider = rustls::crypto::ring::default_provider();
+    let key = PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).expect("key");
+    let certified =
+        CertifiedKey::from_der(vec![leaf.cert_der()], key, &provider).expect("certified key");
+    let resolver = Arc::new(rustls::sign::SingleCertAndKey::from(Arc::new(certified)));
+    let mut server = (*honest.server).clone();
+    server.cert_resolver = resolver.clone();
+    let mut client = (*honest.client).clone();
+    client.client_auth_cert_resolver = resolver;
+    TlsMaterial {
+        identity: leaf.identity.clone(),
+        not_after: honest.not_after,
+        server: Arc::new(server),
+        client: Arc::new(client),
+    }
+}
+
 #[tokio::test]
 async fn a_server_of_another_trust_domain_is_refused_even_by_a_shared_ca() {
     let pki = pki();
@@ -182,15 +307,7 @@ fn the_server_verifier_refuses_a_client_of_another_trust_domain() {
         cluster: cluster("c9"),
     };
     let leaf = sign_leaf(&pki.ca, foreign).expect("leaf");
-    let mut roots = RootCertStore::empty();
-    roots.add(pki.ca.cert_der().clone()).expect("root");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = GatewayClientVerifier {
-        inner: WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-            .build()
-            .expect("verifier"),
-        trust_domain: "set".to_owned(),
-    };
+    let (verifier, _) = verifiers_trusting(&pki.ca);
     let now = UnixTime::now();
     assert!(
         verifier
@@ -374,16 +491,7 @@ async fn a_leaf_issued_through_an_intermediate_is_refused() {
             .starts_with("tls.crt: certificate is not trusted by ca.crt"),
         "{err}"
     );
-    let mut roots = RootCertStore::empty();
-    roots.add(pki.ca.cert_der().clone()).expect("root");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = Arc::new(roots);
-    let verifier = GatewayClientVerifier {
-        inner: WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
-            .build()
-            .expect("verifier"),
-        trust_domain: "set".to_owned(),
-    };
+    let (verifier, client_side) = verifiers_trusting(&pki.ca);
     let now = UnixTime::now();
     let intermediates = [intermediate.cert_der().clone()];
     assert!(
@@ -398,12 +506,6 @@ async fn a_leaf_issued_through_an_intermediate_is_refused() {
             .is_ok(),
         "a leaf of the CA itself is accepted"
     );
-    let client_side = GatewayServerVerifier {
-        roots,
-        revocations: Arc::new(Revocations::default()),
-        algorithms: provider.signature_verification_algorithms,
-        trust_domain: "set".to_owned(),
-    };
     let name = ServerName::try_from("198.51.100.7").expect("name");
     assert!(
         client_side
