@@ -94,6 +94,10 @@ impl ServiceRoutes {
                 "{} admits {policy}; cluster {cluster} on network {network} is not one of them",
                 self.key
             ),
+            None if policy.networks.is_empty() => format!(
+                "{} admits {policy}; cluster {cluster} is not one of them",
+                self.key
+            ),
             None => format!(
                 "{} admits {policy}; cluster {cluster} is not one of them (its network is not attested: no network map)",
                 self.key

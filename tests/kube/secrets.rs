@@ -67,13 +67,15 @@ async fn remote_cluster_secrets_are_added_and_removed_at_run_time() {
     // talk in plain text: each such kubeconfig is refused, naming the field,
     // and never connects (the server is c2's, which would sync otherwise).
     let good = remote.kubeconfig("c2");
+    let owned = dir.path().join("owned");
+    let owned_path = owned.display();
     let server = format!("https://{}", remote.address());
     let hostile = [
         (
             "exec",
             good.replace(
                 "    token: test-token",
-                "    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, 'touch /tmp/strait-owned']}",
+                &format!("    exec: {{apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, 'touch {owned_path}']}}"),
             ),
             "users[0].user.exec",
         ),
@@ -128,10 +130,7 @@ async fn remote_cluster_secrets_are_added_and_removed_at_run_time() {
             .expect("reported");
         assert_eq!(status.id, None, "{name} never connected: {status:?}");
     }
-    assert!(
-        !std::path::Path::new("/tmp/strait-owned").exists(),
-        "the exec plugin ran"
-    );
+    assert!(!owned.exists(), "the exec plugin ran");
 }
 
 /// A changed Secret (a token rotation, a moved API server) opens the new
