@@ -561,6 +561,65 @@ async fn an_edited_derived_service_is_put_back_and_others_fields_survive() {
     );
 }
 
+/// A tenant of `shop` edits the derived Service of its own service `aaa`
+/// to claim cart's import port (`aaa` sorts before `cart`, so a claim read
+/// from Services wins): the record on aaa's ServiceImport, which tenants
+/// cannot write, keeps each port where it is, and the edit is put back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_port_claimed_by_an_edited_derived_service_stays_put() {
+    let world = World::new().await;
+    world.local.apply(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "aaa", "namespace": "shop"},
+        "spec": {"type": "ClusterIP", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}));
+    world.local.apply(export("aaa", "v1beta1"));
+    world
+        .local
+        .apply(slice("aaa", "aaa-1", &[("10.1.0.7", true)]));
+    let _gateway = world.gateway("gw-a", PortRange::default()).await;
+    let import = world.import_until("cart", "the import", is_ready).await;
+    world.import_until("aaa", "aaa's import", is_ready).await;
+    let cart_port =
+        world.derived("cart").expect("derived")["spec"]["ports"][0]["targetPort"].clone();
+    let aaa_port = world.derived("aaa").expect("derived")["spec"]["ports"][0]["targetPort"].clone();
+    assert_ne!(cart_port, aaa_port);
+    let record = import["metadata"]["annotations"]["strait.dev/import-ports"].clone();
+    assert!(
+        record
+            .as_str()
+            .is_some_and(|r| r.contains(&cart_port.to_string())),
+        "the import records its port: {record}"
+    );
+    let aaa = derived_service_name(&ServiceKey::new("shop", "aaa"));
+    world.local.edit(
+        "Service",
+        "shop",
+        &aaa,
+        json!({"spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": cart_port}]}}),
+        "kubectl-edit",
+    );
+    until(
+        "aaa's edit to be put back",
+        || {
+            world
+                .derived("aaa")
+                .is_some_and(|d| d["spec"]["ports"][0]["targetPort"] == aaa_port)
+        },
+        || format!("{:#?}", world.derived("aaa")),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        world.derived("cart").expect("derived")["spec"]["ports"][0]["targetPort"],
+        cart_port,
+        "cart keeps its import port"
+    );
+    let import = world.import("cart").expect("import");
+    assert_eq!(
+        import["metadata"]["annotations"]["strait.dev/import-ports"],
+        record
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_import_of_another_controller_is_left_alone() {
     let world = World::new().await;

@@ -192,7 +192,7 @@ pub(super) fn kube_routes(
         "routes built from the kube snapshot"
     );
     // Import ports only where Strait is the MCS implementation: they are
-    // recorded in its derived Services, which every replica reads.
+    // recorded on its ServiceImports, which every replica reads.
     if options.settings.kube.manage_imports
         && let Some(local) = &snapshot.local_imports
     {

@@ -33,6 +33,7 @@ pub mod naming;
 pub mod observed;
 pub mod pods;
 pub mod ports;
+pub mod record;
 pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION, POD_CLUSTER_ANNOTATION};
 use super::pods::PodRef;
 use super::ports::PortKey;
+use super::record::{IMPORT_PORTS_ANNOTATION, decode};
 use crate::discovery::objects::EndpointSlice;
 use crate::discovery::translate::MCS_SERVICE_NAME_LABEL;
 use crate::model::{ClusterId, Protocol, ServiceKey};
@@ -62,9 +63,21 @@ impl ObservedObject {
         pod_of(&self.raw)
     }
 
-    /// Created by Strait's import reconciler.
+    /// Labelled as created by Strait's import reconciler: what the diff
+    /// compares and may delete. Not proof of anything on a Service or an
+    /// EndpointSlice, which a tenant may label so in its namespace: what
+    /// those record is read only through [`Observed::recorded_ports`].
     pub fn ours(&self) -> bool {
         self.label(MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
+    }
+
+    /// Whether an owner reference names the `kind` called `name` with `uid`.
+    pub fn owned_by(&self, kind: &str, name: &str, uid: &str) -> bool {
+        self.raw["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|owner| owner["kind"] == kind && owner["name"] == name && owner["uid"] == uid)
     }
 }
 
@@ -209,10 +222,40 @@ impl Observed {
         services.chain(pods)
     }
 
-    /// The import ports recorded in the derived Services' `targetPort`s.
+    /// The import ports recorded on Strait's ServiceImports
+    /// ([`record`](super::record)). Only a ServiceImport Strait wrote
+    /// before it recorded them (an older version) has its derived
+    /// Services' `targetPort`s read instead, and then only of derived
+    /// Services it owns: a tenant may edit or forge a Service in its
+    /// namespace, not a ServiceImport.
     pub fn recorded_ports(&self) -> BTreeMap<PortKey, u16> {
         let mut recorded = BTreeMap::new();
+        let mut unrecorded: BTreeMap<&ServiceKey, &str> = BTreeMap::new();
+        for (service, import) in &self.imports {
+            if !import.ours() {
+                continue;
+            }
+            let text = import
+                .raw
+                .get("metadata")
+                .and_then(|m| m.get("annotations"))
+                .and_then(|a| a.get(IMPORT_PORTS_ANNOTATION))
+                .and_then(Value::as_str);
+            match (text, import.uid()) {
+                (Some(text), _) => recorded.extend(decode(service, text).unwrap_or_default()),
+                (None, Some(uid)) => {
+                    unrecorded.insert(service, uid);
+                }
+                (None, None) => {}
+            }
+        }
         for (service, pod, derived) in self.all_derived() {
+            let owned = unrecorded
+                .get(service)
+                .is_some_and(|uid| derived.owned_by("ServiceImport", &service.name, uid));
+            if !owned {
+                continue;
+            }
             let ports = derived.raw["spec"]["ports"].as_array();
             for port in ports.into_iter().flatten() {
                 let protocol = port["protocol"]
@@ -311,12 +354,75 @@ mod tests {
 
     use super::*;
 
+    fn import(name: &str, uid: &str, record: Option<&str>) -> ObservedObject {
+        let mut import = json!({
+            "kind": "ServiceImport",
+            "metadata": {"name": name, "namespace": "shop", "uid": uid,
+                "labels": {"app.kubernetes.io/managed-by": "strait"}},
+        });
+        if let Some(record) = record {
+            import["metadata"]["annotations"] = json!({IMPORT_PORTS_ANNOTATION: record});
+        }
+        ObservedObject::new(import)
+    }
+
+    fn derived(name: &str, service: &str, owner_uid: &str, target: u16) -> ObservedObject {
+        ObservedObject::new(json!({
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": "shop",
+                "labels": {"app.kubernetes.io/managed-by": "strait",
+                    "multicluster.kubernetes.io/service-name": service},
+                "ownerReferences": [{"kind": "ServiceImport", "name": service, "uid": owner_uid}]},
+            "spec": {"ports": [{"port": 80, "protocol": "TCP", "targetPort": target}]}
+        }))
+    }
+
+    /// A tenant may edit the derived Service in its namespace, or make one
+    /// with Strait's labels: neither is read as a record where the
+    /// ServiceImport, which only Strait writes, records the ports.
+    #[test]
+    fn recorded_ports_are_read_from_straits_imports_not_from_services_a_tenant_writes() {
+        let mut observed = Observed::default();
+        // till: recorded on its import; its derived Service was edited to
+        // claim 20001, cart's port.
+        observed.insert(import(
+            "till",
+            "u-till",
+            Some(r#"[{"protocol":"TCP","port":80,"importPort":20005}]"#),
+        ));
+        observed.insert(derived("derived-t", "till", "u-till", 20001));
+        // A labelled Service for a service with no import of Strait's.
+        observed.insert(derived("derived-f", "forged", "u-none", 20002));
+        // A foreign import's owned "derived" Service.
+        let mut foreign = import("other", "u-other", None);
+        foreign.raw["metadata"]["labels"] = json!({});
+        observed.insert(foreign);
+        observed.insert(derived("derived-o", "other", "u-other", 20003));
+        // An import an older version wrote (no record): its owned derived
+        // Service is read; one owned by nobody is not.
+        observed.insert(import("old", "u-old", None));
+        observed.insert(derived("derived-old", "old", "u-old", 20004));
+        observed.insert(import("older", "u-older", None));
+        observed.insert(derived("derived-older", "older", "u-someone", 20006));
+        let recorded: Vec<(String, u16)> = observed
+            .recorded_ports()
+            .into_iter()
+            .map(|(key, port)| (key.service.name, port))
+            .collect();
+        assert_eq!(
+            recorded,
+            [("old".to_owned(), 20004), ("till".to_owned(), 20005)]
+        );
+    }
+
     #[test]
     fn recorded_ports_and_cluster_ips_come_from_derived_services() {
         let mut observed = Observed::default();
+        observed.insert(import("cart", "u-cart", None));
         observed.insert(ObservedObject::new(json!({
             "kind": "Service",
             "metadata": {"name": "derived-x", "namespace": "shop",
+                "ownerReferences": [{"kind": "ServiceImport", "name": "cart", "uid": "u-cart"}],
                 "labels": {"app.kubernetes.io/managed-by": "strait",
                     "multicluster.kubernetes.io/service-name": "cart"}},
             "spec": {"clusterIPs": ["10.96.0.7", "fd00::7"],

@@ -140,10 +140,19 @@ fn a_per_pod_service_names_its_pod_and_forwards_to_its_import_ports() {
         service["spec"].get("clusterIP").is_none(),
         "the API allocates it"
     );
-    // Read back, the Service records that pod's import port.
+    // Read back, the ServiceImport records that pod's import port.
+    let import = objects
+        .iter()
+        .find(|o| o.object["kind"] == "ServiceImport" && !o.status)
+        .map(|o| o.object.clone())
+        .expect("the import");
     let mut observed = Observed::default();
-    observed.insert(ObservedObject::new(service.clone()));
+    observed.insert(ObservedObject::new(import));
     let recorded = observed.recorded_ports();
+    assert_eq!(
+        recorded.values().copied().collect::<Vec<_>>(),
+        [u16::try_from(target).expect("a port")]
+    );
     let key = recorded.keys().next().expect("one recorded port");
     assert_eq!(
         key.pod.as_ref().map(|p| p.label.as_str()),

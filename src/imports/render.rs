@@ -14,6 +14,8 @@ use super::naming::{
     DERIVED_SERVICE_ANNOTATION, ENDPOINTSLICE_MANAGED_BY_LABEL, ENDPOINTSLICE_MANAGED_BY_VALUE,
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION, POD_CLUSTER_ANNOTATION, gateway_slice_name,
 };
+use super::ports::PortKey;
+use super::record::{self, IMPORT_PORTS_ANNOTATION};
 use super::{ImportPlan, Observed, PlannedImport, PlannedPod, PlannedPort, READY_CONDITION};
 use crate::discovery::export_status::{Wanted, WantedCondition, updated_conditions};
 use crate::discovery::translate::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
@@ -110,6 +112,14 @@ pub fn desired_objects(
     now: Timestamp,
 ) -> Vec<DesiredObject> {
     let mut objects = Vec::new();
+    // Each service's import ports, recorded on its ServiceImport.
+    let mut allocated: BTreeMap<&ServiceKey, Vec<(&PortKey, u16)>> = BTreeMap::new();
+    for (key, port) in &plan.allocation.ports {
+        allocated
+            .entry(&key.service)
+            .or_default()
+            .push((key, *port));
+    }
     for planned in &plan.imports {
         let Some(service) = merged.services.get(&planned.key) else {
             continue;
@@ -122,7 +132,15 @@ pub fn desired_objects(
             .collect();
         let children_rendered = owners == Owners::Optional || import_uid.is_some();
         objects.push(DesiredObject {
-            object: import(planned, service, api_version),
+            object: import(
+                planned,
+                service,
+                api_version,
+                allocated
+                    .get(&planned.key)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default(),
+            ),
             status: false,
             complete: derived.is_empty() || children_rendered,
         });
@@ -193,11 +211,23 @@ fn families(families: &[IpFamily]) -> Vec<&'static str> {
         .collect()
 }
 
-/// The ServiceImport without its status.
-pub fn import(planned: &PlannedImport, service: &MergedService, api_version: &str) -> Value {
+/// The ServiceImport without its status, recording `ports`, the import
+/// ports of its service (`record`).
+pub fn import(
+    planned: &PlannedImport,
+    service: &MergedService,
+    api_version: &str,
+    ports: &[(&PortKey, u16)],
+) -> Value {
     let mut labels = string_map(&service.exported_labels);
     labels.insert(MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.into());
     let mut annotations = string_map(&service.exported_annotations);
+    if !ports.is_empty() {
+        annotations.insert(
+            IMPORT_PORTS_ANNOTATION.to_owned(),
+            record::encode(ports.iter().copied()).into(),
+        );
+    }
     if let Some(derived) = &planned.derived_service {
         annotations.insert(
             DERIVED_SERVICE_ANNOTATION.to_owned(),
