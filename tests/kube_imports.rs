@@ -54,6 +54,7 @@ fn options(local: &Path, remotes: &[&Path], identity: &str, range: PortRange) ->
             range,
             release_grace: Duration::from_secs(60),
             max_headless_endpoints: 8,
+            quota: Default::default(),
         }),
         ..kube_api::fixtures::kube_options(local, remotes)
     }
@@ -558,6 +559,73 @@ async fn an_edited_derived_service_is_put_back_and_others_fields_survive() {
             .local
             .managers("Service", "shop", &name)
             .contains(&"strait".to_owned())
+    );
+}
+
+/// A tenant labels a Service of its own namespace as the gateway, with an
+/// address for peers and a slice of its own pod: the derived slices list
+/// only the gateway namespace's gateway pods, and the cluster's tunnel
+/// addresses stay the real gateway's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_gateway_label_steers_neither_derived_slices_nor_tunnels() {
+    let world = World::new().await;
+    world
+        .local
+        .apply(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "evil-gw", "namespace": "shop",
+            "labels": {"strait.dev/gateway": "true"}},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "tunnel", "port": 15008}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.66"}]}}}));
+    world.local.apply(
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "evil-gw-1", "namespace": "shop",
+            "labels": {"kubernetes.io/service-name": "evil-gw"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.1.0.66"], "conditions": {"ready": true}}],
+        "ports": [{"name": "tunnel", "port": 15008, "protocol": "TCP"}]}),
+    );
+    let gateway = world.gateway("gw-a", PortRange::default()).await;
+    world.import_until("cart", "the import", is_ready).await;
+    let name = derived_service_name(&ServiceKey::new("shop", "cart"));
+    until(
+        "the derived slice",
+        || {
+            world
+                .local
+                .object("EndpointSlice", "shop", &format!("{name}-ipv4"))
+                .is_some()
+        },
+        || "no derived slice".to_owned(),
+    )
+    .await;
+    let slice = world
+        .local
+        .object("EndpointSlice", "shop", &format!("{name}-ipv4"))
+        .expect("the derived slice");
+    let addresses: Vec<&str> = slice["endpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["addresses"][0].as_str())
+        .collect();
+    assert_eq!(
+        addresses,
+        ["10.1.0.50", "10.1.0.51"],
+        "no tenant pod behind the ClusterSetIP"
+    );
+    let snapshot = gateway.snapshot();
+    let set = snapshot.set.as_ref().expect("a set");
+    let tunnels: Vec<String> = set
+        .cluster("c1")
+        .expect("c1")
+        .gateways
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        tunnels,
+        ["198.51.100.1:15008"],
+        "no tenant address to tunnel to"
     );
 }
 

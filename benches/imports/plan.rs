@@ -152,6 +152,7 @@ fn pass(merged: &MergedSet, observed: &Observed, now: Timestamp) -> Pass {
         refused_families: &refused,
         pods: &Default::default(),
         pod_ranges: None,
+        quota: Default::default(),
     });
     let planned = Instant::now();
     let desired = desired_objects(&plan, merged, observed, API, Owners::Required, now);

@@ -70,6 +70,7 @@ pub(super) fn run(
         refused_families: &Default::default(),
         pods: &pods,
         pod_ranges,
+        quota: loaded.settings.imports.namespace_quota.into(),
     });
     let api_version = loaded
         .import_api_version

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::imports::PortRange;
+use crate::imports::{NamespaceQuota, PortRange};
 
 /// `imports` in `gateway.yaml`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -34,6 +34,46 @@ pub struct ImportSettings {
     /// allocates them; without it, a file setup names no remote pod.
     #[serde(default)]
     pub pod_addresses: Vec<ipnet::IpNet>,
+    /// What one namespace may hold of the shared import ports and
+    /// per-pod derived Services.
+    #[serde(default)]
+    pub namespace_quota: NamespaceQuotaSettings,
+}
+
+/// `imports.namespaceQuota`.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamespaceQuotaSettings {
+    #[serde(default = "default_quota_import_ports")]
+    pub import_ports: usize,
+    #[serde(default = "default_quota_pod_services")]
+    pub pod_services: usize,
+}
+
+fn default_quota_import_ports() -> usize {
+    NamespaceQuota::default().import_ports
+}
+
+fn default_quota_pod_services() -> usize {
+    NamespaceQuota::default().pod_services
+}
+
+impl Default for NamespaceQuotaSettings {
+    fn default() -> Self {
+        Self {
+            import_ports: default_quota_import_ports(),
+            pod_services: default_quota_pod_services(),
+        }
+    }
+}
+
+impl From<NamespaceQuotaSettings> for NamespaceQuota {
+    fn from(settings: NamespaceQuotaSettings) -> Self {
+        NamespaceQuota {
+            import_ports: settings.import_ports,
+            pod_services: settings.pod_services,
+        }
+    }
 }
 
 fn default_enabled() -> bool {
@@ -52,6 +92,7 @@ impl Default for ImportSettings {
             port_range: PortRange::default(),
             release_grace: default_release_grace(),
             pod_addresses: Vec::new(),
+            namespace_quota: NamespaceQuotaSettings::default(),
         }
     }
 }

@@ -202,6 +202,7 @@ pub(crate) fn apply_file_imports(
         refused_families: &Default::default(),
         pods: &pods,
         pod_ranges: Some(&settings.imports.pod_addresses),
+        quota: settings.imports.namespace_quota.into(),
     };
     let allocation = crate::imports::allocate_ports(&inputs);
     table.set_import_ports(allocation.by_import_port());

@@ -65,6 +65,8 @@ pub enum ReadyReason {
     IpFamilyNotSupported,
     /// Some service port got no import port: `imports.portRange` is full.
     ImportPortsExhausted,
+    /// Some service port got no import port: its namespace holds its quota.
+    NamespaceQuotaExceeded,
 }
 
 impl ReadyReason {
@@ -74,6 +76,7 @@ impl ReadyReason {
             ReadyReason::Pending => "Pending",
             ReadyReason::IpFamilyNotSupported => "IPFamilyNotSupported",
             ReadyReason::ImportPortsExhausted => "ImportPortsExhausted",
+            ReadyReason::NamespaceQuotaExceeded => "NamespaceQuotaExceeded",
         }
     }
 }
@@ -161,6 +164,26 @@ pub struct ImportPlan {
     pub pod_addresses_exhausted: usize,
 }
 
+/// What one namespace may hold of what every namespace shares: import
+/// ports, taken from the one `imports.portRange`, and per-pod derived
+/// Services, each a ClusterIP of the cluster's service range. Past it, that
+/// namespace's imports are `Ready=False` (`NamespaceQuotaExceeded`) or its
+/// remote pods get no address; other namespaces are not touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamespaceQuota {
+    pub import_ports: usize,
+    pub pod_services: usize,
+}
+
+impl Default for NamespaceQuota {
+    fn default() -> Self {
+        Self {
+            import_ports: 1000,
+            pod_services: 256,
+        }
+    }
+}
+
 /// What the plan is computed from besides the merged set.
 #[derive(Debug, Clone, Copy)]
 pub struct PlanInputs<'a> {
@@ -181,6 +204,8 @@ pub struct PlanInputs<'a> {
     /// `imports.podAddresses` otherwise, where a pod without an address
     /// (none set, or the ranges full) gets nothing at all.
     pub pod_ranges: Option<&'a [IpNet]>,
+    /// What each namespace may hold of the shared ports and addresses.
+    pub quota: NamespaceQuota,
 }
 
 /// The import ports a service needs: for a ClusterSetIP service one per
@@ -270,12 +295,62 @@ fn allocate_for(
         .iter()
         .flat_map(|s| wanted_ports(s, pods))
         .collect();
-    ports::allocate(
-        &wanted,
-        &inputs.observed.recorded_ports(),
-        inputs.released,
-        inputs.range,
-    )
+    let recorded = inputs.observed.recorded_ports();
+    let (admitted, over_quota) = within_port_quota(wanted, &recorded, inputs.quota.import_ports);
+    let mut allocation = ports::allocate(&admitted, &recorded, inputs.released, inputs.range);
+    allocation.over_quota = over_quota;
+    allocation
+}
+
+/// The wanted ports each namespace may have allocated, and those past its
+/// quota. Ports a namespace holds already (recorded) are kept first: a
+/// quota lowered below what a namespace holds takes nothing away, it only
+/// gives that namespace nothing new.
+fn within_port_quota(
+    wanted: Vec<PortKey>,
+    recorded: &BTreeMap<PortKey, u16>,
+    quota: usize,
+) -> (Vec<PortKey>, Vec<PortKey>) {
+    let mut held: BTreeMap<&str, usize> = BTreeMap::new();
+    for key in wanted.iter().filter(|key| recorded.contains_key(*key)) {
+        *held.entry(key.service.namespace.as_str()).or_default() += 1;
+    }
+    let mut counted = held.clone();
+    let (mut admitted, mut over) = (Vec::with_capacity(wanted.len()), Vec::new());
+    for key in &wanted {
+        if recorded.contains_key(key) {
+            admitted.push(key.clone());
+            continue;
+        }
+        let count = counted.entry(key.service.namespace.as_str()).or_default();
+        if *count < quota {
+            *count += 1;
+            admitted.push(key.clone());
+        } else {
+            over.push(key.clone());
+        }
+    }
+    (admitted, over)
+}
+
+/// `pods` with at most `quota` remote pods per namespace (in service, then
+/// cluster and label order); the rest count as over the cap.
+fn pods_within_quota(
+    pods: &BTreeMap<ServiceKey, RemotePods>,
+    quota: usize,
+) -> BTreeMap<ServiceKey, RemotePods> {
+    let mut per_namespace: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut kept = pods.clone();
+    for (service, remote) in &mut kept {
+        let used = per_namespace.entry(service.namespace.as_str()).or_default();
+        let room = quota.saturating_sub(*used);
+        if remote.pods.len() > room {
+            remote.over_cap += remote.pods.len() - room;
+            remote.pods.truncate(room);
+        }
+        *used += remote.pods.len();
+    }
+    kept
 }
 
 /// Allocates the import ports of every importable service.
@@ -292,19 +367,19 @@ fn addressed_pods(
     services: &[&MergedService],
     inputs: &PlanInputs<'_>,
 ) -> (BTreeMap<ServiceKey, RemotePods>, PodAddresses) {
+    let within = pods_within_quota(inputs.pods, inputs.quota.pod_services);
     let Some(ranges) = inputs.pod_ranges else {
-        return (inputs.pods.clone(), PodAddresses::default());
+        return (within, PodAddresses::default());
     };
     let wanted = services.iter().flat_map(|service| {
-        inputs
-            .pods
+        within
             .get(&service.key)
             .into_iter()
             .flat_map(|remote| &remote.pods)
             .map(|pod| (&service.key, pod))
     });
     let addresses = pods::allocate_addresses(wanted, ranges);
-    let mut pods = inputs.pods.clone();
+    let mut pods = within;
     for (service, remote) in &mut pods {
         remote.pods.retain(|pod| {
             addresses
@@ -462,6 +537,11 @@ fn plan_import(
         Vec::new()
     };
     let exhausted = ports.iter().filter(|p| p.import_port.is_none()).count();
+    let over_quota = allocation
+        .over_quota
+        .iter()
+        .filter(|key| key.service == service.key)
+        .count();
     let (ready, reason, message) = if !cluster_set_ip {
         (
             true,
@@ -475,6 +555,17 @@ fn plan_import(
             format!(
                 "This cluster cannot allocate a ClusterIP in the IP families {:?}.",
                 service.ip_families
+            ),
+        )
+    } else if over_quota > 0 {
+        (
+            false,
+            ReadyReason::NamespaceQuotaExceeded,
+            format!(
+                "{over_quota} of {} ports have no gateway import port: namespace {} holds its quota of {} (imports.namespaceQuota.importPorts).",
+                ports.len(),
+                service.key.namespace,
+                inputs.quota.import_ports
             ),
         )
     } else if exhausted > 0 {
@@ -527,7 +618,7 @@ fn headless_message(pods: &[PlannedPod], over_cap: usize) -> String {
     }
     if over_cap > 0 {
         message.push_str(&format!(
-            "; {over_cap} more have none (dns.maxHeadlessEndpoints, imports.podAddresses)"
+            "; {over_cap} more have none (dns.maxHeadlessEndpoints, imports.namespaceQuota.podServices, imports.podAddresses)"
         ));
     }
     message.push('.');

@@ -64,6 +64,7 @@ fn plan_with(
         refused_families: &BTreeSet::new(),
         pods: &pods,
         pod_ranges: ranges,
+        quota: Default::default(),
     })
 }
 

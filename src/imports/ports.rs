@@ -169,6 +169,9 @@ pub struct Allocation {
     pub ports: BTreeMap<PortKey, u16>,
     /// Service ports left without an import port: the range is full.
     pub exhausted: Vec<PortKey>,
+    /// Service ports left without an import port: their namespace holds
+    /// its quota already ([`NamespaceQuota`](super::NamespaceQuota)).
+    pub over_quota: Vec<PortKey>,
 }
 
 impl Allocation {

@@ -30,6 +30,7 @@ fn plan_for(set: &ClusterSet, observed: &Observed) -> (ImportPlan, crate::merge:
         refused_families: &BTreeSet::new(),
         pods: &BTreeMap::new(),
         pod_ranges: None,
+        quota: Default::default(),
     });
     (plan, merged)
 }
@@ -284,12 +285,112 @@ fn a_full_range_leaves_the_import_not_ready() {
         refused_families: &BTreeSet::new(),
         pods: &BTreeMap::new(),
         pod_ranges: None,
+        quota: Default::default(),
     });
     let import = &plan.imports[0];
     assert!(!import.ready);
     assert_eq!(import.reason, ReadyReason::ImportPortsExhausted);
     assert_eq!(plan.allocation.exhausted.len(), 1);
     assert!(import.message.contains("20000-20000"), "{}", import.message);
+}
+
+/// One namespace exports more service ports than its quota: past the
+/// quota its imports are not ready, and another namespace's imports keep
+/// every port; ports a namespace already holds are never taken away.
+#[test]
+fn a_namespace_over_its_import_port_quota_leaves_others_unaffected() {
+    let mut set = ClusterSet::default();
+    for (namespace, name, ports) in [
+        ("greedy", "a", 2u16),
+        ("greedy", "b", 2),
+        ("shop", "cart", 3),
+    ] {
+        let mut builder = ServiceBuilder::new().exported_at(10);
+        for index in 0..ports {
+            builder = builder.port(&format!("p{index}"), 80 + index, 80 + index);
+        }
+        builder.key = ServiceKey::new(namespace, name);
+        let one = crate::testing::cluster_set(&[("c1", "net-a", builder)]);
+        for (id, cluster) in one.clusters {
+            let entry = set.clusters.entry(id).or_insert(cluster.clone());
+            entry.services.extend(cluster.services);
+        }
+    }
+    let merged = merge(&set);
+    let quota = NamespaceQuota {
+        import_ports: 3,
+        pod_services: 1,
+    };
+    let plan_with = |observed: &Observed| {
+        plan(&PlanInputs {
+            merged: &merged,
+            observed,
+            range: &PortRange::default(),
+            released: &Released::new(),
+            refused_families: &BTreeSet::new(),
+            pods: &BTreeMap::new(),
+            pod_ranges: None,
+            quota,
+        })
+    };
+    let plan = plan_with(&Observed::default());
+    let import = |plan: &ImportPlan, name: &str| {
+        plan.imports
+            .iter()
+            .find(|i| i.key.name == name)
+            .cloned()
+            .expect("planned")
+    };
+    let a = import(&plan, "a");
+    let b = import(&plan, "b");
+    let cart = import(&plan, "cart");
+    assert!(a.ports.iter().all(|p| p.import_port.is_some()));
+    assert_eq!(
+        b.ports.iter().filter(|p| p.import_port.is_some()).count(),
+        1,
+        "greedy holds 3 of its 4 ports"
+    );
+    assert_eq!(b.reason, ReadyReason::NamespaceQuotaExceeded);
+    assert!(
+        b.message.contains("namespace greedy holds its quota of 3"),
+        "{}",
+        b.message
+    );
+    assert!(
+        cart.ports.iter().all(|p| p.import_port.is_some()),
+        "shop is untouched"
+    );
+    assert_eq!(plan.allocation.over_quota.len(), 1);
+    assert!(plan.allocation.exhausted.is_empty());
+}
+
+#[test]
+fn remote_pods_past_a_namespaces_quota_get_no_derived_service() {
+    let pod = |cluster: &str, label: &str| PodRef {
+        cluster: crate::model::ClusterId::new(cluster).expect("id"),
+        label: label.to_owned(),
+    };
+    let remote = |labels: &[&str]| RemotePods {
+        pods: labels.iter().map(|l| pod("c3", l)).collect(),
+        over_cap: 0,
+    };
+    let pods = BTreeMap::from([
+        (ServiceKey::new("greedy", "a"), remote(&["p1", "p2"])),
+        (ServiceKey::new("greedy", "b"), remote(&["p3"])),
+        (ServiceKey::new("shop", "pg"), remote(&["p4", "p5"])),
+    ]);
+    let kept = pods_within_quota(&pods, 2);
+    let count = |namespace: &str, name: &str| {
+        let held = &kept[&ServiceKey::new(namespace, name)];
+        (held.pods.len(), held.over_cap)
+    };
+    assert_eq!(count("greedy", "a"), (2, 0));
+    assert_eq!(
+        count("greedy", "b"),
+        (0, 1),
+        "greedy's third pod is past its quota"
+    );
+    assert_eq!(count("shop", "pg"), (2, 0), "shop is untouched");
 }
 
 /// Plays the API server: applies `changes` to `observed` the way a server
@@ -472,6 +573,7 @@ fn a_refused_family_or_no_forwardable_port_means_no_derived_service() {
         refused_families: &refused,
         pods: &BTreeMap::new(),
         pod_ranges: None,
+        quota: Default::default(),
     });
     assert_eq!(plan.imports[0].reason, ReadyReason::IpFamilyNotSupported);
     assert!(plan.imports[0].derived_service.is_none());

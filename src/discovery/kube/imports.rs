@@ -325,6 +325,7 @@ impl Reconciler {
                 refused_families: &refused,
                 pods: &pods,
                 pod_ranges: None,
+                quota: self.options.quota,
             });
             let desired = desired_objects(
                 &plan,

@@ -280,6 +280,8 @@ pub struct ImportOptions {
     /// At most this many remote pods per headless service get a per-pod
     /// derived Service (`dns.maxHeadlessEndpoints`).
     pub max_headless_endpoints: usize,
+    /// What one namespace may hold (`imports.namespaceQuota`).
+    pub quota: crate::imports::NamespaceQuota,
 }
 
 impl KubeOptions {
@@ -305,6 +307,7 @@ impl KubeOptions {
                 range: settings.imports.port_range,
                 release_grace: settings.imports.release_grace,
                 max_headless_endpoints: settings.dns.max_headless_endpoints,
+                quota: settings.imports.namespace_quota.into(),
             }),
         }
     }
