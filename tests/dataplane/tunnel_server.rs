@@ -1,7 +1,7 @@
 //! What the tunnel server refuses: every target that is not a ready
 //! backend of an exported service port on its network (own listeners,
 //! loopback, link-local, strays, undeclared ports, their IPv4-mapped
-//! spellings).
+//! spellings), and machinery listed as a backend (a Service's ClusterIP).
 
 use super::*;
 
@@ -50,6 +50,51 @@ pub async fn the_tunnel_server_dials_nothing_it_should_not(transport: TransportM
         _ => Vec::new(),
     })
     .await;
+    // c3 also holds machinery a tenant lists as an endpoint of its export:
+    // the `kubernetes` Service's ClusterIP (a tripwire listens there).
+    let cluster_ip = Tripwire::start(at(pod_ip(3, 7))).await;
+    let c3_file = world.config.join("clusters/c3/objects.yaml");
+    let mut c3_yaml = std::fs::read_to_string(&c3_file).expect("c3's objects");
+    c3_yaml.push_str(&format!(
+        "---
+apiVersion: v1
+kind: Service
+metadata: {{name: kubernetes, namespace: default}}
+spec:
+  clusterIP: \"{api}\"
+  ports: [{{name: https, port: {target}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: sneaky, namespace: app}}
+spec:
+  ports: [{{name: tcp, port: 42, targetPort: {target}}}]
+---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceExport
+metadata: {{name: sneaky, namespace: app, creationTimestamp: \"2026-01-01T00:00:00Z\"}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: sneaky-1, namespace: app, labels: {{kubernetes.io/service-name: sneaky}}}}
+addressType: IPv4
+ports: [{{name: tcp, port: {target}}}]
+endpoints:
+- {{addresses: [\"{api}\"], conditions: {{ready: true}}}}
+",
+        api = pod_ip(3, 7)
+    ));
+    write_cluster(&world.config, "c3", &c3_yaml);
+    let c3_state = world.gateways[2].state().clone();
+    let reloaded = eventually(Duration::from_secs(10), || {
+        c3_state
+            .routes
+            .load()
+            .lookup("app", "sneaky", Protocol::Tcp, 42)
+            .is_some()
+    })
+    .await;
+    assert!(reloaded, "c3 reloaded with the sneaky export");
     let c3 = &world.gateways[2];
     let own = c3.addresses().clone();
     let client = TestClient::new(&world.certs, "c1", transport);
@@ -79,6 +124,10 @@ pub async fn the_tunnel_server_dials_nothing_it_should_not(transport: TransportM
         ("hidden.app.svc.clusterset.local:42".into(), 404),
         ("nope.app.svc.clusterset.local:42".into(), 404),
         ("pod-0.c3.echo.app.svc.clusterset.local:42".into(), 404),
+        // Machinery listed as an endpoint: by address, and by name (its
+        // only backend skipped when picked, so none is left).
+        (cluster_ip.address.to_string(), 403),
+        ("sneaky.app.svc.clusterset.local:42".into(), 503),
         ("example.com:443".into(), 400),
         ("localhost:80".into(), 400),
         ("echo.app.svc.cluster.local:42".into(), 400),
@@ -97,6 +146,7 @@ pub async fn the_tunnel_server_dials_nothing_it_should_not(transport: TransportM
         ("unexported service", &unexported),
         ("stray address", &stray),
         ("undeclared port", &undeclared_port),
+        ("Service ClusterIP", &cluster_ip),
     ] {
         assert_eq!(tripwire.hits(), 0, "{name} was dialled");
     }
