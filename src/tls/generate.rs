@@ -97,24 +97,7 @@ impl LeafPem {
 /// valid from an hour ago for ten years.
 pub fn generate_ca(clusterset: &str) -> Result<CertificateAuthority, TlsError> {
     check_clusterset(clusterset)?;
-    let mut params = CertificateParams::default();
-    let mut name = DistinguishedName::new();
-    name.push(DnType::CommonName, format!("Strait {clusterset} CA"));
-    params.distinguished_name = name;
-    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let (not_before, not_after) = validity(CA_LIFETIME)?;
-    params.not_before = not_before.to_datetime();
-    params.not_after = not_after.to_datetime();
-    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
-    let cert = params.self_signed(&key)?;
-    Ok(CertificateAuthority {
-        clusterset: clusterset.to_owned(),
-        cluster: None,
-        params,
-        key,
-        cert,
-    })
+    self_signed_ca(clusterset, None)
 }
 
 /// Generates the CA of one cluster of `clusterset`: as [`generate_ca`],
@@ -125,15 +108,26 @@ pub fn generate_cluster_ca(
     clusterset: &str,
     cluster: &ClusterId,
 ) -> Result<CertificateAuthority, TlsError> {
-    let identity = Identity::new(clusterset, cluster.clone())?;
+    self_signed_ca(clusterset, Some(cluster))
+}
+
+/// A CA for the whole set (`cluster` `None`) or for one cluster of it.
+fn self_signed_ca(
+    clusterset: &str,
+    cluster: Option<&ClusterId>,
+) -> Result<CertificateAuthority, TlsError> {
     let mut params = CertificateParams::default();
     let mut name = DistinguishedName::new();
-    name.push(
-        DnType::CommonName,
-        format!("Strait {clusterset} {cluster} CA"),
-    );
+    let common_name = match cluster {
+        Some(cluster) => {
+            let identity = Identity::new(clusterset, cluster.clone())?;
+            params.subject_alt_names = vec![SanType::URI(Ia5String::try_from(identity.uri())?)];
+            format!("Strait {clusterset} {cluster} CA")
+        }
+        None => format!("Strait {clusterset} CA"),
+    };
+    name.push(DnType::CommonName, common_name);
     params.distinguished_name = name;
-    params.subject_alt_names = vec![SanType::URI(Ia5String::try_from(identity.uri())?)];
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     let (not_before, not_after) = validity(CA_LIFETIME)?;
@@ -143,7 +137,7 @@ pub fn generate_cluster_ca(
     let cert = params.self_signed(&key)?;
     Ok(CertificateAuthority {
         clusterset: clusterset.to_owned(),
-        cluster: Some(cluster.clone()),
+        cluster: cluster.cloned(),
         params,
         key,
         cert,
