@@ -460,6 +460,12 @@ mod tests {
 
     /// shop/cart as `set()` has it, with c1's (oldest) export admitting `policy`.
     fn table_with_policy(pairs: &[(&str, &str)]) -> RouteTable {
+        let set = set_with_policy(pairs);
+        RouteTable::build(&set, &merge(&set), "c1").expect("viewer")
+    }
+
+    /// `set()` with every export admitting `policy`.
+    fn set_with_policy(pairs: &[(&str, &str)]) -> ClusterSet {
         let mut set = set();
         let annotations = pairs
             .iter()
@@ -473,7 +479,7 @@ mod tests {
                 }
             }
         }
-        RouteTable::build(&set, &merge(&set), "c1").expect("viewer")
+        set
     }
 
     #[test]
@@ -510,18 +516,9 @@ mod tests {
     #[test]
     fn a_network_only_its_cluster_states_admits_no_one() {
         use crate::model::ALLOWED_NETWORKS_ANNOTATION;
-        let mut set = set();
-        let access = crate::model::AccessPolicy::from_annotations(
-            &[(ALLOWED_NETWORKS_ANNOTATION.to_owned(), "net-b".to_owned())].into(),
-        )
-        .expect("valid");
+        let mut set = set_with_policy(&[(ALLOWED_NETWORKS_ANNOTATION, "net-b")]);
         for cluster in set.clusters.values_mut() {
             cluster.network_attested = false;
-            for service in cluster.services.values_mut() {
-                if let Some(export) = std::sync::Arc::make_mut(service).export.as_mut() {
-                    export.access = access.clone();
-                }
-            }
         }
         let table = RouteTable::build(&set, &merge(&set), "c1").expect("viewer");
         for target in ["10.0.0.2:8042", "cart.shop.svc.clusterset.local:42"] {
