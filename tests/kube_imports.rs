@@ -139,6 +139,20 @@ impl World {
         self.import(name).expect("checked")
     }
 
+    /// Waits for the derived Service of `shop/<name>` to forward its first
+    /// port to `port`.
+    async fn until_target_port(&self, name: &str, port: &Value, what: &str) {
+        until(
+            what,
+            || {
+                self.derived(name)
+                    .is_some_and(|d| d["spec"]["ports"][0]["targetPort"] == *port)
+            },
+            || format!("{:#?}", self.derived(name)),
+        )
+        .await;
+    }
+
     async fn gone(&self, name: &str, what: &str) {
         until(
             what,
@@ -153,6 +167,16 @@ impl World {
         )
         .await;
     }
+}
+
+/// The first address of each endpoint of an EndpointSlice.
+fn slice_addresses(slice: &Value) -> Vec<&str> {
+    slice["endpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["addresses"][0].as_str())
+        .collect()
 }
 
 fn set_export_time(server: &ApiServer, name: &str, version: &str, time: &str) {
@@ -256,12 +280,7 @@ async fn an_import_exists_while_any_cluster_exports_with_ips_from_its_derived_se
         name.as_str()
     );
     assert_eq!(slice["ports"][0]["port"], import_port);
-    let addresses: Vec<&str> = slice["endpoints"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e["addresses"][0].as_str())
-        .collect();
+    let addresses = slice_addresses(&slice);
     assert_eq!(addresses, ["10.1.0.50", "10.1.0.51"]);
     // Each keeps its gateway pod's node and zone (topology-aware routing in
     // this cluster reads them).
@@ -535,16 +554,9 @@ async fn an_edited_derived_service_is_put_back_and_others_fields_survive() {
             "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]}}),
         "kubectl-edit",
     );
-    until(
-        "the target port to be put back",
-        || {
-            world
-                .derived("cart")
-                .is_some_and(|d| d["spec"]["ports"][0]["targetPort"] == import_port)
-        },
-        || format!("{:#?}", world.derived("cart")),
-    )
-    .await;
+    world
+        .until_target_port("cart", &import_port, "the target port to be put back")
+        .await;
     let after = world.derived("cart").expect("derived");
     assert_eq!(
         after["metadata"]["annotations"]["team.example/owner"], "ops",
@@ -602,12 +614,7 @@ async fn a_tenants_gateway_label_steers_neither_derived_slices_nor_tunnels() {
         .local
         .object("EndpointSlice", "shop", &format!("{name}-ipv4"))
         .expect("the derived slice");
-    let addresses: Vec<&str> = slice["endpoints"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e["addresses"][0].as_str())
-        .collect();
+    let addresses = slice_addresses(&slice);
     assert_eq!(
         addresses,
         ["10.1.0.50", "10.1.0.51"],
@@ -665,16 +672,9 @@ async fn an_import_port_claimed_by_an_edited_derived_service_stays_put() {
         json!({"spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": cart_port}]}}),
         "kubectl-edit",
     );
-    until(
-        "aaa's edit to be put back",
-        || {
-            world
-                .derived("aaa")
-                .is_some_and(|d| d["spec"]["ports"][0]["targetPort"] == aaa_port)
-        },
-        || format!("{:#?}", world.derived("aaa")),
-    )
-    .await;
+    world
+        .until_target_port("aaa", &aaa_port, "aaa's edit to be put back")
+        .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         world.derived("cart").expect("derived")["spec"]["ports"][0]["targetPort"],

@@ -207,12 +207,7 @@ async fn remote_headless_pods_get_a_derived_service_each_up_to_the_cap() {
         );
         assert_eq!(slice["ports"][0]["port"], port);
         assert_eq!(slice["addressType"], "IPv4");
-        let addresses: Vec<&str> = slice["endpoints"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e["addresses"][0].as_str())
-            .collect();
+        let addresses = slice_addresses(&slice);
         assert_eq!(addresses, ["10.1.0.50", "10.1.0.51"]);
     }
     assert_ne!(ports[0].0, ports[1].0, "each pod its own import port");
