@@ -16,7 +16,7 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "strait";
 /// The EndpointSlice controller label of slices Strait writes.
 pub const ENDPOINTSLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
-pub const ENDPOINTSLICE_MANAGED_BY_VALUE: &str = "strait.dev/imports";
+pub const ENDPOINTSLICE_MANAGED_BY_VALUE: &str = "imports.strait.dev";
 /// Annotations of a per-pod derived Service naming its pod (annotations:
 /// a cluster id may be longer than a label value may be).
 pub const POD_CLUSTER_ANNOTATION: &str = "strait.dev/pod-cluster";

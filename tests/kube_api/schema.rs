@@ -53,29 +53,26 @@ fn schemas() -> &'static HashMap<(String, String, String), Value> {
 }
 
 /// Prunes and validates `object`, a `resource` object in `api_version`;
-/// the `422` a real server answers when it is invalid. Kinds without a
-/// CRD here (the built-in ones) pass untouched.
+/// the `422` a real server answers when it is invalid. Every kind's labels
+/// are checked as the real server checks them; kinds without a CRD here
+/// (the built-in ones) are otherwise untouched.
 pub(super) fn admit(
     resource: &Resource,
     api_version: &str,
     object: &mut Value,
 ) -> Result<(), Box<Response<Body>>> {
-    if !resource.crd {
-        return Ok(());
-    }
+    let mut causes = label_causes(object);
     let version = api_version.rsplit('/').next().unwrap_or(api_version);
     let key = (
         resource.group.to_owned(),
         version.to_owned(),
         resource.kind.to_owned(),
     );
-    let Some(schema) = schemas().get(&key) else {
-        return Ok(());
-    };
-    let mut causes = Vec::new();
-    if let (Some(fields), Some(properties)) =
-        (object.as_object_mut(), schema["properties"].as_object())
-    {
+    let schema = schemas().get(&key).filter(|_| resource.crd);
+    if let (Some(fields), Some(properties)) = (
+        object.as_object_mut(),
+        schema.and_then(|s| s["properties"].as_object()),
+    ) {
         for (name, value) in fields.iter_mut() {
             if matches!(name.as_str(), "apiVersion" | "kind" | "metadata") {
                 continue;
@@ -89,7 +86,8 @@ pub(super) fn admit(
                 || properties.contains_key(name)
         });
     }
-    for required in schema["required"].as_array().into_iter().flatten() {
+    let required = schema.and_then(|s| s["required"].as_array());
+    for required in required.into_iter().flatten() {
         if let Some(name) = required.as_str()
             && object.get(name).is_none()
         {
@@ -253,4 +251,46 @@ fn check_object(
         // An object with no declared fields keeps none (`type: object` alone).
         map.clear();
     }
+}
+
+/// Label keys and values the real API server refuses, as its causes: a
+/// value (and a key's name part) is at most 63 characters of
+/// alphanumerics, `-`, `_` and `.`, starting and ending alphanumeric; a
+/// key's optional prefix is a DNS subdomain.
+fn label_causes(object: &Value) -> Vec<(String, String)> {
+    fn qualified_name_part(text: &str) -> bool {
+        text.len() <= 63
+            && text.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && text.ends_with(|c: char| c.is_ascii_alphanumeric())
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    }
+    let mut causes = Vec::new();
+    let labels = object["metadata"]["labels"].as_object();
+    for (key, value) in labels.into_iter().flatten() {
+        let (prefix, name) = key.rsplit_once('/').unwrap_or(("", key));
+        let prefix_ok = prefix.len() <= 253
+            && prefix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'));
+        if !qualified_name_part(name) || !prefix_ok {
+            causes.push((
+                "metadata.labels".to_owned(),
+                format!(
+                    "Invalid value: {key:?}: name part must consist of alphanumeric characters"
+                ),
+            ));
+        }
+        let text = value.as_str().unwrap_or_default();
+        if !text.is_empty() && !qualified_name_part(text) {
+            causes.push((
+                "metadata.labels".to_owned(),
+                format!(
+                    "Invalid value: {text:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+                ),
+            ));
+        }
+    }
+    causes
 }

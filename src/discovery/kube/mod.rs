@@ -179,6 +179,11 @@ pub const WRITTEN_RESOURCES: &[ResourceAccess] = &[
 /// and deletions of the ServiceImports (and their status), derived
 /// Services and EndpointSlices it creates, and the Lease that elects the
 /// one replica that writes them.
+/// What writing an object by server-side apply and deleting it takes: the
+/// API server authorizes an apply that creates the object as `create` too,
+/// not only as `patch`.
+const APPLY_VERBS: &[&str] = &["create", "patch", "delete"];
+
 pub const IMPORT_RESOURCES: &[ResourceAccess] = &[
     ResourceAccess {
         scope: AccessScope::Cluster,
@@ -190,7 +195,7 @@ pub const IMPORT_RESOURCES: &[ResourceAccess] = &[
         scope: AccessScope::Cluster,
         group: MCS_GROUP,
         resource: "serviceimports",
-        verbs: &["patch", "delete"],
+        verbs: APPLY_VERBS,
     },
     ResourceAccess {
         scope: AccessScope::Cluster,
@@ -202,13 +207,13 @@ pub const IMPORT_RESOURCES: &[ResourceAccess] = &[
         scope: AccessScope::Cluster,
         group: "",
         resource: "services",
-        verbs: &["patch", "delete"],
+        verbs: APPLY_VERBS,
     },
     ResourceAccess {
         scope: AccessScope::Cluster,
         group: "discovery.k8s.io",
         resource: "endpointslices",
-        verbs: &["patch", "delete"],
+        verbs: APPLY_VERBS,
     },
     ResourceAccess {
         scope: AccessScope::LeaseNamespace,

@@ -188,7 +188,11 @@ fn translate_changed(
     for key in &changed.services {
         for kind in [Kind::Service, Kind::ServiceExport] {
             names.insert(display(kind, key));
-            if let Some((key, stored)) = store.get_key_value(kind, key) {
+            // A gateway Service is chosen above already: twice would read
+            // as a duplicate object.
+            if let Some((key, stored)) = store.get_key_value(kind, key)
+                && !(kind == Kind::Service && stored.gateway)
+            {
                 chosen.push((kind, key, stored));
             }
         }

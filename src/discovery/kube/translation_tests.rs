@@ -353,3 +353,20 @@ fn a_relist_or_a_state_change_translates_the_whole_cluster() {
     fixture.store.all_changed();
     assert!(!fixture.step("the sync state changed"));
 }
+
+/// The real API server's load-balancer controller writes the gateway
+/// Service's address after it is created: a change to the gateway Service
+/// alone translates the changed service once, with no duplicate finding.
+#[test]
+fn a_change_to_the_gateway_service_alone_translates_it_once() {
+    let mut fixture = Fixture::new();
+    let mut gateway = gateway();
+    gateway["status"] = json!({"loadBalancer": {"ingress": [{"ip": "172.31.100.11"}]}});
+    apply(&mut fixture.store, "Service", gateway);
+    fixture.step("the gateway's load-balancer address written");
+    assert!(
+        fixture.translation.findings.is_empty(),
+        "{:?}",
+        fixture.translation.findings
+    );
+}

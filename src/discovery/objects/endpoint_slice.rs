@@ -189,7 +189,8 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Unread<T> {
 /// A slice's endpoints: those whose first address parsed, in order, and
 /// the others with their place among all of them.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(from = "Vec<ReadEndpoint>")]
+// The API server writes a slice without endpoints as `"endpoints": null`.
+#[serde(from = "Option<Vec<ReadEndpoint>>")]
 pub struct SliceEndpoints {
     pub parsed: Endpoints,
     /// In index order.
@@ -243,8 +244,9 @@ struct ReadEndpoint {
     zone: Option<String>,
 }
 
-impl From<Vec<ReadEndpoint>> for SliceEndpoints {
-    fn from(read: Vec<ReadEndpoint>) -> Self {
+impl From<Option<Vec<ReadEndpoint>>> for SliceEndpoints {
+    fn from(read: Option<Vec<ReadEndpoint>>) -> Self {
+        let read = read.unwrap_or_default();
         let mut parsed = EndpointsBuilder::with_capacity(read.len());
         let mut unparsed = Vec::new();
         for (index, endpoint) in read.into_iter().enumerate() {
@@ -324,6 +326,18 @@ mod tests {
         let second = endpoints.parsed.get(1).expect("a second endpoint");
         assert!(!second.ready && !second.serving && !second.terminating);
         assert!(endpoints.parsed.details(1).is_none());
+    }
+
+    /// What a real API server sends for a slice whose Service has no
+    /// ready pods yet: `endpoints` is null, not left out.
+    #[test]
+    fn a_slice_whose_endpoints_are_null_has_none() {
+        let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cart-x", "namespace": "shop"},
+            "addressType": "IPv4", "ports": null, "endpoints": null,
+        }))
+        .expect("a slice with null endpoints decodes");
+        assert_eq!(slice.endpoints.iter().count(), 0);
     }
 
     #[test]
