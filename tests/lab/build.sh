@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Builds the cluster lab's Kubernetes components from the pinned Go module in
-# tests/lab/components (go.mod/go.sum): etcd, kube-apiserver,
-# kube-controller-manager, kube-proxy and kubectl, with the version ldflags
-# set so that /version tells the truth. The binaries are cached under
-# $STRAIT_LAB_CACHE (default ~/.cache/strait-lab), keyed on go.sum: a warm
-# run builds nothing. Prints the folder holding the binaries.
+# Builds the cluster lab's Kubernetes components from the pinned Go modules
+# in tests/lab/components (etcd, kube-apiserver, kube-controller-manager,
+# kube-proxy and kubectl, with the version ldflags set so that /version
+# tells the truth) and tests/lab/coredns (CoreDNS with the stock Corefile's
+# plugins). The binaries are cached under $STRAIT_LAB_CACHE (default
+# ~/.cache/strait-lab), keyed on both modules: a warm run builds nothing.
+# Prints the folder holding the binaries.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 components="$here/components"
 cache="${STRAIT_LAB_CACHE:-$HOME/.cache/strait-lab}"
-key="$(sha256sum "$components/go.mod" "$components/go.sum" | sha256sum | cut -c1-16)"
+coredns="$here/coredns"
+key="$(sha256sum "$components/go.mod" "$components/go.sum" "$coredns/go.mod" "$coredns/go.sum" "$coredns/main.go" |
+    sha256sum | cut -c1-16)"
 bin="$cache/bin-$key"
-commands=(etcd kube-apiserver kube-controller-manager kube-proxy kubectl)
+commands=(etcd kube-apiserver kube-controller-manager kube-proxy kubectl coredns)
 if [ -d "$bin" ] && for c in "${commands[@]}"; do [ -x "$bin/$c" ] || exit 1; done; then
     echo "$bin"
     exit 0
@@ -34,5 +37,9 @@ go build -pgo=off -trimpath \
     k8s.io/kubernetes/cmd/kube-proxy \
     k8s.io/kubernetes/cmd/kubectl
 go build -pgo=off -trimpath -ldflags "-s -w" -o "$staging/etcd" go.etcd.io/etcd/server/v3
+cd "$coredns"
+go build -trimpath -ldflags "-s -w" -o "$staging/coredns" .
 mv "$staging" "$bin"
+# Binaries of other pins are not used again.
+find "$cache" -maxdepth 1 -name 'bin-*' ! -name "$(basename "$bin")" -exec rm -rf {} +
 echo "$bin"

@@ -1,0 +1,64 @@
+//! Strait in the cluster lab (tests/lab/): three real control planes
+//! (etcd, kube-apiserver with RBAC, kube-controller-manager), real
+//! kube-proxy in each node's namespace and real CoreDNS, c1 and c2 on net-a
+//! and c3 on net-b with overlapping pod CIDRs. Strait is installed as a
+//! user installs it (`kubectl apply -k deploy/crds/` and `deploy/`,
+//! `strait certs`, `strait link` between every pair) and its gateway pods
+//! run `strait run --kube` with their ServiceAccount's token, so the API
+//! server enforces exactly `deploy/rbac.yaml`.
+//!
+//! One test starts the lab once and runs every scenario against it, each
+//! in a namespace of its own, then stops the lab; a failed scenario does
+//! not stop the others, and the test fails naming each. Needs root and the
+//! tools of tests/lab/README.md; without them it prints `SKIPPED: …`, and
+//! under `CI=true` it fails. `STRAIT_KEEP_LAB=1` leaves the lab running
+//! afterwards (`tests/lab/lab.sh down` stops it).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
+#[path = "lab/mod.rs"]
+mod lab;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use lab::Lab;
+
+type Scenario = fn(&Lab);
+
+#[test]
+fn strait_in_a_real_cluster_set() {
+    let Some(lab) = Lab::start() else {
+        return;
+    };
+    let scenarios: &[(&str, Scenario)] = &[
+        (
+            "a pod reaches a service of another network by its clusterset.local name",
+            lab::transparent::across_networks,
+        ),
+        (
+            "a port goes only to the clusters whose Service declares it, both ways",
+            lab::transparent::per_port_rule,
+        ),
+        (
+            "a headless service's pods are named and reached across networks",
+            lab::transparent::headless_across_networks,
+        ),
+        (
+            "connections go on when a gateway pod is deleted",
+            lab::transparent::gateway_pod_deleted,
+        ),
+        (
+            "strait unlink and link against the real remote API server",
+            lab::link::unlink_and_link_again,
+        ),
+    ];
+    let mut failed = Vec::new();
+    for (name, scenario) in scenarios {
+        lab::loud(&format!("lab scenario: {name}"));
+        if catch_unwind(AssertUnwindSafe(|| scenario(&lab))).is_err() {
+            failed.push(*name);
+        }
+    }
+    lab.stop();
+    assert!(failed.is_empty(), "lab scenarios failed: {failed:#?}");
+}

@@ -1,0 +1,347 @@
+//! A handle on the cluster lab that `tests/lab/lab.sh` starts: the real
+//! kubectl against each cluster, commands inside the lab's pods, and waits.
+
+pub mod link;
+pub mod transparent;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Writes one line to the real stderr, past the test harness's capture.
+pub fn loud(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{message}");
+}
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Whether `STRAIT_KEEP_LAB` asks to leave the lab running.
+fn keep() -> bool {
+    std::env::var("STRAIT_KEEP_LAB").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+fn state_dir() -> PathBuf {
+    PathBuf::from(std::env::var("STRAIT_LAB_DIR").unwrap_or_else(|_| "/tmp/strait-lab".to_owned()))
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab/lab.sh")
+}
+
+/// The running lab.
+pub struct Lab {
+    state: PathBuf,
+    kubectl: PathBuf,
+}
+
+impl Lab {
+    /// Starts the lab, or says loudly why it cannot (and fails under
+    /// `CI=true`).
+    pub fn start() -> Option<Self> {
+        if let Err(why) = can_run() {
+            assert!(!ci(), "the cluster lab must run under CI=true: {why}");
+            loud(&format!(
+                "SKIPPED: the cluster lab tests (tests/lab.rs): {why}"
+            ));
+            return None;
+        }
+        let started = Instant::now();
+        let output = Command::new("bash")
+            .arg(script())
+            .arg("up")
+            .env("STRAIT_BIN", env!("CARGO_BIN_EXE_strait"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("tests/lab/lab.sh runs");
+        if !output.status.success() {
+            let state = state_dir();
+            if !keep() {
+                let _ = Command::new("bash").arg(script()).arg("down").status();
+            }
+            panic!(
+                "tests/lab/lab.sh up failed (each component's log is in {}/logs, each pod's in {}/<cluster>/pods; STRAIT_KEEP_LAB=1 keeps them)",
+                state.display(),
+                state.display()
+            );
+        }
+        loud(&format!(
+            "lab: up in {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
+        let state = state_dir();
+        let bin = std::fs::read_to_string(state.join("bin")).expect("the lab names its binaries");
+        Some(Self {
+            kubectl: Path::new(bin.trim()).join("kubectl"),
+            state,
+        })
+    }
+
+    /// Stops the lab, unless `STRAIT_KEEP_LAB` asks to keep it.
+    pub fn stop(&self) {
+        if keep() {
+            loud("lab: kept running (tests/lab/lab.sh down stops it)");
+            return;
+        }
+        let status = Command::new("bash")
+            .arg(script())
+            .arg("down")
+            .status()
+            .expect("tests/lab/lab.sh runs");
+        assert!(status.success(), "tests/lab/lab.sh down failed");
+    }
+
+    pub fn kubeconfig(&self, cluster: &str) -> PathBuf {
+        self.state.join(cluster).join("admin.kubeconfig")
+    }
+
+    /// Runs kubectl as the cluster's admin; its stdout, or its stderr as
+    /// the error.
+    pub fn try_kubectl(&self, cluster: &str, args: &[&str]) -> Result<String, String> {
+        let output = Command::new(&self.kubectl)
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig(cluster))
+            .args(args)
+            .output()
+            .map_err(|e| format!("kubectl: {e}"))?;
+        text(output)
+    }
+
+    pub fn kubectl(&self, cluster: &str, args: &[&str]) -> String {
+        self.try_kubectl(cluster, args)
+            .unwrap_or_else(|e| panic!("kubectl {args:?} in {cluster}: {e}"))
+    }
+
+    /// `kubectl apply -f -` of `yaml`.
+    pub fn apply(&self, cluster: &str, yaml: &str) {
+        let mut child = Command::new(&self.kubectl)
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig(cluster))
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(yaml.as_bytes())
+            .expect("kubectl reads the manifest");
+        let output = child.wait_with_output().expect("kubectl ends");
+        if let Err(e) = text(output) {
+            panic!("kubectl apply in {cluster}: {e}\n{yaml}");
+        }
+    }
+
+    /// Runs `command` inside a pod of the lab (its network namespace and
+    /// its resolv.conf), as `kubectl exec` would.
+    pub fn exec(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        pod: &str,
+        command: &[&str],
+    ) -> Result<String, String> {
+        let output = Command::new("bash")
+            .arg(script())
+            .args(["exec", cluster, namespace, pod])
+            .args(command)
+            .output()
+            .map_err(|e| format!("lab.sh exec: {e}"))?;
+        text(output)
+    }
+
+    /// `curl` from a pod: the answer's body, or why there was none.
+    pub fn curl(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        pod: &str,
+        url: &str,
+    ) -> Result<String, String> {
+        self.exec(
+            cluster,
+            namespace,
+            pod,
+            &["curl", "-sS", "--fail", "-m", "5", url],
+        )
+        .map(|body| body.trim().to_owned())
+    }
+
+    /// Creates the namespace in every cluster.
+    pub fn namespace(&self, name: &str) {
+        for cluster in CLUSTERS {
+            self.apply(
+                cluster,
+                &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n"),
+            );
+        }
+    }
+
+    /// A pod that only waits, to run commands in.
+    pub fn client_pod(&self, cluster: &str, namespace: &str) -> &'static str {
+        self.apply(
+            cluster,
+            &format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: client, namespace: {namespace}}}\n\
+                 spec:\n  containers: [{{name: client, image: lab/sleep}}]\n"
+            ),
+        );
+        wait_until(&format!("{cluster}'s client pod runs"), 60, || {
+            self.kubectl(
+                cluster,
+                &[
+                    "-n",
+                    namespace,
+                    "get",
+                    "pod",
+                    "client",
+                    "-o",
+                    "jsonpath={.status.phase}",
+                ],
+            ) == "Running"
+        });
+        "client"
+    }
+
+    /// A Deployment of `replicas` echo pods (each answers with its name and
+    /// address) and its Service with `ports` (port → the pods' 8080),
+    /// exported when `export`.
+    pub fn echo_service(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        name: &str,
+        replicas: u32,
+        ports: &[u16],
+    ) {
+        let ports: String = ports
+            .iter()
+            .map(|p| format!("  - {{name: p{p}, port: {p}, targetPort: 8080}}\n"))
+            .collect();
+        self.apply(
+            cluster,
+            &format!(
+                "apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers:
+      - name: echo
+        image: lab/http-echo
+        ports: [{{containerPort: 8080, name: http}}]
+        readinessProbe: {{httpGet: {{port: http, path: /}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  selector: {{app: {name}}}
+  ports:
+{ports}---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceExport
+metadata: {{name: {name}, namespace: {namespace}}}
+"
+            ),
+        );
+    }
+
+    /// The addresses of the cluster's ready pods whose names start with
+    /// `prefix`, in `namespace`.
+    pub fn pod_ips(&self, cluster: &str, namespace: &str, prefix: &str) -> Vec<String> {
+        let listing = self.kubectl(
+            cluster,
+            &[
+                "-n",
+                namespace,
+                "get",
+                "pods",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name} {.status.podIP}{\"\\n\"}{end}",
+            ],
+        );
+        listing
+            .lines()
+            .filter_map(|line| line.split_once(' '))
+            .filter(|(name, ip)| name.starts_with(prefix) && !ip.is_empty())
+            .map(|(_, ip)| ip.to_owned())
+            .collect()
+    }
+
+    /// The request log of a pod (what the echo server printed: one line per
+    /// request, starting with the address that dialled it).
+    pub fn pod_log(&self, cluster: &str, namespace: &str, pod: &str) -> String {
+        let wanted = format!("{namespace}/{pod}");
+        let pods = self.state.join(cluster).join("pods");
+        for entry in std::fs::read_dir(&pods).expect("the lab's pods").flatten() {
+            let name = std::fs::read_to_string(entry.path().join("name")).unwrap_or_default();
+            if name.trim() == wanted {
+                return std::fs::read_to_string(entry.path().join("log")).unwrap_or_default();
+            }
+        }
+        panic!("no pod {wanted} runs in {cluster}");
+    }
+}
+
+pub const CLUSTERS: [&str; 3] = ["c1", "c2", "c3"];
+
+fn text(output: Output) -> Result<String, String> {
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stderr),
+            String::from_utf8_lossy(&output.stdout)
+        ))
+    }
+}
+
+/// Polls `condition` every half second for up to `seconds`; panics naming
+/// `what` when it never holds.
+pub fn wait_until(what: &str, seconds: u64, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < deadline {
+        if condition() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("timed out after {seconds} s waiting until {what}");
+}
+
+fn can_run() -> Result<(), String> {
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|uids| uids.split_whitespace().nth(1))
+        .unwrap_or_default();
+    if euid != "0" {
+        return Err(format!("not root (effective uid {euid})"));
+    }
+    for tool in [
+        "ip", "iptables", "openssl", "jq", "curl", "go", "python3", "nsenter",
+    ] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !found {
+            return Err(format!("`{tool}` is not installed"));
+        }
+    }
+    Ok(())
+}
