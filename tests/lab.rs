@@ -51,6 +51,15 @@ fn strait_in_a_real_cluster_set() {
             "strait unlink and link against the real remote API server",
             lab::link::unlink_and_link_again,
         ),
+        // After the others, whose requests it reads; before a right is taken away.
+        (
+            "every right of deploy/rbac.yaml is used and none is missing",
+            lab::rbac::every_right_is_used_and_none_is_missing,
+        ),
+        (
+            "an import needs create on ServiceImports, not only patch",
+            lab::rbac::an_import_needs_create,
+        ),
     ];
     let mut failed = Vec::new();
     for (name, scenario) in scenarios {

@@ -215,7 +215,9 @@ control_planes_up() {
             --service-account-key-file "$state/$c/sa.pub" \
             --service-account-signing-key-file "$state/$c/sa.key" \
             --service-cluster-ip-range 10.96.0.0/16 \
-            --allow-privileged=true
+            --allow-privileged=true \
+            --audit-policy-file "$here/manifests/audit-policy.yaml" \
+            --audit-log-path "$state/$c/audit.log" --audit-log-format json
     done
     for c in "${clusters[@]}"; do
         wait_for "$c's kube-apiserver" 180 kc "$c" get --raw /readyz

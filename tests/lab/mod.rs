@@ -2,6 +2,7 @@
 //! kubectl against each cluster, commands inside the lab's pods, and waits.
 
 pub mod link;
+pub mod rbac;
 pub mod transparent;
 
 use std::io::Write;
@@ -98,6 +99,12 @@ impl Lab {
         self.state.join(cluster).join("admin.kubeconfig")
     }
 
+    /// The lab's folder: kubeconfigs, audit logs, each component's log
+    /// under `logs/`, each pod's under `<cluster>/pods/`.
+    pub fn state(&self) -> &Path {
+        &self.state
+    }
+
     /// Runs kubectl as the cluster's admin; its stdout, or its stderr as
     /// the error.
     pub fn try_kubectl(&self, cluster: &str, args: &[&str]) -> Result<String, String> {
@@ -117,10 +124,14 @@ impl Lab {
 
     /// `kubectl apply -f -` of `yaml`.
     pub fn apply(&self, cluster: &str, yaml: &str) {
+        self.stdin_kubectl(cluster, &["apply", "-f", "-"], yaml);
+    }
+
+    fn stdin_kubectl(&self, cluster: &str, args: &[&str], input: &str) {
         let mut child = Command::new(&self.kubectl)
             .arg("--kubeconfig")
             .arg(self.kubeconfig(cluster))
-            .args(["apply", "-f", "-"])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -130,12 +141,37 @@ impl Lab {
             .stdin
             .take()
             .expect("stdin")
-            .write_all(yaml.as_bytes())
+            .write_all(input.as_bytes())
             .expect("kubectl reads the manifest");
         let output = child.wait_with_output().expect("kubectl ends");
         if let Err(e) = text(output) {
-            panic!("kubectl apply in {cluster}: {e}\n{yaml}");
+            panic!("kubectl {args:?} in {cluster}: {e}\n{input}");
         }
+    }
+
+    /// `kubectl replace -f -` of `json`.
+    pub fn replace(&self, cluster: &str, json: &str) {
+        self.stdin_kubectl(cluster, &["replace", "-f", "-"], json);
+    }
+
+    /// `kubectl apply -f` of a file of the repository.
+    pub fn apply_file(&self, cluster: &str, file: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        self.kubectl(cluster, &["apply", "-f", path.to_str().expect("a path")]);
+    }
+
+    /// The logs of the pods in `namespace` whose names start with
+    /// `prefix`, one after another.
+    pub fn pod_logs(&self, cluster: &str, namespace: &str, prefix: &str) -> String {
+        let pods = self.state.join(cluster).join("pods");
+        let mut logs = String::new();
+        for entry in std::fs::read_dir(&pods).expect("the lab's pods").flatten() {
+            let name = std::fs::read_to_string(entry.path().join("name")).unwrap_or_default();
+            if name.trim().starts_with(&format!("{namespace}/{prefix}")) {
+                logs += &std::fs::read_to_string(entry.path().join("log")).unwrap_or_default();
+            }
+        }
+        logs
     }
 
     /// Runs `command` inside a pod of the lab (its network namespace and

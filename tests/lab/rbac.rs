@@ -1,0 +1,162 @@
+//! `deploy/rbac.yaml` against a real API server's RBAC: the gateways run
+//! with exactly its rules, and the lab's API servers audit every request
+//! of a ServiceAccount of `strait-system` (manifests/audit-policy.yaml).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::{CLUSTERS, Lab, wait_until};
+
+const GATEWAY: &str = "system:serviceaccount:strait-system:cluster-edge";
+
+/// The audited requests of the cluster: (user, apiGroup, resource with
+/// its subresource, verb, answer code).
+fn audited(lab: &Lab, cluster: &str) -> Vec<(String, String, String, String, u64)> {
+    let path = lab.state().join(cluster).join("audit.log");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|event| {
+            let field = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            let object = &event["objectRef"];
+            let mut resource = field(&object["resource"]);
+            if let Some(sub) = object["subresource"].as_str() {
+                resource = format!("{resource}/{sub}");
+            }
+            (
+                field(&event["user"]["username"]),
+                field(&object["apiGroup"]),
+                resource,
+                field(&event["verb"]),
+                event["responseStatus"]["code"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// Every (group, resource, verb) the gateway's ClusterRole and Role grant,
+/// as the API server holds them.
+fn granted(lab: &Lab, cluster: &str) -> BTreeSet<(String, String, String)> {
+    let mut granted = BTreeSet::new();
+    for args in [
+        [
+            "get",
+            "clusterrole",
+            "strait-cluster-edge",
+            "-o",
+            "json",
+            "-n",
+            "default",
+        ],
+        [
+            "get",
+            "role",
+            "cluster-edge",
+            "-o",
+            "json",
+            "-n",
+            "strait-system",
+        ],
+    ] {
+        let role: Value =
+            serde_json::from_str(&lab.kubectl(cluster, &args)).expect("a role as JSON");
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            let words = |key: &str| -> Vec<String> {
+                rule[key]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            };
+            for group in words("apiGroups") {
+                for resource in words("resources") {
+                    for verb in words("verbs") {
+                        granted.insert((group.clone(), resource.clone(), verb));
+                    }
+                }
+            }
+        }
+    }
+    granted
+}
+
+/// After the other scenarios, every right the gateways hold was used by a
+/// request the API server authorized, and the API servers refused no request of a
+/// gateway or of a `strait link` reader. (An apply that creates is
+/// audited as `patch`: the `create` rights are shown needed by
+/// [`an_import_needs_create`].)
+pub fn every_right_is_used_and_none_is_missing(lab: &Lab) {
+    let mut used = BTreeSet::new();
+    let mut refused = Vec::new();
+    for cluster in CLUSTERS {
+        for (user, group, resource, verb, code) in audited(lab, cluster) {
+            if code == 403 {
+                refused.push(format!("{cluster}: {user} {verb} {group}/{resource}"));
+            } else if user == GATEWAY && code != 401 {
+                // Authorized, whatever the answer: a delete of a slice the
+                // garbage collector removed first is a 404 that used the right.
+                used.insert((group, resource, verb));
+            }
+        }
+    }
+    assert!(refused.is_empty(), "refused: {refused:#?}");
+    let unused: Vec<_> = granted(lab, "c1")
+        .into_iter()
+        .filter(|right| {
+            let (group, resource, verb) = right;
+            let create_by_apply = verb == "create"
+                && ["serviceimports", "services", "endpointslices"].contains(&resource.as_str());
+            !create_by_apply && !used.contains(&(group.clone(), resource.clone(), verb.clone()))
+        })
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "rights of deploy/rbac.yaml no request used: {unused:#?}\nused: {used:#?}"
+    );
+}
+
+/// Without `create` on ServiceImports, c2's gateways cannot write the
+/// import of a service c3 exports (the API server refuses the apply that
+/// would create it); with the rule back, the import appears.
+pub fn an_import_needs_create(lab: &Lab) {
+    let ns = "rbac";
+    lab.namespace(ns);
+    let role = lab.kubectl(
+        "c2",
+        &["get", "clusterrole", "strait-cluster-edge", "-o", "json"],
+    );
+    let mut role: Value = serde_json::from_str(&role).expect("the ClusterRole as JSON");
+    let mut removed = false;
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if rule["resources"] == serde_json::json!(["serviceimports"])
+            && let Some(verbs) = rule["verbs"].as_array_mut()
+        {
+            verbs.retain(|v| v != "create");
+            removed = true;
+        }
+    }
+    assert!(removed, "deploy/rbac.yaml has a serviceimports rule");
+    lab.replace("c2", &role.to_string());
+
+    lab.echo_service("c3", ns, "late", 1, &[80]);
+    wait_until(
+        "c2's gateways are refused the apply that creates the import",
+        120,
+        || {
+            lab.pod_logs("c2", "strait-system", "cluster-edge-")
+                .contains(r#"cannot create resource \"serviceimports\""#)
+        },
+    );
+    assert!(
+        lab.try_kubectl("c2", &["-n", ns, "get", "serviceimport", "late"])
+            .is_err(),
+        "no import without create"
+    );
+    lab.apply_file("c2", "deploy/rbac.yaml");
+    wait_until("c2 imports late once create is granted again", 120, || {
+        lab.try_kubectl("c2", &["-n", ns, "get", "serviceimport", "late"])
+            .is_ok()
+    });
+}
