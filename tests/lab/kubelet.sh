@@ -91,7 +91,7 @@ field() {
     case "$path" in
     metadata.name | metadata.namespace | metadata.uid | spec.nodeName | spec.serviceAccountName)
         jq -r ".$path" <<<"$pod" ;;
-    status.podIP) cat "$pods/$(jq -r .metadata.uid <<<"$pod")/ip" ;;
+    status.podIP | status.podIPs) cat "$pods/$(jq -r .metadata.uid <<<"$pod")/ip" ;;
     status.hostIP) echo "$node_ip" ;;
     *) echo "" ;;
     esac
@@ -119,9 +119,10 @@ program() {
     lab/sleep | lab/sleep:*)
         echo 'sleep infinity' ;;
     *)
-        # Anything else runs its command as a local program, if it names one.
+        # Anything else runs its command and arguments as a local program,
+        # if the first word names one (`/bin/sh -c …`, say).
         local exe
-        exe="$(jq -r '(.command // [])[0] // ""' <<<"$container")"
+        exe="$(jq -r '((.command // []) + (.args // []))[0] // ""' <<<"$container")"
         [ -n "$exe" ] && command -v "$exe" >/dev/null || return 1
         jq -r '((.command // []) + (.args // [])) | @sh' <<<"$container" ;;
     esac

@@ -219,6 +219,10 @@ control_planes_up() {
             --audit-policy-file "$here/manifests/audit-policy.yaml" \
             --audit-log-path "$state/$c/audit.log" --audit-log-format json
     done
+    # One kubeconfig with a context per cluster, for suites that take a
+    # list of contexts (the mcs-api conformance suite's --contexts).
+    KUBECONFIG="$(kubeconfig c1):$(kubeconfig c2):$(kubeconfig c3)" \
+        "$bin/kubectl" config view --flatten > "$state/all.kubeconfig"
     for c in "${clusters[@]}"; do
         wait_for "$c's kube-apiserver" 180 kc "$c" get --raw /readyz
         spawn "$c-controller-manager" "$bin/kube-controller-manager" \
@@ -352,6 +356,7 @@ env_lines() {
     for c in "${clusters[@]}"; do
         echo "export KUBECONFIG_${c^^}=$(kubeconfig "$c")"
     done
+    echo "# every cluster, a context each (c1, c2, c3): $state/all.kubeconfig"
 }
 
 down() {
