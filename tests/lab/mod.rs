@@ -160,6 +160,45 @@ impl Lab {
         self.kubectl(cluster, &["apply", "-f", path.to_str().expect("a path")]);
     }
 
+    /// The network namespace (`/run/netns/…`) of a pod of the lab.
+    #[allow(dead_code)] // benches/lab_control_plane.rs
+    pub fn pod_netns(&self, cluster: &str, namespace: &str, pod: &str) -> String {
+        self.pod_file(cluster, namespace, pod, "netns")
+            .trim()
+            .to_owned()
+    }
+
+    /// The process id of a pod's container.
+    #[allow(dead_code)] // benches/lab_control_plane.rs
+    pub fn pod_pid(&self, cluster: &str, namespace: &str, pod: &str) -> u32 {
+        self.pod_file(cluster, namespace, pod, "pid")
+            .trim()
+            .parse()
+            .expect("a pid")
+    }
+
+    fn pod_file(&self, cluster: &str, namespace: &str, pod: &str, file: &str) -> String {
+        let wanted = format!("{namespace}/{pod}");
+        let pods = self.state.join(cluster).join("pods");
+        for entry in std::fs::read_dir(&pods).expect("the lab's pods").flatten() {
+            let name = std::fs::read_to_string(entry.path().join("name")).unwrap_or_default();
+            if name.trim() == wanted {
+                return std::fs::read_to_string(entry.path().join(file)).unwrap_or_default();
+            }
+        }
+        panic!("no pod {wanted} runs in {cluster}");
+    }
+
+    /// The names of the pods in `namespace` whose names start with `prefix`.
+    pub fn pods(&self, cluster: &str, namespace: &str, prefix: &str) -> Vec<String> {
+        self.kubectl(cluster, &["-n", namespace, "get", "pods", "-o", "name"])
+            .lines()
+            .filter_map(|l| l.strip_prefix("pod/"))
+            .filter(|name| name.starts_with(prefix))
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The logs of the pods in `namespace` whose names start with
     /// `prefix`, one after another.
     pub fn pod_logs(&self, cluster: &str, namespace: &str, prefix: &str) -> String {
@@ -318,15 +357,7 @@ metadata: {{name: {name}, namespace: {namespace}}}
     /// The request log of a pod (what the echo server printed: one line per
     /// request, starting with the address that dialled it).
     pub fn pod_log(&self, cluster: &str, namespace: &str, pod: &str) -> String {
-        let wanted = format!("{namespace}/{pod}");
-        let pods = self.state.join(cluster).join("pods");
-        for entry in std::fs::read_dir(&pods).expect("the lab's pods").flatten() {
-            let name = std::fs::read_to_string(entry.path().join("name")).unwrap_or_default();
-            if name.trim() == wanted {
-                return std::fs::read_to_string(entry.path().join("log")).unwrap_or_default();
-            }
-        }
-        panic!("no pod {wanted} runs in {cluster}");
+        self.pod_file(cluster, namespace, pod, "log")
     }
 }
 

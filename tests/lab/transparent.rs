@@ -18,10 +18,8 @@ fn names(answers: &[String]) -> BTreeSet<String> {
 
 /// The `namespace/name` of the cluster's pods whose names start with `prefix`.
 fn pod_names(lab: &Lab, cluster: &str, namespace: &str, prefix: &str) -> BTreeSet<String> {
-    lab.kubectl(cluster, &["-n", namespace, "get", "pods", "-o", "name"])
-        .lines()
-        .filter_map(|l| l.strip_prefix("pod/"))
-        .filter(|name| name.starts_with(prefix))
+    lab.pods(cluster, namespace, prefix)
+        .into_iter()
         .map(|name| format!("{namespace}/{name}"))
         .collect()
 }

@@ -1,0 +1,460 @@
+//! Control-plane latency and cost in the cluster lab (tests/lab/): real
+//! API servers, kube-proxy and CoreDNS, Strait installed from `deploy/`.
+//!
+//! `cargo bench --bench lab_control_plane -- [--services N] [--held N]`
+//! (root; the lab must be able to start)
+//!
+//! Latency, for each of `--services` (default 300) Services of c3 (net-b),
+//! exported one at a time: from the `ServiceExport`'s creation in c3 to
+//!   1. its ServiceImport in c1 (net-a) `Ready`,
+//!   2. then a DNS answer with its ClusterSetIP, asked from a pod of c1:
+//!      for every other service of c1's CoreDNS (what a pod asks, with
+//!      CoreDNS's cache in between), for the others straight of Strait's
+//!      responder (`cluster-edge-dns`),
+//!   3. then the first HTTP answer through that address from the same pod
+//!      (kube-proxy's rules for the derived Service, c1's gateway, the
+//!      tunnel, c3's gateway, the pod).
+//!
+//! Each is polled every 10 ms; p50, p90, p99 and the maximum are printed.
+//!
+//! Cost: with `--held` (default 1,000) Services exported in all (c3's,
+//! plus the rest in c2), c1's two gateway pods' resident memory and the CPU
+//! time they use over 60 s of quiet (no change), then over 60 s in which a
+//! Service's endpoints change every second. Anchor (not run here: no other
+//! MCS implementation runs on these machines): Istio's ambient
+//! multicluster figures, about 1% of a core and 180 MB of istiod per added
+//! remote cluster at 300 services × 4,000 endpoints.
+//!
+//! Under `cargo test` (no `--bench` argument) it runs 3 services and holds
+//! none, and checks that each step arrives, never how fast.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on what it set up
+
+#[path = "../tests/lab/mod.rs"]
+#[allow(dead_code)]
+mod lab;
+
+use std::fs::File;
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::{Message, MessageType, OpCode, Query};
+use hickory_proto::rr::{Name, RData, RecordType};
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, GroupVersionKind};
+use lab::Lab;
+use nix::sched::CloneFlags;
+
+const NAMESPACE: &str = "bench";
+const POLL: Duration = Duration::from_millis(10);
+const GIVE_UP: Duration = Duration::from_secs(120);
+/// c1's cluster DNS (the `kube-dns` Service).
+const CLUSTER_DNS: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::new(10, 96, 0, 10)), 53);
+
+struct Options {
+    services: usize,
+    held: usize,
+    as_test: bool,
+}
+
+impl Options {
+    fn parse() -> Result<Self, String> {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let as_test = !args.iter().any(|a| a == "--bench");
+        let mut options = Options {
+            services: if as_test { 3 } else { 300 },
+            held: if as_test { 0 } else { 1000 },
+            as_test,
+        };
+        let mut words = args.iter();
+        while let Some(word) = words.next() {
+            let mut number = |what: &str| -> Result<usize, String> {
+                words
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(|| format!("{what} takes a number"))
+            };
+            match word.as_str() {
+                "--services" => options.services = number("--services")?,
+                "--held" => options.held = number("--held")?,
+                _ => {}
+            }
+        }
+        Ok(options)
+    }
+}
+
+fn service_export() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("multicluster.x-k8s.io", "v1alpha1", "ServiceExport"),
+        "serviceexports",
+    )
+}
+
+fn service_import() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("multicluster.x-k8s.io", "v1alpha1", "ServiceImport"),
+        "serviceimports",
+    )
+}
+
+async fn client(lab: &Lab, cluster: &str) -> kube::Client {
+    let kubeconfig = Kubeconfig::read_from(lab.kubeconfig(cluster)).expect("a kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("a client configuration");
+    kube::Client::try_from(config).expect("a client")
+}
+
+/// Services `s-<first>`… of `count`, each selecting the echo pods, as YAML.
+fn services(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|i| {
+            format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: s-{i:04}, namespace: {NAMESPACE}}}\n\
+                 spec:\n  selector: {{app: echo}}\n  ports: [{{name: http, port: 80, targetPort: 8080}}]\n---\n"
+            )
+        })
+        .collect()
+}
+
+fn exports(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|i| {
+            format!(
+                "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceExport\n\
+                 metadata: {{name: s-{i:04}, namespace: {NAMESPACE}}}\n---\n"
+            )
+        })
+        .collect()
+}
+
+fn echo_deployment() -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: echo, namespace: {NAMESPACE}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: echo}}}}
+  template:
+    metadata: {{labels: {{app: echo}}}}
+    spec:
+      containers:
+      - name: echo
+        image: lab/http-echo
+        ports: [{{containerPort: 8080, name: http}}]
+        readinessProbe: {{httpGet: {{port: http, path: /}}}}
+"
+    )
+}
+
+/// One DNS question for `name`'s A record to `server`; its first address,
+/// if any.
+fn resolve(socket: &UdpSocket, server: SocketAddr, name: &str, id: u16) -> Option<Ipv4Addr> {
+    let mut query = Message::new(id, MessageType::Query, OpCode::Query);
+    query.metadata.recursion_desired = true;
+    query.add_query(Query::query(Name::from_ascii(name).ok()?, RecordType::A));
+    socket.send_to(&query.to_vec().ok()?, server).ok()?;
+    let mut buffer = [0u8; 1500];
+    let (length, _) = socket.recv_from(&mut buffer).ok()?;
+    let answer = Message::from_vec(&buffer[..length]).ok()?;
+    answer.answers.iter().find_map(|record| match &record.data {
+        RData::A(a) => Some(a.0),
+        _ => None,
+    })
+}
+
+/// One HTTP GET to `address`; whether an answer came.
+fn answered(address: Ipv4Addr) -> bool {
+    let Ok(mut stream) =
+        TcpStream::connect_timeout(&SocketAddr::from((address, 80)), Duration::from_millis(500))
+    else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream.write_all(b"GET / HTTP/1.0\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    reply.starts_with("HTTP/1.0 200") || reply.starts_with("HTTP/1.1 200")
+}
+
+fn poll<T>(what: &str, mut step: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(value) = step() {
+            return value;
+        }
+        assert!(started.elapsed() < GIVE_UP, "gave up waiting for {what}");
+        std::thread::sleep(POLL);
+    }
+}
+
+struct Sample {
+    ready: Duration,
+    dns: Duration,
+    /// Whether the DNS answer came from CoreDNS (as a pod asks), else
+    /// straight from Strait's responder (`cluster-edge-dns`), with no
+    /// cache between.
+    through_coredns: bool,
+    connection: Duration,
+}
+
+/// Runs on a thread inside c1's client pod's network namespace: the DNS
+/// and HTTP sockets are the pod's, the API calls leave through its node.
+fn measure(lab: &Lab, count: usize, strait_dns: SocketAddr) -> Vec<Sample> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let (c3, c1) = runtime.block_on(async { (client(lab, "c3").await, client(lab, "c1").await) });
+    let exports: Api<DynamicObject> = Api::namespaced_with(c3, NAMESPACE, &service_export());
+    let imports: Api<DynamicObject> = Api::namespaced_with(c1, NAMESPACE, &service_import());
+    let socket = UdpSocket::bind("0.0.0.0:0").expect("a DNS socket");
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("a timeout");
+    let mut samples = Vec::with_capacity(count);
+    for i in 0..count {
+        let name = format!("s-{i:04}");
+        let export = DynamicObject::new(&name, &service_export()).within(NAMESPACE);
+        let started = Instant::now();
+        runtime
+            .block_on(exports.create(&PostParams::default(), &export))
+            .expect("the export is created");
+        poll("the import to be Ready", || {
+            let import = runtime.block_on(imports.get_opt(&name)).ok()??;
+            let conditions = import.data["status"]["conditions"].as_array()?.clone();
+            conditions
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                .then_some(())
+        });
+        let ready = started.elapsed();
+        let fqdn = format!("{name}.{NAMESPACE}.svc.clusterset.local.");
+        // Every other service asks Strait's responder directly: CoreDNS
+        // caches a negative answer (`cache 5`), so a name asked too early
+        // stays unanswered there for up to 5 s.
+        let through_coredns = i % 2 == 0;
+        let server = if through_coredns {
+            CLUSTER_DNS
+        } else {
+            strait_dns
+        };
+        let address = poll("a DNS answer", || resolve(&socket, server, &fqdn, i as u16));
+        let dns = started.elapsed();
+        poll("an HTTP answer", || answered(address).then_some(()));
+        samples.push(Sample {
+            ready,
+            dns,
+            through_coredns,
+            connection: started.elapsed(),
+        });
+    }
+    samples
+}
+
+fn percentiles(label: &str, mut values: Vec<Duration>) {
+    values.sort();
+    let at = |q: f64| {
+        let index = ((values.len() as f64 - 1.0) * q).round() as usize;
+        values[index].as_secs_f64() * 1000.0
+    };
+    println!(
+        "  {label:<34} p50 {:>7.0} ms   p90 {:>7.0} ms   p99 {:>7.0} ms   max {:>7.0} ms",
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        at(1.0)
+    );
+}
+
+/// (resident KiB, CPU ticks used so far) of a process.
+fn usage(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = fields
+        .get(11..13)
+        .map_or(0, |f| f.iter().filter_map(|t| t.parse::<u64>().ok()).sum());
+    (rss, ticks)
+}
+
+fn cost(lab: &Lab, held: usize, already: usize) {
+    // c3 holds half, c2 the rest: c1 reads both.
+    let in_c3 = held / 2;
+    let in_c2 = held - in_c3;
+    if in_c3 > already {
+        lab.apply("c3", &services(already, in_c3 - already));
+        lab.apply("c3", &exports(already, in_c3 - already));
+    }
+    lab.apply("c2", &echo_deployment());
+    lab.apply("c2", &services(in_c3, in_c2));
+    lab.apply("c2", &exports(in_c3, in_c2));
+    let started = Instant::now();
+    lab::wait_until(&format!("c1 imports all {held}"), 600, || {
+        lab.try_kubectl(
+            "c1",
+            &["-n", NAMESPACE, "get", "serviceimports", "-o", "name"],
+        )
+        .is_ok_and(|listing| listing.lines().count() >= held)
+    });
+    println!(
+        "  c1 imports all {held} services {:.1} s after the last export was applied",
+        started.elapsed().as_secs_f64()
+    );
+    let gateways: Vec<u32> = lab
+        .pods("c1", "strait-system", "cluster-edge-")
+        .iter()
+        .map(|pod| lab.pod_pid("c1", "strait-system", pod))
+        .collect();
+    let ticks_per_second = 100.0;
+    let window = |what: &str, churn: bool| {
+        let before: Vec<(u64, u64)> = gateways.iter().map(|&p| usage(p)).collect();
+        let started = Instant::now();
+        let mut changes = 0;
+        while started.elapsed() < Duration::from_secs(60) {
+            if churn {
+                // Scale c2's echo between 1 and 2 pods: every held service
+                // of c2 changes its endpoints.
+                let replicas = if changes % 2 == 0 { "2" } else { "1" };
+                lab.kubectl(
+                    "c2",
+                    &[
+                        "-n",
+                        NAMESPACE,
+                        "scale",
+                        "deployment/echo",
+                        "--replicas",
+                        replicas,
+                    ],
+                );
+                changes += 1;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        for (pid, (_, ticks_before)) in gateways.iter().zip(before) {
+            let (rss, ticks) = usage(*pid);
+            println!(
+                "  {what:<28} gateway pid {pid}: RSS {:>6.1} MiB, CPU {:>5.1}% of a core",
+                rss as f64 / 1024.0,
+                (ticks - ticks_before) as f64 / ticks_per_second / seconds * 100.0
+            );
+        }
+    };
+    window("quiet, 60 s:", false);
+    window("c2 scaling every 1 s, 60 s:", true);
+}
+
+fn main() -> ExitCode {
+    let options = match Options::parse() {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("lab_control_plane bench: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if options.as_test {
+        println!(
+            "lab_control_plane bench: no --bench argument, so running as a test ({} services, none held)",
+            options.services
+        );
+    }
+    let Some(lab) = Lab::start() else {
+        return ExitCode::SUCCESS;
+    };
+    lab.namespace(NAMESPACE);
+    lab.apply("c3", &echo_deployment());
+    lab.apply("c3", &services(0, options.services));
+    lab.client_pod("c1", NAMESPACE);
+    lab::wait_until("c3's echo pod is ready", 120, || {
+        !lab.pod_ips("c3", NAMESPACE, "echo-").is_empty()
+    });
+    let netns = format!("/run/netns/{}", lab.pod_netns("c1", NAMESPACE, "client"));
+    let strait_dns: Ipv4Addr = lab
+        .kubectl(
+            "c1",
+            &[
+                "-n",
+                "strait-system",
+                "get",
+                "service",
+                "cluster-edge-dns",
+                "-o",
+                "jsonpath={.spec.clusterIP}",
+            ],
+        )
+        .parse()
+        .expect("cluster-edge-dns has a ClusterIP");
+    let strait_dns = SocketAddr::from((strait_dns, 53));
+    let count = options.services;
+    let samples = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let handle = File::open(&netns).expect("the pod's namespace");
+                nix::sched::setns(&handle, CloneFlags::CLONE_NEWNET).expect("setns");
+                measure(&lab, count, strait_dns)
+            })
+            .join()
+            .expect("the measuring thread")
+    });
+    println!(
+        "lab_control_plane: {} services exported one at a time in c3 (net-b), seen from c1 (net-a)",
+        samples.len()
+    );
+    for (i, sample) in samples.iter().enumerate() {
+        println!(
+            "  s-{i:04}: Ready {:>5} ms, DNS ({}) {:>5} ms, HTTP {:>5} ms",
+            sample.ready.as_millis(),
+            if sample.through_coredns {
+                "CoreDNS"
+            } else {
+                "Strait "
+            },
+            sample.dns.as_millis(),
+            sample.connection.as_millis()
+        );
+    }
+    percentiles(
+        "export → import Ready in c1",
+        samples.iter().map(|s| s.ready).collect(),
+    );
+    percentiles(
+        "export → answer of c1's CoreDNS",
+        samples
+            .iter()
+            .filter(|s| s.through_coredns)
+            .map(|s| s.dns)
+            .collect(),
+    );
+    percentiles(
+        "export → answer of Strait's DNS",
+        samples
+            .iter()
+            .filter(|s| !s.through_coredns)
+            .map(|s| s.dns)
+            .collect(),
+    );
+    percentiles(
+        "export → first HTTP answer",
+        samples.iter().map(|s| s.connection).collect(),
+    );
+    if options.held > 0 {
+        cost(&lab, options.held, options.services);
+    }
+    lab.stop();
+    ExitCode::SUCCESS
+}
