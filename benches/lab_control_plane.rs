@@ -17,10 +17,12 @@
 //!
 //! Each is polled every 10 ms; p50, p90, p99 and the maximum are printed.
 //!
-//! Cost: with `--held` (default 1,000) Services exported in all (c3's,
-//! plus the rest in c2), c1's two gateway pods' resident memory and the CPU
-//! time they use over 60 s of quiet (no change), then over 60 s in which a
-//! Service's endpoints change every second. Anchor (not run here: no other
+//! Cost: with `--held` (default 1,000) Services exported in all (half in
+//! c3, half in c2), once c1 imports all of them Ready and a minute has
+//! passed, c1's two gateway pods' resident memory and the CPU time they
+//! use over 60 s of quiet (no change), then over 60 s in which c2's echo
+//! Deployment scales between 1 and 2 pods every 10 s (the endpoints of
+//! all 500 of c2's held services change each time). Anchor (not run here: no other
 //! MCS implementation runs on these machines): Istio's ambient
 //! multicluster figures, about 1% of a core and 180 MB of istiod per added
 //! remote cluster at 300 services × 4,000 endpoints.
@@ -304,32 +306,56 @@ fn cost(lab: &Lab, held: usize, already: usize) {
     lab.apply("c2", &services(in_c3, in_c2));
     lab.apply("c2", &exports(in_c3, in_c2));
     let started = Instant::now();
-    lab::wait_until(&format!("c1 imports all {held}"), 600, || {
+    let ready =
+        r#"jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#;
+    lab::wait_until(&format!("c1 imports all {held}, Ready"), 900, || {
         lab.try_kubectl(
             "c1",
-            &["-n", NAMESPACE, "get", "serviceimports", "-o", "name"],
+            &["-n", NAMESPACE, "get", "serviceimports", "-o", ready],
         )
-        .is_ok_and(|listing| listing.lines().count() >= held)
+        .is_ok_and(|listing| listing.lines().filter(|l| *l == "True").count() >= held)
     });
     println!(
-        "  c1 imports all {held} services {:.1} s after the last export was applied",
+        "  c1 imports all {held} services, Ready, {:.1} s after the last export was applied",
         started.elapsed().as_secs_f64()
     );
+    // Let the last writes and kube-proxy's resyncs pass before measuring.
+    std::thread::sleep(Duration::from_secs(60));
     let gateways: Vec<u32> = lab
         .pods("c1", "strait-system", "cluster-edge-")
         .iter()
         .map(|pod| lab.pod_pid("c1", "strait-system", pod))
         .collect();
     let ticks_per_second = 100.0;
+    // One of c2's held services, to see its endpoints move.
+    let sample_service = format!("kubernetes.io/service-name=s-{in_c3:04}");
+    let ready_endpoints = || {
+        lab.try_kubectl(
+            "c2",
+            &[
+                "-n",
+                NAMESPACE,
+                "get",
+                "endpointslices",
+                "-l",
+                &sample_service,
+                "-o",
+                "jsonpath={range .items[*].endpoints[?(@.conditions.ready==true)]}x{end}",
+            ],
+        )
+        .map_or(0, |x| x.len())
+    };
     let window = |what: &str, churn: bool| {
         let before: Vec<(u64, u64)> = gateways.iter().map(|&p| usage(p)).collect();
         let started = Instant::now();
-        let mut changes = 0;
+        let mut seen = Vec::new();
+        let mut toggles = 0;
         while started.elapsed() < Duration::from_secs(60) {
             if churn {
-                // Scale c2's echo between 1 and 2 pods: every held service
-                // of c2 changes its endpoints.
-                let replicas = if changes % 2 == 0 { "2" } else { "1" };
+                // Scale c2's echo between 1 and 2 pods: the endpoints of
+                // every held service of c2 change, a pod's start apart.
+                seen.push(ready_endpoints());
+                let replicas = if toggles % 2 == 0 { "2" } else { "1" };
                 lab.kubectl(
                     "c2",
                     &[
@@ -341,22 +367,25 @@ fn cost(lab: &Lab, held: usize, already: usize) {
                         replicas,
                     ],
                 );
-                changes += 1;
+                toggles += 1;
             }
-            std::thread::sleep(Duration::from_secs(1));
+            std::thread::sleep(Duration::from_secs(if churn { 10 } else { 1 }));
         }
         let seconds = started.elapsed().as_secs_f64();
         for (pid, (_, ticks_before)) in gateways.iter().zip(before) {
             let (rss, ticks) = usage(*pid);
             println!(
-                "  {what:<28} gateway pid {pid}: RSS {:>6.1} MiB, CPU {:>5.1}% of a core",
+                "  {what:<34} gateway pid {pid}: RSS {:>6.1} MiB, CPU {:>5.1}% of a core",
                 rss as f64 / 1024.0,
                 (ticks - ticks_before) as f64 / ticks_per_second / seconds * 100.0
             );
         }
+        if churn {
+            println!("  ready endpoints of s-{in_c3:04} in c2 before each scaling: {seen:?}");
+        }
     };
     window("quiet, 60 s:", false);
-    window("c2 scaling every 1 s, 60 s:", true);
+    window("c2 scaled 1↔2 every 10 s, 60 s:", true);
 }
 
 fn main() -> ExitCode {

@@ -51,6 +51,10 @@ fn strait_in_a_real_cluster_set() {
             "strait unlink and link against the real remote API server",
             lab::link::unlink_and_link_again,
         ),
+        (
+            "a remote cluster's token rotated under traffic",
+            lab::link::token_rotated_under_traffic,
+        ),
         // After the others, whose requests it reads; before a right is taken away.
         (
             "every right of deploy/rbac.yaml is used and none is missing",

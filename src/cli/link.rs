@@ -31,17 +31,35 @@ pub struct LinkArgs {
     /// The local cluster's kubeconfig (default: as kubectl finds it).
     #[arg(long, value_name = "FILE")]
     local_kubeconfig: Option<PathBuf>,
+    /// The local cluster's id, which names its reader in the remote
+    /// cluster, `strait-remote-reader-<id>` (default: the local cluster's
+    /// cluster.clusterset.k8s.io ClusterProperty).
+    #[arg(long, value_name = "ID")]
+    local_cluster: Option<String>,
 }
 
 impl LinkArgs {
-    fn options(&self) -> LinkOptions {
-        LinkOptions {
+    /// The options, the local cluster's id read from it unless given.
+    async fn options(&self) -> Result<LinkOptions, Refused> {
+        let local_id = match &self.local_cluster {
+            Some(id) => id.clone(),
+            None => {
+                let local = link::local_client(self.local_kubeconfig.as_deref())
+                    .await
+                    .map_err(refused)?;
+                link::local_id(&local).await.map_err(refused)?
+            }
+        };
+        crate::model::check_dns_subdomain(&local_id, 63)
+            .map_err(|e| refused(format!("--local-cluster {local_id:?}: {e}")))?;
+        Ok(LinkOptions {
             remote_kubeconfig: self.kubeconfig.clone(),
             context: self.context.clone(),
             name: self.name.clone(),
             remote_namespace: self.remote_namespace.clone(),
             local_namespace: self.namespace.clone(),
-        }
+            reader: link::reader_name(&local_id),
+        })
     }
 }
 
@@ -53,7 +71,7 @@ fn refused(error: impl std::fmt::Display) -> Refused {
 /// Secret, or with `apply` creates it in the local cluster.
 pub fn run_link(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<(), Refused> {
     runtime()?.block_on(async {
-        let options = args.options();
+        let options = args.options().await?;
         let remote = link::Remote::connect(&options).await.map_err(refused)?;
         let linked = link::link(&remote, &options).await.map_err(refused)?;
         if apply {
@@ -83,7 +101,7 @@ pub fn run_link(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<(),
 /// cluster.
 pub fn run_unlink(args: &LinkArgs, out: &mut dyn Write) -> Result<(), Refused> {
     runtime()?.block_on(async {
-        let options = args.options();
+        let options = args.options().await?;
         let remote = link::Remote::connect(&options).await.map_err(refused)?;
         let name = remote.name(&options).await.map_err(refused)?;
         let local = link::local_client(args.local_kubeconfig.as_deref())
@@ -98,8 +116,8 @@ pub fn run_unlink(args: &LinkArgs, out: &mut dyn Write) -> Result<(), Refused> {
         emit(
             out,
             &format!(
-                "unlinked {name}: Secret {}/{name} and the remote reader deleted\n",
-                args.namespace
+                "unlinked {name}: Secret {}/{name} and the remote reader {} deleted\n",
+                args.namespace, options.reader
             ),
         )
     })

@@ -133,13 +133,13 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     let kubeconfig = secret_kubeconfig(&secret);
     assert!(
         !kubeconfig.contains("test-token")
-            && kubeconfig.contains("token: sa-strait-system-strait-remote-reader-"),
+            && kubeconfig.contains("token: sa-strait-system-strait-remote-reader-c1-"),
         "the Secret carries the reader's own token:\n{kubeconfig}"
     );
 
     // The reader in the remote cluster: list and watch of what is read there.
     let role = remote
-        .object("ClusterRole", "", "strait-remote-reader")
+        .object("ClusterRole", "", "strait-remote-reader-c1")
         .expect("ClusterRole");
     let mut granted: Vec<String> = Vec::new();
     for rule in role["rules"].as_array().expect("rules") {
@@ -163,15 +163,15 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
         ]
     );
     let binding = remote
-        .object("ClusterRoleBinding", "", "strait-remote-reader")
+        .object("ClusterRoleBinding", "", "strait-remote-reader-c1")
         .expect("binding");
     assert_eq!(
         binding["subjects"],
-        json!([{"kind": "ServiceAccount", "name": "strait-remote-reader", "namespace": "strait-system"}])
+        json!([{"kind": "ServiceAccount", "name": "strait-remote-reader-c1", "namespace": "strait-system"}])
     );
     assert!(
         remote
-            .object("ServiceAccount", "strait-system", "strait-remote-reader")
+            .object("ServiceAccount", "strait-system", "strait-remote-reader-c1")
             .is_some()
     );
 
@@ -206,14 +206,14 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     ] {
         assert!(
             remote
-                .object(kind, namespace, "strait-remote-reader")
+                .object(kind, namespace, "strait-remote-reader-c1")
                 .is_none(),
             "{kind} left"
         );
     }
     assert!(
         remote
-            .object("Secret", "strait-system", "strait-remote-reader-token")
+            .object("Secret", "strait-system", "strait-remote-reader-c1-token")
             .is_none()
     );
     until(&handle, "c2 gone", |s| {
@@ -234,6 +234,9 @@ async fn strait_link_refuses_a_cluster_without_the_crds_or_the_rights() {
             config.as_os_str(),
             "--name".as_ref(),
             "c9".as_ref(),
+            // No ClusterProperty names the local cluster either.
+            "--local-cluster".as_ref(),
+            "c8".as_ref(),
         ],
         &config,
         dir.path(),
@@ -248,7 +251,7 @@ async fn strait_link_refuses_a_cluster_without_the_crds_or_the_rights() {
         text(&refused)
     );
     assert!(
-        bare.object("ServiceAccount", "strait-system", "strait-remote-reader")
+        bare.object("ServiceAccount", "strait-system", "strait-remote-reader-c8")
             .is_none()
     );
 
@@ -272,14 +275,14 @@ async fn strait_link_refuses_a_cluster_without_the_crds_or_the_rights() {
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("not allowed to apply ClusterRole strait-remote-reader")
+        stderr.contains("not allowed to apply ClusterRole strait-remote-reader-c3")
             && stderr.contains("clusterroles is forbidden"),
         "{}",
         text(&refused)
     );
     assert!(
         limited
-            .object("ClusterRole", "", "strait-remote-reader")
+            .object("ClusterRole", "", "strait-remote-reader-c3")
             .is_none()
     );
 }

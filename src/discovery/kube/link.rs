@@ -31,9 +31,16 @@ use crate::discovery::translate::CLUSTER_ID_PROPERTY;
 
 /// The field manager of every write `strait link` makes.
 pub const LINK_FIELD_MANAGER: &str = "strait-link";
-/// The name of the ServiceAccount, ClusterRole and binding in the remote
-/// cluster; the token Secret adds `-token`.
-pub const READER_NAME: &str = "strait-remote-reader";
+/// The start of a reader's name in the remote cluster: each linking
+/// cluster has its own (`strait-remote-reader-<its id>`: ServiceAccount,
+/// ClusterRole and binding; the token Secret adds `-token`), so that one
+/// cluster's unlink or token rotation leaves the others' access alone.
+pub const READER_PREFIX: &str = "strait-remote-reader";
+
+/// The reader of the linking cluster `local_id` in a remote cluster.
+pub fn reader_name(local_id: &str) -> String {
+    format!("{READER_PREFIX}-{local_id}")
+}
 /// How long the remote token controller may take to fill in the token.
 const TOKEN_WAIT: Duration = Duration::from_secs(30);
 /// The watch timeout of the clients `link` builds (only their read
@@ -53,6 +60,9 @@ pub struct LinkOptions {
     pub remote_namespace: String,
     /// Where the remote-cluster Secret goes in the local cluster.
     pub local_namespace: String,
+    /// The reader's name in the remote cluster ([`reader_name`] of the
+    /// local cluster's id).
+    pub reader: String,
 }
 
 /// Why linking or unlinking failed.
@@ -99,6 +109,10 @@ pub enum LinkError {
         "the remote cluster has no {CLUSTER_ID_PROPERTY} ClusterProperty to name it by: pass --name"
     )]
     NoName,
+    #[error(
+        "the local cluster has no {CLUSTER_ID_PROPERTY} ClusterProperty to name its reader in the remote cluster by: pass --local-cluster"
+    )]
+    NoLocalName,
     #[error(
         "{name:?} cannot name a linked cluster: {reason} (a cluster id is an RFC-1123 DNS subdomain of at most 63 characters; pass --name)"
     )]
@@ -154,28 +168,28 @@ fn labels() -> Value {
 }
 
 /// The token Secret's name.
-pub fn token_secret_name() -> String {
-    format!("{READER_NAME}-token")
+pub fn token_secret_name(reader: &str) -> String {
+    format!("{reader}-token")
 }
 
 /// The objects `link` applies in the remote cluster, in order: the
 /// namespace, the ServiceAccount, the ClusterRole, its binding and the
 /// token Secret.
-pub fn remote_objects(namespace: &str) -> Vec<Value> {
+pub fn remote_objects(namespace: &str, reader: &str) -> Vec<Value> {
     vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": READER_NAME, "namespace": namespace, "labels": labels()}}),
+            "metadata": {"name": reader, "namespace": namespace, "labels": labels()}}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": READER_NAME, "labels": labels()},
+            "metadata": {"name": reader, "labels": labels()},
             "rules": reader_rules()}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": READER_NAME, "labels": labels()},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": READER_NAME},
-            "subjects": [{"kind": "ServiceAccount", "name": READER_NAME, "namespace": namespace}]}),
+            "metadata": {"name": reader, "labels": labels()},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader},
+            "subjects": [{"kind": "ServiceAccount", "name": reader, "namespace": namespace}]}),
         json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
-            "metadata": {"name": token_secret_name(), "namespace": namespace, "labels": labels(),
-                "annotations": {"kubernetes.io/service-account.name": READER_NAME}}}),
+            "metadata": {"name": token_secret_name(reader), "namespace": namespace, "labels": labels(),
+                "annotations": {"kubernetes.io/service-account.name": reader}}}),
     ]
 }
 
@@ -191,7 +205,7 @@ pub struct RemoteServer {
 }
 
 /// A kubeconfig that reaches `server` with `token`, nothing else in it.
-pub fn kubeconfig_for(name: &str, server: &RemoteServer, token: &str) -> Value {
+pub fn kubeconfig_for(name: &str, reader: &str, server: &RemoteServer, token: &str) -> Value {
     let mut cluster = json!({"server": server.server});
     if let Some(ca) = &server.certificate_authority_data {
         cluster["certificate-authority-data"] = ca.clone().into();
@@ -204,8 +218,8 @@ pub fn kubeconfig_for(name: &str, server: &RemoteServer, token: &str) -> Value {
     }
     json!({"apiVersion": "v1", "kind": "Config",
         "clusters": [{"name": name, "cluster": cluster}],
-        "users": [{"name": READER_NAME, "user": {"token": token}}],
-        "contexts": [{"name": name, "context": {"cluster": name, "user": READER_NAME}}],
+        "users": [{"name": reader, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": reader}}],
         "current-context": name})
 }
 
@@ -439,20 +453,22 @@ pub async fn link(remote: &Remote, options: &LinkOptions) -> Result<Linked, Link
             reason,
         })?;
     let (client, cluster) = (&remote.client, remote.label.as_str());
-    for object in remote_objects(&options.remote_namespace) {
+    for object in remote_objects(&options.remote_namespace, &options.reader) {
         apply(client, &object, cluster).await?;
     }
-    let (token, ca) = wait_for_token(client, &options.remote_namespace, cluster).await?;
+    let (token, ca) =
+        wait_for_token(client, &options.remote_namespace, &options.reader, cluster).await?;
     let server = RemoteServer {
         // The CA the cluster publishes with the token, else the kubeconfig's.
         certificate_authority_data: ca.or_else(|| remote.server.certificate_authority_data.clone()),
         ..remote.server.clone()
     };
-    let kubeconfig = crate::discovery::yaml::to_string(&kubeconfig_for(&name, &server, &token))
-        .map_err(|error| LinkError::Unusable {
-            path: options.remote_kubeconfig.clone(),
-            what: format!("cannot write the kubeconfig: {error}"),
-        })?;
+    let kubeconfig =
+        crate::discovery::yaml::to_string(&kubeconfig_for(&name, &options.reader, &server, &token))
+            .map_err(|error| LinkError::Unusable {
+                path: options.remote_kubeconfig.clone(),
+                what: format!("cannot write the kubeconfig: {error}"),
+            })?;
     // Refused here rather than by every gateway that reads the Secret.
     let written = Kubeconfig::from_yaml(&kubeconfig).map_err(|source| LinkError::Kubeconfig {
         path: options.remote_kubeconfig.clone(),
@@ -471,10 +487,11 @@ pub async fn link(remote: &Remote, options: &LinkOptions) -> Result<Linked, Link
 async fn wait_for_token(
     client: &Client,
     namespace: &str,
+    reader: &str,
     cluster: &str,
 ) -> Result<(String, Option<String>), LinkError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let name = token_secret_name();
+    let name = token_secret_name(reader);
     let deadline = tokio::time::Instant::now() + TOKEN_WAIT;
     loop {
         let secret = secrets.get(&name).await.map_err(|source| {
@@ -558,22 +575,50 @@ fn linked_server(secret: &Secret) -> Option<String> {
 pub async fn unlink_remote(remote: &Remote, options: &LinkOptions) -> Result<(), LinkError> {
     let client = &remote.client;
     let namespace = &options.remote_namespace;
+    let reader = options.reader.as_str();
     let at = &remote.label;
-    delete(
-        Api::<ClusterRoleBinding>::all(client.clone()),
-        READER_NAME,
-        at,
-    )
-    .await?;
-    delete(Api::<ClusterRole>::all(client.clone()), READER_NAME, at).await?;
+    delete(Api::<ClusterRoleBinding>::all(client.clone()), reader, at).await?;
+    delete(Api::<ClusterRole>::all(client.clone()), reader, at).await?;
     let secrets = Api::<Secret>::namespaced(client.clone(), namespace);
-    delete(secrets, &token_secret_name(), at).await?;
+    delete(secrets, &token_secret_name(reader), at).await?;
     delete(
         Api::<ServiceAccount>::namespaced(client.clone(), namespace),
-        READER_NAME,
+        reader,
         at,
     )
     .await
+}
+
+/// The local cluster's id, its `cluster.clusterset.k8s.io` ClusterProperty
+/// (About API `v1beta1`, else `v1alpha1`).
+pub async fn local_id(local: &Client) -> Result<String, LinkError> {
+    let at = "the local cluster";
+    for version in ["v1beta1", "v1alpha1"] {
+        let resource = kube::core::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("about.k8s.io", version, "ClusterProperty"),
+            "clusterproperties",
+        );
+        let api: Api<kube::api::DynamicObject> = Api::all_with(local.clone(), &resource);
+        match api.get_opt(CLUSTER_ID_PROPERTY).await {
+            Ok(Some(property)) => {
+                return property.data["spec"]["value"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .ok_or(LinkError::NoLocalName);
+            }
+            Ok(None) => return Err(LinkError::NoLocalName),
+            // This version is not served: try the next.
+            Err(kube::Error::Api(status)) if status.code == 404 => continue,
+            Err(source) => {
+                return Err(api_error(
+                    format!("read ClusterProperty {CLUSTER_ID_PROPERTY}"),
+                    at,
+                    source,
+                ));
+            }
+        }
+    }
+    Err(LinkError::NoLocalName)
 }
 
 /// Deletes the remote-cluster Secret `name` from the local cluster.
@@ -609,7 +654,7 @@ mod tests {
 
     #[test]
     fn the_reader_may_list_and_watch_exactly_what_a_remote_cluster_is_read_for() {
-        let objects = remote_objects("strait-system");
+        let objects = remote_objects("strait-system", &reader_name("c1"));
         let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
         assert_eq!(
             kinds,
@@ -646,7 +691,7 @@ mod tests {
         assert_eq!(objects[3]["subjects"][0]["namespace"], "strait-system");
         assert_eq!(
             objects[4]["metadata"]["annotations"]["kubernetes.io/service-account.name"],
-            READER_NAME
+            "strait-remote-reader-c1"
         );
     }
 
@@ -658,7 +703,7 @@ mod tests {
             tls_server_name: None,
             insecure_skip_tls_verify: false,
         };
-        let config = kubeconfig_for("c2", &server, "t0ken");
+        let config = kubeconfig_for("c2", "strait-remote-reader-c1", &server, "t0ken");
         assert_eq!(
             config["clusters"][0]["cluster"]["server"],
             "https://203.0.113.9:6443"
