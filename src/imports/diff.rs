@@ -64,17 +64,31 @@ impl Change {
 
 /// Whether every field of `want` holds the same value in `have`. Maps may
 /// hold more keys; lists must match element by element (they are replaced
-/// whole by an apply of Strait's lists).
+/// whole by an apply of Strait's lists). An empty list or map is held by a
+/// field the server left out or stored as null, as a real API server
+/// stores an EndpointSlice's empty `endpoints` (else every round would
+/// apply it again).
 pub fn contains(have: &Value, want: &Value) -> bool {
     match (want, have) {
-        (Value::Object(want), Value::Object(have)) => want
-            .iter()
-            .all(|(key, value)| have.get(key).is_some_and(|held| contains(held, value))),
+        (Value::Object(want), Value::Object(have)) => want.iter().all(|(key, value)| {
+            have.get(key)
+                .map_or_else(|| is_empty(value), |held| contains(held, value))
+        }),
         (Value::Array(want), Value::Array(have)) => {
             want.len() == have.len() && want.iter().zip(have).all(|(w, h)| contains(h, w))
         }
+        (want, Value::Null) if is_empty(want) => true,
         (Value::Number(want), Value::Number(have)) => want.as_f64() == have.as_f64(),
         (want, have) => want == have,
+    }
+}
+
+/// An empty list or map.
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Array(items) => items.is_empty(),
+        Value::Object(fields) => fields.is_empty(),
+        _ => false,
     }
 }
 
@@ -186,5 +200,26 @@ mod tests {
         assert!(!contains(&have, &json!({"b": {"c": "y"}})));
         assert!(!contains(&have, &json!({"l": [{"p": 80}, {"p": 81}]})));
         assert!(!contains(&have, &json!({"z": null})));
+    }
+
+    /// A real API server stores an EndpointSlice without endpoints as
+    /// `"endpoints": null`; the slice Strait wants lists none. Held, it
+    /// is not applied again (it was, every round, against a real server).
+    #[test]
+    fn an_empty_list_is_held_by_a_null_or_missing_field_and_only_an_empty_one() {
+        let stored = json!({"endpoints": null, "ports": [{"port": 80}]});
+        assert!(contains(&stored, &json!({"endpoints": []})));
+        assert!(contains(
+            &json!({"ports": []}),
+            &json!({"endpoints": [], "labels": {}})
+        ));
+        assert!(!contains(
+            &stored,
+            &json!({"endpoints": [{"addresses": ["10.0.0.1"]}]})
+        ));
+        assert!(!contains(
+            &json!({"endpoints": []}),
+            &json!({"endpoints": null})
+        ));
     }
 }

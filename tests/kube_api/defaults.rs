@@ -1,6 +1,7 @@
-//! What a real server fills in and checks when a Service or a Namespace is
-//! written over HTTP: defaults, ClusterIP allocation from 10.96.0.0/16 and
-//! fd00:10:96::/112, and the immutability of allocated addresses.
+//! What a real server fills in and checks when a Service, a Namespace or an
+//! EndpointSlice is written over HTTP: defaults, ClusterIP allocation from
+//! 10.96.0.0/16 and fd00:10:96::/112, the immutability of allocated
+//! addresses, and a slice's empty endpoints stored as null.
 
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -114,6 +115,10 @@ pub(super) fn on_create(
             object["status"] = json!({"phase": "Active"});
             Ok(())
         }
+        "EndpointSlice" => {
+            empty_endpoints_as_null(object);
+            Ok(())
+        }
         _ => Ok(()),
     }
 }
@@ -132,7 +137,20 @@ pub(super) fn on_update(
             namespace(&key.2, object);
             Ok(())
         }
+        "EndpointSlice" => {
+            empty_endpoints_as_null(object);
+            Ok(())
+        }
         _ => Ok(()),
+    }
+}
+
+/// A real server stores an EndpointSlice without endpoints with
+/// `"endpoints": null` (Go's nil list), whether it was written as `[]` or
+/// left out, and answers it so.
+fn empty_endpoints_as_null(object: &mut Value) {
+    if object["endpoints"].as_array().is_none_or(Vec::is_empty) {
+        object["endpoints"] = Value::Null;
     }
 }
 
