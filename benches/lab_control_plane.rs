@@ -135,26 +135,6 @@ fn exports(first: usize, count: usize) -> String {
         .collect()
 }
 
-fn echo_deployment() -> String {
-    format!(
-        "apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: echo, namespace: {NAMESPACE}}}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: echo}}}}
-  template:
-    metadata: {{labels: {{app: echo}}}}
-    spec:
-      containers:
-      - name: echo
-        image: lab/http-echo
-        ports: [{{containerPort: 8080, name: http}}]
-        readinessProbe: {{httpGet: {{port: http, path: /}}}}
-"
-    )
-}
-
 /// One DNS question for `name`'s A record to `server`; its first address,
 /// if any.
 fn resolve(socket: &UdpSocket, server: SocketAddr, name: &str, id: u16) -> Option<Ipv4Addr> {
@@ -302,7 +282,7 @@ fn cost(lab: &Lab, held: usize, already: usize) {
         lab.apply("c3", &services(already, in_c3 - already));
         lab.apply("c3", &exports(already, in_c3 - already));
     }
-    lab.apply("c2", &echo_deployment());
+    lab.apply("c2", &lab::echo_deployment(NAMESPACE, "echo", 1));
     lab.apply("c2", &services(in_c3, in_c2));
     lab.apply("c2", &exports(in_c3, in_c2));
     let started = Instant::now();
@@ -406,7 +386,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     };
     lab.namespace(NAMESPACE);
-    lab.apply("c3", &echo_deployment());
+    lab.apply("c3", &lab::echo_deployment(NAMESPACE, "echo", 1));
     lab.apply("c3", &services(0, options.services));
     lab.client_pod("c1", NAMESPACE);
     lab::wait_until("c3's echo pod is ready", 120, || {

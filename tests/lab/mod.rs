@@ -179,14 +179,26 @@ impl Lab {
 
     fn pod_file(&self, cluster: &str, namespace: &str, pod: &str, file: &str) -> String {
         let wanted = format!("{namespace}/{pod}");
+        let folder = self
+            .pod_folders(cluster)
+            .into_iter()
+            .find_map(|(name, folder)| (name == wanted).then_some(folder))
+            .unwrap_or_else(|| panic!("no pod {wanted} runs in {cluster}"));
+        std::fs::read_to_string(folder.join(file)).unwrap_or_default()
+    }
+
+    /// Each pod the cluster's kubelet stand-in runs: its `namespace/name`
+    /// and its folder.
+    fn pod_folders(&self, cluster: &str) -> Vec<(String, PathBuf)> {
         let pods = self.state.join(cluster).join("pods");
-        for entry in std::fs::read_dir(&pods).expect("the lab's pods").flatten() {
-            let name = std::fs::read_to_string(entry.path().join("name")).unwrap_or_default();
-            if name.trim() == wanted {
-                return std::fs::read_to_string(entry.path().join(file)).unwrap_or_default();
-            }
-        }
-        panic!("no pod {wanted} runs in {cluster}");
+        std::fs::read_dir(&pods)
+            .expect("the lab's pods")
+            .flatten()
+            .map(|entry| {
+                let name = std::fs::read_to_string(entry.path().join("name")).unwrap_or_default();
+                (name.trim().to_owned(), entry.path())
+            })
+            .collect()
     }
 
     /// The names of the pods in `namespace` whose names start with `prefix`.
@@ -202,15 +214,12 @@ impl Lab {
     /// The logs of the pods in `namespace` whose names start with
     /// `prefix`, one after another.
     pub fn pod_logs(&self, cluster: &str, namespace: &str, prefix: &str) -> String {
-        let pods = self.state.join(cluster).join("pods");
-        let mut logs = String::new();
-        for entry in std::fs::read_dir(&pods).expect("the lab's pods").flatten() {
-            let name = std::fs::read_to_string(entry.path().join("name")).unwrap_or_default();
-            if name.trim().starts_with(&format!("{namespace}/{prefix}")) {
-                logs += &std::fs::read_to_string(entry.path().join("log")).unwrap_or_default();
-            }
-        }
-        logs
+        let wanted = format!("{namespace}/{prefix}");
+        self.pod_folders(cluster)
+            .into_iter()
+            .filter(|(name, _)| name.starts_with(&wanted))
+            .map(|(_, folder)| std::fs::read_to_string(folder.join("log")).unwrap_or_default())
+            .collect()
     }
 
     /// Runs `command` inside a pod of the lab (its network namespace and
@@ -302,21 +311,7 @@ impl Lab {
         self.apply(
             cluster,
             &format!(
-                "apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: {name}, namespace: {namespace}}}
-spec:
-  replicas: {replicas}
-  selector: {{matchLabels: {{app: {name}}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}}}
-    spec:
-      containers:
-      - name: echo
-        image: lab/http-echo
-        ports: [{{containerPort: 8080, name: http}}]
-        readinessProbe: {{httpGet: {{port: http, path: /}}}}
----
+                "{}---
 apiVersion: v1
 kind: Service
 metadata: {{name: {name}, namespace: {namespace}}}
@@ -327,7 +322,8 @@ spec:
 apiVersion: multicluster.x-k8s.io/v1alpha1
 kind: ServiceExport
 metadata: {{name: {name}, namespace: {namespace}}}
-"
+",
+                echo_deployment(namespace, name, replicas)
             ),
         );
     }
@@ -362,6 +358,28 @@ metadata: {{name: {name}, namespace: {namespace}}}
 }
 
 pub const CLUSTERS: [&str; 3] = ["c1", "c2", "c3"];
+
+/// A Deployment of `replicas` echo pods labelled `app: <name>`, each
+/// answering `GET /` on port 8080 with its name and address.
+pub fn echo_deployment(namespace: &str, name: &str, replicas: u32) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers:
+      - name: echo
+        image: lab/http-echo
+        ports: [{{containerPort: 8080, name: http}}]
+        readinessProbe: {{httpGet: {{port: http, path: /}}}}
+"
+    )
+}
 
 fn text(output: Output) -> Result<String, String> {
     if output.status.success() {

@@ -56,6 +56,28 @@ fn callers(lab: &Lab, cluster: &str, namespace: &str, pod: &str) -> BTreeSet<Str
         .collect()
 }
 
+/// Each of `pods` (`namespace/name`, in `cluster`) was dialled, and only
+/// by the gateway pods of `gateways_of`.
+fn assert_dialled_only_by_gateways_of(
+    lab: &Lab,
+    cluster: &str,
+    pods: &BTreeSet<String>,
+    gateways_of: &str,
+) {
+    let gateways: BTreeSet<String> = lab
+        .pod_ips(gateways_of, "strait-system", "cluster-edge")
+        .into_iter()
+        .collect();
+    for pod in pods {
+        let (namespace, name) = pod.split_once('/').expect("namespace/name");
+        let dialled_by = callers(lab, cluster, namespace, name);
+        assert!(
+            !dialled_by.is_empty() && dialled_by.is_subset(&gateways),
+            "{pod} was dialled by {dialled_by:?}, not only by {gateways_of}'s gateway pods {gateways:?}"
+        );
+    }
+}
+
 fn ready_endpoints(lab: &Lab, cluster: &str, namespace: &str, service: &str) -> usize {
     lab.try_kubectl(
         cluster,
@@ -92,18 +114,8 @@ pub fn across_networks(lab: &Lab) {
     let got = answers(lab, "c1", ns, client, &url, 24);
     assert_eq!(names(&got), c3_pods, "both c3 pods answer: {got:?}");
 
-    let c3_gateways: BTreeSet<String> = lab
-        .pod_ips("c3", "strait-system", "cluster-edge")
-        .into_iter()
-        .collect();
-    for pod in &c3_pods {
-        let name = pod.split_once('/').map_or(pod.as_str(), |(_, n)| n);
-        let dialled_by = callers(lab, "c3", ns, name);
-        assert!(
-            !dialled_by.is_empty() && dialled_by.is_subset(&c3_gateways),
-            "{pod} was dialled by {dialled_by:?}, not only by c3's gateway pods {c3_gateways:?}"
-        );
-    }
+    // The tunnel: c3's own gateway pods dialled them.
+    assert_dialled_only_by_gateways_of(lab, "c3", &c3_pods, "c3");
 
     lab.echo_service("c2", ns, "cart", 1, &[80]);
     let c2_pods = pod_names(lab, "c2", ns, "cart-");
@@ -111,18 +123,8 @@ pub fn across_networks(lab: &Lab) {
         lab.curl("c1", ns, client, &url)
             .is_ok_and(|a| names(&[a]).is_subset(&c2_pods))
     });
-    let c1_gateways: BTreeSet<String> = lab
-        .pod_ips("c1", "strait-system", "cluster-edge")
-        .into_iter()
-        .collect();
-    for pod in &c2_pods {
-        let name = pod.split_once('/').map_or(pod.as_str(), |(_, n)| n);
-        let dialled_by = callers(lab, "c2", ns, name);
-        assert!(
-            !dialled_by.is_empty() && dialled_by.is_subset(&c1_gateways),
-            "{pod} was dialled by {dialled_by:?}, not by c1's gateway pods {c1_gateways:?} directly"
-        );
-    }
+    // Direct: c1's gateway pods dialled it themselves.
+    assert_dialled_only_by_gateways_of(lab, "c2", &c2_pods, "c1");
 }
 
 /// c2's cart declares ports 80 and 81, c3's 80 and 82: from c1, port 81
