@@ -6,9 +6,9 @@ use std::net::IpAddr;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::model::{
-    Cluster, ClusterId, ClusterService, ClusterSet, Endpoint, EndpointGroup, EndpointPort, Export,
-    GatewayAddress, GatewayHost, NetworkId, Protocol, ServiceKey, ServicePort, ServiceSpec,
-    ServiceType,
+    Cluster, ClusterId, ClusterService, ClusterSet, Endpoint, EndpointDetails, EndpointGroup,
+    EndpointPort, Export, GatewayAddress, GatewayHost, NetworkId, Protocol, ServiceKey,
+    ServicePort, ServiceSpec, ServiceType,
 };
 
 /// Parses an address written in a test.
@@ -82,6 +82,17 @@ impl ClusterService {
     /// Adds a ready endpoint.
     pub fn endpoint(self, address: &str) -> Self {
         self.endpoint_with(address, true, true, false)
+    }
+
+    /// Adds a ready endpoint with a hostname (a StatefulSet pod's).
+    pub fn endpoint_named(mut self, address: &str, hostname: &str) -> Self {
+        if let Some(group) = self.endpoint_groups.first_mut() {
+            group.endpoints = group.endpoints.with(
+                Endpoint::ready(ip(address)),
+                EndpointDetails::hostname(hostname),
+            );
+        }
+        self
     }
 
     pub fn endpoint_with(

@@ -839,5 +839,8 @@ async fn nothing_is_written_when_nothing_changed_and_an_edited_slice_is_put_back
 #[path = "kube_imports/run.rs"]
 mod run;
 
+#[path = "kube_imports/mcs_slices.rs"]
+mod mcs_slices;
+
 #[path = "kube_imports/headless.rs"]
 mod headless;

@@ -151,6 +151,7 @@ fn pass(merged: &MergedSet, observed: &Observed, now: Timestamp) -> Pass {
         released: &released,
         refused_families: &refused,
         pods: &Default::default(),
+        sources: &Default::default(),
         pod_ranges: None,
         quota: Default::default(),
     });

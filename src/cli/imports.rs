@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::discovery::objects::{CRD_VERSIONS, MCS_GROUP};
 use crate::imports::render::{Owners, as_list, desired_objects};
-use crate::imports::{Observed, PlanInputs, plan, remote_pods};
+use crate::imports::{Observed, PlanInputs, plan, remote_pods, source_backends};
 use crate::model::ClusterId;
 use crate::routing::RouteTable;
 
@@ -56,9 +56,12 @@ pub(super) fn run(
     // From files nothing is recorded yet; from the API, what the cluster holds.
     let from_files = loaded.observed.is_none();
     let observed = loaded.observed.clone().unwrap_or_else(Observed::default);
-    let pods = RouteTable::build(&loaded.set, &loaded.merged, &viewer)
-        .map(|table| remote_pods(&table, loaded.settings.dns.max_headless_endpoints))
+    let table = RouteTable::build(&loaded.set, &loaded.merged, &viewer).ok();
+    let pods = table
+        .as_ref()
+        .map(|table| remote_pods(table, loaded.settings.dns.max_headless_endpoints))
         .unwrap_or_default();
+    let sources = table.as_ref().map(source_backends).unwrap_or_default();
     // From files, remote pods' addresses come from `imports.podAddresses`;
     // from the API, the API server allocates them.
     let pod_ranges = from_files.then_some(loaded.settings.imports.pod_addresses.as_slice());
@@ -69,6 +72,7 @@ pub(super) fn run(
         released: &Default::default(),
         refused_families: &Default::default(),
         pods: &pods,
+        sources: &sources,
         pod_ranges,
         quota: loaded.settings.imports.namespace_quota.into(),
     });

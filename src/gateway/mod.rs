@@ -201,6 +201,8 @@ pub(crate) fn apply_file_imports(
         released: &Default::default(),
         refused_families: &Default::default(),
         pods: &pods,
+        // Only the allocation is used here: no slices are rendered.
+        sources: &Default::default(),
         pod_ranges: Some(&settings.imports.pod_addresses),
         quota: settings.imports.namespace_quota.into(),
     };

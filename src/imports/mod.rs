@@ -35,6 +35,7 @@ pub mod pods;
 pub mod ports;
 pub mod record;
 pub mod render;
+pub mod sources;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -49,6 +50,7 @@ pub use pods::{PodAddresses, PodRef, RemotePods, remote_pods};
 pub use ports::{
     Allocation, PortKey, PortRange, PortRangeError, Released, ReleasedPorts, recorded_allocation,
 };
+pub use sources::{PlannedSlice, SourceBackends, source_backends};
 
 /// The `Ready` condition of a ServiceImport.
 pub const READY_CONDITION: &str = "Ready";
@@ -120,6 +122,14 @@ pub struct PlannedImport {
     /// or in a file setup beyond what `imports.podAddresses` holds.
     #[serde(skip_serializing_if = "is_zero")]
     pub pods_over_cap: usize,
+    /// The MCS EndpointSlices: the endpoints of each exporting cluster, as
+    /// addresses that work from this cluster ([`sources`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<PlannedSlice>,
+    /// Exporting clusters whose id cannot be a label value: no MCS slice
+    /// names them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unlabelled_sources: Vec<ClusterId>,
 }
 
 fn is_zero(count: &usize) -> bool {
@@ -199,6 +209,9 @@ pub struct PlanInputs<'a> {
     /// The remote pods of each headless service that get an address here
     /// ([`remote_pods`]).
     pub pods: &'a BTreeMap<ServiceKey, RemotePods>,
+    /// Each service's exporting clusters as this cluster reaches them
+    /// ([`source_backends`]): what its MCS EndpointSlices hold.
+    pub sources: &'a BTreeMap<ServiceKey, Vec<SourceBackends>>,
     /// Where remote pods' addresses come from: `None` with the Kubernetes
     /// API, which allocates ClusterIPs; a file setup's
     /// `imports.podAddresses` otherwise, where a pod without an address
@@ -591,7 +604,7 @@ fn plan_import(
             "The ClusterSetIP forwards to this cluster's gateways.".to_owned(),
         )
     };
-    PlannedImport {
+    let mut import = PlannedImport {
         key: service.key.clone(),
         service_type: service.service_type,
         ports,
@@ -603,7 +616,28 @@ fn plan_import(
         derived_service,
         pods: planned,
         pods_over_cap,
+        slices: Vec::new(),
+        unlabelled_sources: Vec::new(),
+    };
+    let sources = inputs.sources.get(&service.key).map(Vec::as_slice);
+    let (slices, unlabelled) = sources::planned_slices(
+        service,
+        &import,
+        sources.unwrap_or_default(),
+        inputs.observed,
+    );
+    if !unlabelled.is_empty() {
+        let names: Vec<&str> = unlabelled.iter().map(ClusterId::as_str).collect();
+        import.message.push_str(&format!(
+            " No MCS EndpointSlice lists the endpoints of {}: a cluster id longer than {} characters cannot be the value of the {} label.",
+            names.join(", "),
+            sources::MAX_LABEL_VALUE_LEN,
+            crate::discovery::translate::MCS_SOURCE_CLUSTER_LABEL,
+        ));
     }
+    import.slices = slices;
+    import.unlabelled_sources = unlabelled;
+    import
 }
 
 /// The `Ready` message of a headless import: how its remote pods fare.
@@ -630,3 +664,6 @@ mod tests;
 
 #[cfg(test)]
 mod pods_tests;
+
+#[cfg(test)]
+mod slices_tests;

@@ -15,8 +15,9 @@ pub const DERIVED_SERVICE_ANNOTATION: &str = "multicluster.kubernetes.io/derived
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "strait";
 /// The EndpointSlice controller label of slices Strait writes.
-pub const ENDPOINTSLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
-pub const ENDPOINTSLICE_MANAGED_BY_VALUE: &str = "imports.strait.dev";
+pub use crate::discovery::translate::{
+    ENDPOINTSLICE_MANAGED_BY_LABEL, IMPORTED_SLICE_MANAGER as ENDPOINTSLICE_MANAGED_BY_VALUE,
+};
 /// Annotations of a per-pod derived Service naming its pod (annotations:
 /// a cluster id may be longer than a label value may be).
 pub const POD_CLUSTER_ANNOTATION: &str = "strait.dev/pod-cluster";
@@ -45,6 +46,19 @@ pub fn pod_service_name(key: &ServiceKey, pod: &PodRef) -> String {
         "{}/{}/{}/{}",
         key.namespace, key.name, pod.cluster, pod.label
     ))
+}
+
+/// The name of one MCS EndpointSlice of an import: the service's name and
+/// ten characters of base32hex(sha256(`ns/name/cluster/family/group`)),
+/// where `group` tells apart a cluster's slices of different port sets.
+pub fn mcs_slice_name(key: &ServiceKey, cluster: &str, family: &str, group: usize) -> String {
+    let hashed = hashed_name(&format!(
+        "{}/{}/{cluster}/{family}/{group}",
+        key.namespace, key.name
+    ));
+    // `derived-` and ten characters; a Service name has at most 63, so the
+    // slice name stays far below the 253 an object name may have.
+    format!("{}-{}", key.name, hashed.trim_start_matches("derived-"))
 }
 
 /// The name of the derived Service's EndpointSlice for one address family.

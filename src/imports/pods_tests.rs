@@ -63,6 +63,7 @@ fn plan_with(
         released: &Released::new(),
         refused_families: &BTreeSet::new(),
         pods: &pods,
+        sources: &source_backends(&table),
         pod_ranges: ranges,
         quota: Default::default(),
     })
@@ -163,8 +164,9 @@ fn a_per_pod_service_names_its_pod_and_forwards_to_its_import_ports() {
         .iter()
         .filter(|o| o.object["kind"] == "EndpointSlice")
         .map(|o| &o.object)
+        .filter(|s| s["metadata"]["labels"]["kubernetes.io/service-name"].is_string())
         .collect();
-    assert_eq!(slices.len(), 1);
+    assert_eq!(slices.len(), 1, "the per-pod Service's own slice");
     assert_eq!(slices[0]["ports"][0]["port"], target);
 }
 
@@ -262,7 +264,8 @@ fn per_pod_objects_converge_and_go_with_their_pod() {
     converge(&set(2), &mut observed);
     assert_eq!(observed.pod_services.len(), 2);
     assert_eq!(observed.pod_addresses().len(), 2, "both have a ClusterIP");
-    assert_eq!(observed.slices.len(), 2);
+    // Each per-pod Service's slice, and one MCS slice per exporting cluster.
+    assert_eq!(observed.slices.len(), 4);
     let plan = plan_with(&set(2), &observed, 8, None);
     assert!(plan.imports[0].pods.iter().all(|p| !p.ips.is_empty()));
 

@@ -13,12 +13,15 @@ use serde_json::{Map, Value, json};
 use super::naming::{
     DERIVED_SERVICE_ANNOTATION, ENDPOINTSLICE_MANAGED_BY_LABEL, ENDPOINTSLICE_MANAGED_BY_VALUE,
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION, POD_CLUSTER_ANNOTATION, gateway_slice_name,
+    mcs_slice_name,
 };
 use super::ports::PortKey;
 use super::record::{self, IMPORT_PORTS_ANNOTATION};
 use super::{ImportPlan, Observed, PlannedImport, PlannedPod, PlannedPort, READY_CONDITION};
 use crate::discovery::export_status::{Wanted, WantedCondition, updated_conditions};
-use crate::discovery::translate::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
+use crate::discovery::translate::{
+    MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
+};
 use crate::merge::{MergedService, MergedSet};
 use crate::model::{IpFamily, ServiceKey, ServiceType, SessionAffinity};
 
@@ -131,6 +134,7 @@ pub fn desired_objects(
             .chain(Derived::of_pods(planned))
             .collect();
         let children_rendered = owners == Owners::Optional || import_uid.is_some();
+        let has_children = !derived.is_empty() || !planned.slices.is_empty();
         objects.push(DesiredObject {
             object: import(
                 planned,
@@ -142,7 +146,7 @@ pub fn desired_objects(
                     .unwrap_or_default(),
             ),
             status: false,
-            complete: derived.is_empty() || children_rendered,
+            complete: !has_children || children_rendered,
         });
         objects.push(DesiredObject::leaf(
             import_status(planned, api_version, current.map(|c| &c.raw), now),
@@ -150,6 +154,9 @@ pub fn desired_objects(
         ));
         if !children_rendered {
             continue;
+        }
+        for slice in mcs_slices(planned, api_version, import_uid) {
+            objects.push(DesiredObject::leaf(slice, false));
         }
         for derived in derived {
             let derived_uid = derived.uid(observed);
@@ -494,18 +501,14 @@ pub fn gateway_slices(
             .iter()
             .filter(|gateway| IpFamily::of(&gateway.address) == family)
             .map(|gateway| {
-                let mut endpoint = json!({
-                    "addresses": [gateway.address.to_string()],
-                    "conditions": {"ready": gateway.ready, "serving": gateway.serving,
-                        "terminating": gateway.terminating},
-                });
-                if let Some(node) = &gateway.node_name {
-                    endpoint["nodeName"] = node.clone().into();
-                }
-                if let Some(zone) = &gateway.zone {
-                    endpoint["zone"] = zone.clone().into();
-                }
-                endpoint
+                slice_endpoint(
+                    gateway.address,
+                    [gateway.ready, gateway.serving, gateway.terminating],
+                    [
+                        ("nodeName", gateway.node_name.as_deref()),
+                        ("zone", gateway.zone.as_deref()),
+                    ],
+                )
             })
             .collect();
         // A family without gateways needs no slice, except the service's
@@ -540,6 +543,95 @@ pub fn gateway_slices(
         })));
     }
     slices
+}
+
+/// One endpoint of a slice Strait writes: one address, its `ready`,
+/// `serving` and `terminating` conditions, and the optional fields it has.
+fn slice_endpoint(
+    address: IpAddr,
+    conditions: [bool; 3],
+    optional: [(&str, Option<&str>); 2],
+) -> Value {
+    let [ready, serving, terminating] = conditions;
+    let mut endpoint = json!({
+        "addresses": [address.to_string()],
+        "conditions": {"ready": ready, "serving": serving, "terminating": terminating},
+    });
+    for (field, value) in optional {
+        if let Some(value) = value {
+            endpoint[field] = value.into();
+        }
+    }
+    endpoint
+}
+
+/// The import's MCS EndpointSlices ([`sources`](super::sources)), owned
+/// by the ServiceImport. They carry no `kubernetes.io/service-name` label:
+/// kube-proxy and the EndpointSlice controller leave them alone, and the
+/// derived Service's own slices carry its traffic.
+pub fn mcs_slices(
+    planned: &PlannedImport,
+    import_api_version: &str,
+    import_uid: Option<&str>,
+) -> Vec<Value> {
+    let mut groups: BTreeMap<(&str, IpFamily), usize> = BTreeMap::new();
+    planned
+        .slices
+        .iter()
+        .map(|slice| {
+            let family_name = families(&[slice.family])[0];
+            let group = groups
+                .entry((slice.cluster.as_str(), slice.family))
+                .or_default();
+            let name = mcs_slice_name(&planned.key, slice.cluster.as_str(), family_name, *group);
+            *group += 1;
+            let ports: Vec<Value> = slice
+                .ports
+                .iter()
+                .map(|port| {
+                    let mut rendered = json!({
+                        "name": port.name, "protocol": port.protocol.as_str(), "port": port.port});
+                    if let Some(app) = &port.app_protocol {
+                        rendered["appProtocol"] = app.clone().into();
+                    }
+                    rendered
+                })
+                .collect();
+            let endpoints: Vec<Value> = slice
+                .endpoints
+                .iter()
+                .map(|endpoint| {
+                    slice_endpoint(
+                        endpoint.address,
+                        [endpoint.ready, endpoint.serving, endpoint.terminating],
+                        [
+                            ("hostname", endpoint.hostname.as_deref()),
+                            ("zone", endpoint.zone.as_deref()),
+                        ],
+                    )
+                })
+                .collect();
+            with_digest(json!({
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": name,
+                    "namespace": planned.key.namespace,
+                    "labels": {
+                        MCS_SERVICE_NAME_LABEL: planned.key.name,
+                        MCS_SOURCE_CLUSTER_LABEL: slice.cluster.as_str(),
+                        ENDPOINTSLICE_MANAGED_BY_LABEL: ENDPOINTSLICE_MANAGED_BY_VALUE,
+                        MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+                    },
+                    "ownerReferences": [owner_reference(
+                        import_api_version, "ServiceImport", &planned.key.name, import_uid)],
+                },
+                "addressType": family_name,
+                "endpoints": endpoints,
+                "ports": ports,
+            }))
+        })
+        .collect()
 }
 
 /// The objects as one `kubectl get -o json` List, a ServiceImport's

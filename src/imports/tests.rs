@@ -29,6 +29,7 @@ fn plan_for(set: &ClusterSet, observed: &Observed) -> (ImportPlan, crate::merge:
         released: &Released::new(),
         refused_families: &BTreeSet::new(),
         pods: &BTreeMap::new(),
+        sources: &BTreeMap::new(),
         pod_ranges: None,
         quota: Default::default(),
     });
@@ -284,6 +285,7 @@ fn a_full_range_leaves_the_import_not_ready() {
         released: &Released::new(),
         refused_families: &BTreeSet::new(),
         pods: &BTreeMap::new(),
+        sources: &BTreeMap::new(),
         pod_ranges: None,
         quota: Default::default(),
     });
@@ -329,6 +331,7 @@ fn a_namespace_over_its_import_port_quota_leaves_others_unaffected() {
             released: &Released::new(),
             refused_families: &BTreeSet::new(),
             pods: &BTreeMap::new(),
+            sources: &BTreeMap::new(),
             pod_ranges: None,
             quota,
         })
@@ -572,6 +575,7 @@ fn a_refused_family_or_no_forwardable_port_means_no_derived_service() {
         released: &Released::new(),
         refused_families: &refused,
         pods: &BTreeMap::new(),
+        sources: &BTreeMap::new(),
         pod_ranges: None,
         quota: Default::default(),
     });

@@ -173,6 +173,19 @@ impl ApiServer {
             .cloned()
     }
 
+    /// Every object of `kind` in `namespace`, as the server holds them now.
+    pub fn objects(&self, kind: &str, namespace: &str) -> Vec<Value> {
+        let resource = resource_of_kind(kind);
+        let namespace = if resource.namespaced { namespace } else { "" };
+        self.shared
+            .state()
+            .objects
+            .iter()
+            .filter(|((plural, held, _), _)| *plural == resource.plural && held == namespace)
+            .map(|(_, object)| object.clone())
+            .collect()
+    }
+
     /// The `status.conditions` of the ServiceExport `shop/<name>`.
     pub fn export_conditions(&self, name: &str) -> Vec<Value> {
         self.object("ServiceExport", "shop", name)

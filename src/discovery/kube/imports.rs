@@ -43,8 +43,8 @@ use crate::imports::diff::{Change, changes};
 use crate::imports::naming::FIELD_MANAGER;
 use crate::imports::render::{Owners, desired_objects};
 use crate::imports::{
-    ImportPlan, Observed, ObservedObject, PlanInputs, ReleasedPorts, RemotePods, Skipped, plan,
-    remote_pods,
+    ImportPlan, Observed, ObservedObject, PlanInputs, ReleasedPorts, RemotePods, Skipped,
+    SourceBackends, plan, remote_pods, source_backends,
 };
 use crate::merge::MergedSet;
 use crate::model::ServiceKey;
@@ -179,6 +179,8 @@ struct Reconciler {
 struct Merged {
     set: Arc<MergedSet>,
     pods: Arc<BTreeMap<ServiceKey, RemotePods>>,
+    /// Each service's exporting clusters as the local cluster reaches them.
+    sources: Arc<BTreeMap<ServiceKey, Vec<SourceBackends>>>,
 }
 
 /// One write and the resource version the snapshot held before it: while
@@ -264,9 +266,15 @@ impl Reconciler {
                     .as_ref()
                     .map(|table| remote_pods(table, self.options.max_headless_endpoints))
                     .unwrap_or_default();
+                let sources = self
+                    .local_routes
+                    .as_ref()
+                    .map(source_backends)
+                    .unwrap_or_default();
                 let merged = Merged {
                     set: merged,
                     pods: Arc::new(pods),
+                    sources: Arc::new(sources),
                 };
                 self.merged = Some((snapshot.set_revision, merged.clone()));
                 Some(merged)
@@ -291,7 +299,12 @@ impl Reconciler {
         let Some(local) = snapshot.local_imports.clone() else {
             return pass;
         };
-        let Some(Merged { set: merged, pods }) = self.merged(snapshot) else {
+        let Some(Merged {
+            set: merged,
+            pods,
+            sources,
+        }) = self.merged(snapshot)
+        else {
             return pass;
         };
         let now = Instant::now();
@@ -324,6 +337,7 @@ impl Reconciler {
                 released: &released,
                 refused_families: &refused,
                 pods: &pods,
+                sources: &sources,
                 pod_ranges: None,
                 quota: self.options.quota,
             });

@@ -357,6 +357,7 @@ mod tests {
                 namespace: Some("shop".into()),
                 service_name: Some("cart".into()),
                 source_cluster: None,
+                imported: false,
             }
         );
         let endpoint = slice.endpoints.parsed.get(0).expect("an endpoint");

@@ -17,7 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
 use crate::discovery::translate::{
-    MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
+    ENDPOINTSLICE_MANAGED_BY_LABEL, IMPORTED_SLICE_MANAGER, MCS_SERVICE_NAME_LABEL,
+    MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
 };
 use crate::model::{Endpoint, EndpointDetails, Endpoints, EndpointsBuilder};
 
@@ -49,6 +50,9 @@ pub struct SliceMetadata {
     pub service_name: Option<Arc<str>>,
     /// Its `multicluster.kubernetes.io/source-cluster` label.
     pub source_cluster: Option<Box<str>>,
+    /// Whether Strait's import reconciler wrote it (its
+    /// `endpointslice.kubernetes.io/managed-by` label).
+    pub imported: bool,
 }
 
 impl From<ObjectMeta> for SliceMetadata {
@@ -57,7 +61,12 @@ impl From<ObjectMeta> for SliceMetadata {
         let service_name = labels
             .remove(SERVICE_NAME_LABEL)
             .or_else(|| labels.remove(MCS_SERVICE_NAME_LABEL));
+        let imported = labels
+            .get(ENDPOINTSLICE_MANAGED_BY_LABEL)
+            .map(String::as_str)
+            == Some(IMPORTED_SLICE_MANAGER);
         Self {
+            imported,
             name: metadata.name.map(Into::into),
             namespace: metadata.namespace.map(Into::into),
             service_name: service_name.map(Into::into),

@@ -37,6 +37,12 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// Labels of MCS-imported EndpointSlices.
 pub const MCS_SERVICE_NAME_LABEL: &str = "multicluster.kubernetes.io/service-name";
 pub const MCS_SOURCE_CLUSTER_LABEL: &str = "multicluster.kubernetes.io/source-cluster";
+/// The EndpointSlice label naming the controller that manages a slice.
+pub const ENDPOINTSLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+/// Its value on every slice Strait's import reconciler writes (derived
+/// Services' slices and MCS slices of imported endpoints): never a
+/// cluster's own endpoints.
+pub const IMPORTED_SLICE_MANAGER: &str = "imports.strait.dev";
 
 /// An object and where it was read.
 #[derive(Debug, Clone)]
@@ -570,6 +576,11 @@ fn attach_slice(
     allow_loopback: bool,
     findings: &mut Findings<'_>,
 ) {
+    // What Strait imported into this cluster is not what it exports: read
+    // back, another cluster's endpoints would count as this one's.
+    if slice.metadata.imported {
+        return;
+    }
     let Some(service_name) = slice.metadata.service_name.as_deref() else {
         findings.warning(format!(
             "has neither a {SERVICE_NAME_LABEL} nor a {MCS_SERVICE_NAME_LABEL} label; ignored"

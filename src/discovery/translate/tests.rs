@@ -463,6 +463,23 @@ fn slices_of_another_source_cluster_are_ignored_with_a_warning() {
     assert_eq!(cart(&cluster).endpoint_groups.len(), 1, "its own count");
 }
 
+/// A cluster's imported endpoints (Strait's MCS slices, its derived
+/// Services' slices) are not its own: read back as its endpoints, another
+/// cluster's pods would be exported under this one's name.
+#[test]
+fn slices_strait_imported_are_never_a_clusters_own_endpoints() {
+    let imported = format!(
+        "{MCS_SERVICE_NAME_LABEL}: cart, {MCS_SOURCE_CLUSTER_LABEL}: c1, {ENDPOINTSLICE_MANAGED_BY_LABEL}: {IMPORTED_SLICE_MANAGER}"
+    );
+    let cluster = clean(&cart_slice(&imported, READY));
+    assert!(cart(&cluster).endpoint_groups.is_empty());
+    let other = format!(
+        "{MCS_SERVICE_NAME_LABEL}: cart, {MCS_SOURCE_CLUSTER_LABEL}: c1, {ENDPOINTSLICE_MANAGED_BY_LABEL}: another.example"
+    );
+    let cluster = clean(&cart_slice(&other, READY));
+    assert_eq!(cart(&cluster).endpoint_groups.len(), 1, "not Strait's");
+}
+
 #[test]
 fn slices_without_service_name_or_service_only_warn() {
     let text = cart_slice("app: cart", READY);

@@ -1,0 +1,307 @@
+//! MCS EndpointSlices: one per exporting cluster and family, with the MCS
+//! labels, holding addresses that work from the viewing cluster, owned by
+//! the import and deleted with it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::diff::{Change, changes};
+use super::render::{DesiredObject, Owners, desired_objects};
+use super::*;
+use crate::merge::merge;
+use crate::model::{ClusterService, ClusterSet};
+use crate::routing::RouteTable;
+use crate::testing::{ServiceBuilder, cluster_set, ip};
+
+const API: &str = "multicluster.x-k8s.io/v1alpha1";
+
+/// `shop/cart` from east-1 and east-2 (net-a, east-1 views) and west-1
+/// (net-b).
+fn three(east1: ClusterService, east2: ClusterService, west: ClusterService) -> ClusterSet {
+    cluster_set(&[
+        ("east-1", "net-a", east1),
+        ("east-2", "net-a", east2),
+        ("west-1", "net-b", west),
+    ])
+}
+
+fn desired_with(set: &ClusterSet, observed: &Observed) -> (ImportPlan, Vec<DesiredObject>) {
+    let merged = merge(set);
+    let table = RouteTable::build(set, &merged, "east-1").expect("east-1 is known");
+    let pods = remote_pods(&table, 8);
+    let plan = plan(&PlanInputs {
+        merged: &merged,
+        observed,
+        range: &PortRange::default(),
+        released: &Released::new(),
+        refused_families: &BTreeSet::new(),
+        pods: &pods,
+        sources: &source_backends(&table),
+        pod_ranges: None,
+        quota: Default::default(),
+    });
+    let now = Timestamp::from_second(1_800_000_000).expect("a time");
+    let objects = desired_objects(&plan, &merged, observed, API, Owners::Optional, now);
+    (plan, objects)
+}
+
+/// The MCS slices among `objects`, by source cluster.
+fn mcs_slices(objects: &[DesiredObject]) -> BTreeMap<String, Vec<Value>> {
+    let mut by_cluster: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for object in objects.iter().map(|o| &o.object) {
+        let labels = &object["metadata"]["labels"];
+        if object["kind"] == "EndpointSlice"
+            && let Some(cluster) = labels["multicluster.kubernetes.io/source-cluster"].as_str()
+        {
+            by_cluster
+                .entry(cluster.to_owned())
+                .or_default()
+                .push(object.clone());
+        }
+    }
+    by_cluster
+}
+
+fn addresses(slice: &Value) -> Vec<&str> {
+    slice["endpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["addresses"][0].as_str())
+        .collect()
+}
+
+/// This cluster's gateway pods, as the gateway Service's slices list them.
+fn with_gateways(observed: &mut Observed) {
+    for address in ["10.1.9.1", "10.1.9.2"] {
+        observed.gateway_endpoints.push(GatewayEndpoint {
+            address: ip(address),
+            ready: true,
+            serving: true,
+            terminating: false,
+            node_name: Some("node-1".to_owned()),
+            zone: Some("zone-a".to_owned()),
+        });
+    }
+}
+
+#[test]
+fn a_clustersetip_service_gets_one_slice_per_source_cluster_with_addresses_that_work_here() {
+    let east1 = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .port("admin", 9000, 9090)
+        .exported_at(10)
+        .endpoint("10.1.0.5");
+    let east2 = ServiceBuilder::new()
+        .port("http", 80, 8081)
+        .exported_at(20)
+        .endpoint("10.2.0.5")
+        .endpoint("10.2.0.6");
+    let west = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .exported_at(30)
+        .endpoint("10.1.0.5");
+    let mut observed = Observed::default();
+    with_gateways(&mut observed);
+    let (plan, objects) = desired_with(&three(east1, east2, west), &observed);
+    let slices = mcs_slices(&objects);
+    assert_eq!(
+        slices.keys().collect::<Vec<_>>(),
+        ["east-1", "east-2", "west-1"]
+    );
+    for (cluster, held) in &slices {
+        assert_eq!(held.len(), 1, "{cluster}: one family, one port set");
+        let labels = &held[0]["metadata"]["labels"];
+        assert_eq!(labels["multicluster.kubernetes.io/service-name"], "cart");
+        assert_eq!(
+            labels["endpointslice.kubernetes.io/managed-by"],
+            "imports.strait.dev"
+        );
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "strait");
+        assert!(
+            labels.get("kubernetes.io/service-name").is_none(),
+            "kube-proxy must not read it: {labels}"
+        );
+        assert_eq!(held[0]["addressType"], "IPv4");
+        let owner = &held[0]["metadata"]["ownerReferences"][0];
+        assert_eq!(owner["kind"], "ServiceImport");
+        assert_eq!(owner["name"], "cart");
+    }
+    // Same network: the pods themselves, on their own target ports.
+    assert_eq!(addresses(&slices["east-1"][0]), ["10.1.0.5"]);
+    assert_eq!(
+        slices["east-1"][0]["ports"],
+        json!([{"name": "admin", "protocol": "TCP", "port": 9090},
+            {"name": "http", "protocol": "TCP", "port": 8080}])
+    );
+    assert_eq!(addresses(&slices["east-2"][0]), ["10.2.0.5", "10.2.0.6"]);
+    assert_eq!(
+        slices["east-2"][0]["ports"],
+        json!([{"name": "http", "protocol": "TCP", "port": 8081}])
+    );
+    assert_eq!(
+        slices["east-2"][0]["endpoints"][0]["conditions"],
+        json!({"ready": true, "serving": true, "terminating": false})
+    );
+    // Another network (whose pod address means nothing here): this
+    // cluster's gateways, on the import port of the one port it declares.
+    let west = &slices["west-1"][0];
+    assert_eq!(addresses(west), ["10.1.9.1", "10.1.9.2"]);
+    assert_eq!(west["endpoints"][0]["zone"], "zone-a");
+    let http = plan.imports[0]
+        .ports
+        .iter()
+        .find(|p| p.name == "http")
+        .and_then(|p| p.import_port)
+        .expect("http has an import port");
+    assert_eq!(
+        west["ports"],
+        json!([{"name": "http", "protocol": "TCP", "port": http}])
+    );
+}
+
+#[test]
+fn a_headless_service_keeps_hostnames_and_reaches_remote_pods_by_their_address_here() {
+    let east = ServiceBuilder::new()
+        .port("pg", 5432, 5432)
+        .headless()
+        .exported_at(10)
+        .endpoint_named("10.1.0.5", "pg-0");
+    let west = ServiceBuilder::new()
+        .port("pg", 5432, 5433)
+        .headless()
+        .exported_at(20)
+        .endpoint_named("10.2.0.7", "pg-1")
+        .endpoint_named("10.2.0.8", "pg-2");
+    let set = cluster_set(&[("east-1", "net-a", east), ("west-1", "net-b", west)]);
+    // Before the API allocates the per-pod ClusterIPs, west-1 has no slice.
+    let (_, objects) = desired_with(&set, &Observed::default());
+    let slices = mcs_slices(&objects);
+    assert_eq!(slices.keys().collect::<Vec<_>>(), ["east-1"]);
+    let local = &slices["east-1"][0];
+    assert_eq!(addresses(local), ["10.1.0.5"]);
+    assert_eq!(local["endpoints"][0]["hostname"], "pg-0");
+
+    // Once allocated, each pod is its per-pod derived Service's ClusterIP,
+    // on the pod's own port, with its hostname.
+    let mut observed = Observed::default();
+    for object in &objects {
+        let service = &object.object;
+        if service["kind"] == "Service" {
+            let mut held = service.clone();
+            let pod = held["metadata"]["annotations"]["strait.dev/pod"].clone();
+            let address = if pod == "pg-1" {
+                "10.96.0.71"
+            } else {
+                "10.96.0.72"
+            };
+            held["spec"]["clusterIP"] = address.into();
+            held["spec"]["clusterIPs"] = json!([address]);
+            observed.insert(ObservedObject::new(held));
+        }
+    }
+    let (_, objects) = desired_with(&set, &observed);
+    let slices = mcs_slices(&objects);
+    let west = &slices["west-1"][0];
+    assert_eq!(addresses(west), ["10.96.0.71", "10.96.0.72"]);
+    let hostnames: Vec<&str> = west["endpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["hostname"].as_str())
+        .collect();
+    assert_eq!(hostnames, ["pg-1", "pg-2"]);
+    assert_eq!(west["ports"][0]["port"], 5433, "the pod's own port");
+}
+
+#[test]
+fn a_serving_terminating_endpoint_is_listed_as_such_and_a_not_ready_one_is_not() {
+    let east = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .exported_at(10)
+        .endpoint_with("10.1.0.5", false, true, true)
+        .endpoint_with("10.1.0.6", false, false, false);
+    let set = cluster_set(&[("east-1", "net-a", east)]);
+    let (_, objects) = desired_with(&set, &Observed::default());
+    let slices = mcs_slices(&objects);
+    let endpoints = slices["east-1"][0]["endpoints"].clone();
+    assert_eq!(
+        endpoints,
+        json!([{"addresses": ["10.1.0.5"],
+            "conditions": {"ready": false, "serving": true, "terminating": true}}])
+    );
+}
+
+#[test]
+fn a_cluster_id_that_cannot_be_a_label_value_gets_no_slice_and_the_import_says_so() {
+    let long = format!("{}.example", "c".repeat(60));
+    let east = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .exported_at(10)
+        .endpoint("10.1.0.5");
+    let far = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .exported_at(20)
+        .endpoint("10.1.0.6");
+    let set = cluster_set(&[("east-1", "net-a", east), (&long, "net-a", far)]);
+    let (plan, objects) = desired_with(&set, &Observed::default());
+    let slices = mcs_slices(&objects);
+    assert_eq!(slices.keys().collect::<Vec<_>>(), ["east-1"]);
+    let import = &plan.imports[0];
+    assert_eq!(import.unlabelled_sources.len(), 1);
+    assert!(
+        import.message.contains(&long) && import.message.contains("63"),
+        "{}",
+        import.message
+    );
+}
+
+#[test]
+fn slices_go_with_the_last_export_and_are_not_touched_while_held() {
+    let east = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .exported_at(10)
+        .endpoint("10.1.0.5");
+    let set = cluster_set(&[("east-1", "net-a", east.clone())]);
+    // Held as written, once the owners' uids are known.
+    let mut observed = Observed::default();
+    for _ in 0..2 {
+        let (_, objects) = desired_with(&set, &observed);
+        for object in objects.iter().filter(|o| !o.status) {
+            let mut held = object.object.clone();
+            held["metadata"]["uid"] = "u".into();
+            observed.insert(ObservedObject::new(held));
+        }
+    }
+    let (_, again) = desired_with(&set, &observed);
+    let pending: Vec<String> = changes(&again, &observed)
+        .iter()
+        .map(Change::describe)
+        .filter(|c| c.contains("EndpointSlice"))
+        .collect();
+    assert!(
+        pending.is_empty(),
+        "held slices are left alone: {pending:?}"
+    );
+
+    let mut unexported = ClusterSet::default();
+    let mut cluster = set.clusters.values().next().expect("one").clone();
+    cluster.services.clear();
+    unexported.clusters.insert(cluster.id.clone(), cluster);
+    let (_, gone) = desired_with(&unexported, &observed);
+    let deleted: Vec<String> = changes(&gone, &observed)
+        .iter()
+        .filter(|c| matches!(c, Change::Delete { kind, .. } if kind == "EndpointSlice"))
+        .map(Change::describe)
+        .collect();
+    // The MCS slice and the derived Service's own.
+    assert_eq!(deleted.len(), 2, "{deleted:?}");
+    assert!(
+        deleted
+            .iter()
+            .any(|d| d.starts_with("delete EndpointSlice shop/cart-")),
+        "{deleted:?}"
+    );
+}
