@@ -229,7 +229,7 @@ async fn a_conflict_is_written_then_cleared_when_the_conflicting_export_goes() {
         assert_eq!(c["observedGeneration"], generation(&local, "cart"), "{c}");
         assert!(c["lastTransitionTime"].is_string(), "{c}");
     }
-    // Both conditions in one write, in the best version the server offers;
+    // Its three conditions in one write, in the best version the server offers;
     // the remote cluster is never written.
     assert_eq!(local.status_writes(), 1, "{:#?}", local.writes());
     let patch = local
@@ -241,7 +241,7 @@ async fn a_conflict_is_written_then_cleared_when_the_conflicting_export_goes() {
         patch.path,
         "/apis/multicluster.x-k8s.io/v1beta1/namespaces/shop/serviceexports/cart/status"
     );
-    // A server-side apply of Strait's two conditions, and nothing else.
+    // A server-side apply of Strait's three conditions, and nothing else.
     assert_eq!(patch.body["kind"], "ServiceExport", "{:#}", patch.body);
     let applied: Vec<&str> = patch.body["status"]["conditions"]
         .as_array()
@@ -249,7 +249,7 @@ async fn a_conflict_is_written_then_cleared_when_the_conflicting_export_goes() {
         .iter()
         .filter_map(|c| c["type"].as_str())
         .collect();
-    assert_eq!(applied, ["Valid", "Conflict"], "{:#}", patch.body);
+    assert_eq!(applied, ["Valid", "Ready", "Conflict"], "{:#}", patch.body);
     let stored = local.object("ServiceExport", "shop", "cart").expect("cart");
     let strait = stored["metadata"]["managedFields"]
         .as_array()
@@ -265,7 +265,14 @@ async fn a_conflict_is_written_then_cleared_when_the_conflicting_export_goes() {
         .expect("owned conditions")
         .keys()
         .collect();
-    assert_eq!(owned, [r#"k:{"type":"Conflict"}"#, r#"k:{"type":"Valid"}"#]);
+    assert_eq!(
+        owned,
+        [
+            r#"k:{"type":"Conflict"}"#,
+            r#"k:{"type":"Ready"}"#,
+            r#"k:{"type":"Valid"}"#
+        ]
+    );
     assert_eq!(remote.writes().len(), 0, "{:#?}", remote.writes());
     let valid_before = condition(&conditions, "Valid").cloned();
 
@@ -294,7 +301,7 @@ async fn an_external_name_service_is_not_valid_until_it_changes_type() {
     let local = ApiServer::start(&["v1alpha1"]).await;
     populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
     // Another controller's condition on cart, written before Strait starts.
-    let ready = json!({"type": "Ready", "status": "True", "reason": "Exported",
+    let ready = json!({"type": "Synced", "status": "True", "reason": "Synced",
         "message": "imported elsewhere", "lastTransitionTime": "2025-01-02T00:00:00Z"});
     let mut cart = export("cart", "v1beta1");
     cart["status"] = json!({"conditions": [ready.clone()]});
@@ -312,8 +319,8 @@ async fn an_external_name_service_is_not_valid_until_it_changes_type() {
     .await
     .expect("source starts");
 
-    let db = conditions_until(&local, "db", "db not valid", |c| {
-        is(c, "Valid", "False", "InvalidServiceType")
+    let db = conditions_until(&local, "db", "db not valid nor ready", |c| {
+        is(c, "Valid", "False", "InvalidServiceType") && is(c, "Ready", "False", "Failed")
     })
     .await;
     assert_eq!(
@@ -336,8 +343,10 @@ async fn an_external_name_service_is_not_valid_until_it_changes_type() {
     // db becomes a ClusterIP Service and ghost's export goes: all valid.
     local.apply(service("db", &[("sql", 5432)]));
     local.delete("ServiceExport", "shop", "ghost");
-    let db = conditions_until(&local, "db", "db valid", |c| {
-        is(c, "Valid", "True", "Valid") && is(c, "Conflict", "False", "NoConflicts")
+    let db = conditions_until(&local, "db", "db valid and ready", |c| {
+        is(c, "Valid", "True", "Valid")
+            && is(c, "Conflict", "False", "NoConflicts")
+            && is(c, "Ready", "True", "Ready")
     })
     .await;
     assert_eq!(
@@ -719,7 +728,7 @@ async fn another_controllers_condition_survives_strait_writes() {
     let exports: Api<DynamicObject> = Api::namespaced_with(client, "shop", &resource);
     let ready = json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
         "metadata": {"name": "cart", "namespace": "shop"},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Exported",
+        "status": {"conditions": [{"type": "Synced", "status": "True", "reason": "Synced",
             "message": "", "lastTransitionTime": "2026-12-01T00:00:00Z"}]}});
     exports
         .patch_status(
@@ -737,23 +746,24 @@ async fn another_controllers_condition_survives_strait_writes() {
     ))
     .await
     .expect("source starts");
-    conditions_until(&local, "cart", "Strait's conflict beside Ready", |c| {
+    conditions_until(&local, "cart", "Strait's conflict beside Synced", |c| {
         is(
             c,
             "Conflict",
             "True",
             "PortConflict,SessionAffinityConflict,SessionAffinityConfigConflict",
-        ) && is(c, "Ready", "True", "Exported")
+        ) && is(c, "Synced", "True", "Synced")
+            && is(c, "Ready", "True", "Ready")
     })
     .await;
-    // The conflict clears: Strait rewrites its conditions, Ready stays.
+    // The conflict clears: Strait rewrites its conditions, Synced stays.
     remote.delete("ServiceExport", "shop", "cart");
-    let conditions = conditions_until(&local, "cart", "the conflict cleared beside Ready", |c| {
+    let conditions = conditions_until(&local, "cart", "the conflict cleared beside Synced", |c| {
         is(c, "Conflict", "False", "NoConflicts")
     })
     .await;
     assert!(
-        is(&conditions, "Ready", "True", "Exported"),
+        is(&conditions, "Synced", "True", "Synced"),
         "{conditions:#?}"
     );
     assert!(is(&conditions, "Valid", "True", "Valid"), "{conditions:#?}");

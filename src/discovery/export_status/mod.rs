@@ -1,6 +1,11 @@
 //! The status Strait writes on the local cluster's ServiceExports (KEP-1645):
-//! `Valid`, from whether the export's Service can be exported, and
-//! `Conflict`, from the merged service that the routes are built from. Pure:
+//! `Valid`, from whether the export's Service can be exported, `Conflict`,
+//! from the merged service that the routes are built from, and `Ready`
+//! (mcs-api v1beta1), from both: `True` (`Ready`, the reason of a pull
+//! model: every cluster reads the exports itself) once the export is a
+//! constituent of the merged service, `False` with `Failed` when it cannot
+//! be exported, `False` with `Pending` while it is valid but not yet
+//! merged. Pure:
 //! the objects, the merged set and the clock come in as arguments;
 //! `discovery::kube::status` does the writing.
 //!
@@ -27,6 +32,12 @@ use crate::model::{Cluster, ClusterId, ServiceKey};
 pub const VALID_CONDITION: &str = "Valid";
 /// The condition saying whether the constituents of the service disagree.
 pub const CONFLICT_CONDITION: &str = "Conflict";
+/// The condition saying whether the export can be imported by the set.
+pub const READY_CONDITION: &str = "Ready";
+/// `Ready` reasons (mcs-api v1beta1 `ServiceExportReason*`).
+pub const READY_REASON_READY: &str = "Ready";
+pub const READY_REASON_PENDING: &str = "Pending";
+pub const READY_REASON_FAILED: &str = "Failed";
 /// `Conflict` reason when the constituents agree.
 pub const NO_CONFLICTS: &str = "NoConflicts";
 /// The longest condition message the ServiceExport CRD accepts.
@@ -196,12 +207,44 @@ pub fn wanted(export: &LocalExport, local: &ClusterId, merged: Option<&MergedSet
         message: export.validity.message(&export.key),
     });
     if !export.validity.is_valid() {
+        wanted.set.push(WantedCondition {
+            type_: READY_CONDITION,
+            status: false,
+            reason: READY_REASON_FAILED.to_owned(),
+            message: export.validity.message(&export.key),
+        });
         wanted.remove.push(CONFLICT_CONDITION);
         return wanted;
     }
+    // Without a valid set nothing is merged: Ready, like Conflict, is
+    // left as it is rather than flipped for a set that will be mended.
+    let Some(merged) = merged else {
+        return wanted;
+    };
     let service = merged
-        .and_then(|merged| merged.services.get(&export.key))
+        .services
+        .get(&export.key)
         .filter(|service| service.constituents.contains(local));
+    wanted.set.push(match service {
+        Some(_) => WantedCondition {
+            type_: READY_CONDITION,
+            status: true,
+            reason: READY_REASON_READY.to_owned(),
+            message: format!(
+                "Service {} is exported: every cluster of the set imports it.",
+                export.key
+            ),
+        },
+        None => WantedCondition {
+            type_: READY_CONDITION,
+            status: false,
+            reason: READY_REASON_PENDING.to_owned(),
+            message: format!(
+                "Service {} is valid, and not yet part of the merged service (this cluster is not yet usable in the set).",
+                export.key
+            ),
+        },
+    });
     if let Some(service) = service {
         // A fixed message when clear: a cluster joining or leaving the
         // service does not rewrite every export's condition.

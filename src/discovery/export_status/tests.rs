@@ -177,6 +177,10 @@ fn a_conflict_is_true_with_the_reasons_comma_joined_and_the_merge_messages() {
     assert_eq!(valid["status"], "True");
     assert_eq!(valid["reason"], "Valid");
     assert_eq!(valid["observedGeneration"], 1);
+    // A constituent of the merged service, conflict or not: exported.
+    let ready = condition(&conditions, READY_CONDITION);
+    assert_eq!(ready["status"], "True");
+    assert_eq!(ready["reason"], READY_REASON_READY);
     assert_eq!(valid["lastTransitionTime"], time_text(100));
     let conflict = condition(&conditions, CONFLICT_CONDITION);
     assert_eq!(conflict["status"], "True");
@@ -261,23 +265,30 @@ fn a_new_message_or_generation_keeps_the_transition_time() {
 #[test]
 fn an_invalid_export_is_not_valid_and_has_no_conflict_condition() {
     let (_, merged) = conflicting();
-    let ready = json!({"type": "Ready", "status": "True", "reason": "Exported",
+    let other = json!({"type": "example.com/Synced", "status": "True", "reason": "Synced",
         "message": "", "lastTransitionTime": time_text(50)});
     let old_conflict = json!({"type": "Conflict", "status": "True", "reason": "PortConflict",
         "message": "old", "lastTransitionTime": time_text(50), "observedGeneration": 1});
     let export = local_export(
         "cart",
         Validity::InvalidServiceType,
-        vec![ready.clone(), old_conflict],
+        vec![other.clone(), old_conflict],
     );
     let wanted = wanted(&export, &id("c1"), Some(&merged));
     assert_eq!(wanted.remove, [CONFLICT_CONDITION]);
     let conditions =
         updated_conditions(&export.conditions, &wanted, Some(1), at(100)).expect("written");
-    assert_eq!(conditions.len(), 2, "{conditions:?}");
+    assert_eq!(conditions.len(), 3, "{conditions:?}");
     assert_eq!(
-        conditions[0], ready,
+        conditions[0], other,
         "another controller's condition is kept"
+    );
+    let ready = condition(&conditions, READY_CONDITION);
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], READY_REASON_FAILED);
+    assert_eq!(
+        ready["message"],
+        "Service shop/cart is of type ExternalName, which cannot be exported."
     );
     let valid = condition(&conditions, VALID_CONDITION);
     assert_eq!(valid["status"], "False");
@@ -298,17 +309,21 @@ fn without_a_valid_set_conflict_is_left_alone() {
         "message": "m", "lastTransitionTime": time_text(50), "observedGeneration": 1});
     let export = local_export("cart", Validity::Valid, vec![existing.clone()]);
     let wanted = wanted(&export, &id("c1"), None);
-    assert_eq!(wanted.set.len(), 1, "only Valid: {wanted:?}");
+    assert_eq!(wanted.set.len(), 1, "only Valid, not Ready: {wanted:?}");
     assert!(wanted.remove.is_empty());
     let conditions =
         updated_conditions(&export.conditions, &wanted, Some(1), at(100)).expect("Valid added");
     assert_eq!(conditions[0], existing);
     assert_eq!(condition(&conditions, VALID_CONDITION)["status"], "True");
 
-    // Nor is it set for a cluster that is not a constituent.
+    // Nor is it set for a cluster that is not a constituent, whose export
+    // is pending.
     let (_, merged) = conflicting();
     let wanted_elsewhere = super::wanted(&export, &id("c9"), Some(&merged));
-    assert_eq!(wanted_elsewhere.set.len(), 1);
+    let types: Vec<&str> = wanted_elsewhere.set.iter().map(|c| c.type_).collect();
+    assert_eq!(types, [VALID_CONDITION, READY_CONDITION]);
+    assert!(!wanted_elsewhere.set[1].status);
+    assert_eq!(wanted_elsewhere.set[1].reason, READY_REASON_PENDING);
 }
 
 #[test]

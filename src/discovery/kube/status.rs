@@ -1,4 +1,4 @@
-//! Writing export status: the `Valid` and `Conflict` conditions on the local
+//! Writing export status: the `Valid`, `Conflict` and `Ready` conditions on the local
 //! cluster's ServiceExports, by the one replica that holds the Lease
 //! (`lease`).
 //!
@@ -6,10 +6,10 @@
 //! built from, and their merge of the cluster set: for every
 //! local export `export_status` says which conditions are wanted and whether
 //! the ones the server holds already say so. Only a change is written: a
-//! server-side apply (field manager `strait`, forced) of the `Valid` and
-//! `Conflict` conditions on the `status` subresource, in the API version
+//! server-side apply (field manager `strait`, forced) of the `Valid`,
+//! `Conflict` and `Ready` conditions on the `status` subresource, in the API version
 //! the server offers. `status.conditions` is a `listType=map` list keyed by
-//! `type` in the MCS CRDs, so Strait owns those two conditions only and
+//! `type` in the MCS CRDs, so Strait owns those three conditions only and
 //! other controllers' conditions are untouched. Nothing is written before every cluster
 //! has synced or failed once, so a cluster still connecting does not make a
 //! conflict come and go.
@@ -34,13 +34,15 @@ use super::watch::Backoff;
 use super::{
     ImportOptions, LocalExports, POD_NAME_ENV, POD_NAMESPACE_ENV, Retry, SourceSnapshot, SyncState,
 };
-use crate::discovery::export_status::{LocalExport, updated_conditions, wanted};
+use crate::discovery::export_status::{
+    CONFLICT_CONDITION, LocalExport, READY_CONDITION, VALID_CONDITION, updated_conditions, wanted,
+};
 use crate::model::{ClusterId, ServiceKey};
 
 /// The field manager named on every status write.
 const FIELD_MANAGER: &str = "strait";
 /// The ServiceExport conditions Strait writes and owns.
-const OWNED_CONDITIONS: [&str; 2] = ["Valid", "Conflict"];
+const OWNED_CONDITIONS: [&str; 3] = [VALID_CONDITION, CONFLICT_CONDITION, READY_CONDITION];
 /// Longest wait for one status write.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -371,12 +373,12 @@ impl Writer {
         });
     }
 
-    /// Server-side applies the conditions Strait owns (`Valid` and
-    /// `Conflict`) to the export's status, as field manager `strait`.
+    /// Server-side applies the conditions Strait owns (`Valid`, `Conflict`
+    /// and `Ready`) to the export's status, as field manager `strait`.
     /// `status.conditions` is a `listType=map` list keyed by `type` in the
     /// MCS CRDs, so other controllers' conditions are theirs and stay; a
     /// condition Strait owned and no longer applies is removed by the
-    /// server. Forced: these two conditions are Strait's to say.
+    /// server. Forced: these three conditions are Strait's to say.
     async fn write(
         &self,
         resource: &ApiResource,
