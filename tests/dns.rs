@@ -233,6 +233,15 @@ async fn dig_resolves_cluster_set_ip_services_and_their_srv_records() {
             .await,
         ["0 100 80 echo.app.svc.clusterset.local."]
     );
+    // The bare name's SRV, as CoreDNS answers it; the schema version.
+    assert_eq!(
+        run.short(&["SRV", "echo.app.svc.clusterset.local"]).await,
+        ["0 100 80 echo.app.svc.clusterset.local."]
+    );
+    assert_eq!(
+        run.short(&["TXT", "dns-version.clusterset.local"]).await,
+        ["\"1.0.0\""]
+    );
     // Over TCP as well.
     assert_eq!(
         run.short(&["+tcp", "echo.app.svc.clusterset.local"]).await,
@@ -257,6 +266,14 @@ async fn dig_resolves_headless_services_and_per_pod_names_on_this_network() {
     );
     assert_eq!(
         run.short(&["SRV", "_postgres._tcp.postgres.db.svc.clusterset.local"])
+            .await,
+        [
+            "0 50 5432 postgres-0.c41.postgres.db.svc.clusterset.local.",
+            "0 50 5432 postgres-1.c41.postgres.db.svc.clusterset.local."
+        ]
+    );
+    assert_eq!(
+        run.short(&["SRV", "postgres.db.svc.clusterset.local"])
             .await,
         [
             "0 50 5432 postgres-0.c41.postgres.db.svc.clusterset.local.",

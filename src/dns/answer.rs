@@ -4,15 +4,19 @@
 //! answer came from (`/debug/dns`).
 //!
 //! The records (KEP-1645 and the mcs-api DNS specification):
+//! - `dns-version.<zone>` TXT → the schema version, `1.0.0`.
 //! - ClusterSetIP service: `<svc>.<ns>.svc.<zone>` A/AAAA → this cluster's
 //!   ServiceImport IPs; `_<port>._<proto>.<svc>.<ns>.svc.<zone>` SRV →
 //!   `0 100 <port> <svc>.<ns>.svc.<zone>.` for every named port with at
-//!   least one backend this gateway can route to.
+//!   least one backend this gateway can route to; the bare name's SRV →
+//!   the same for every such port, named or not, once per port number (as
+//!   CoreDNS answers it), while the import has a ClusterSetIP.
 //! - Headless service: `<svc>.<ns>.svc.<zone>` A/AAAA → one address per
-//!   ready pod this cluster can reach;
-//!   `<hostname>.<cluster-id>.<svc>.<ns>.svc.<zone>` → that pod; SRV per
-//!   such pod with the per-pod name as its target (an endpoint without a
-//!   hostname is named by its address with dashes, as Kubernetes DNS does).
+//!   ready pod this cluster can reach, NXDOMAIN when no cluster has a ready
+//!   pod; `<hostname>.<cluster-id>.<svc>.<ns>.svc.<zone>` → that pod; SRV
+//!   per such pod with the per-pod name as its target (an endpoint without
+//!   a hostname is named by its address with dashes, as Kubernetes DNS
+//!   does), and under the bare name one per pod and port number.
 //!
 //! A pod on this cluster's network is answered with its own address. A pod
 //! on **another network** is answered with its address on this side (the
@@ -33,11 +37,11 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::rdata::{A, AAAA, SRV};
+use hickory_proto::rr::rdata::{A, AAAA, SRV, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use serde::Serialize;
 
-use super::zone::{Owner, Zone};
+use super::zone::{Owner, SCHEMA_VERSION, Zone};
 use crate::imports::pods::{PodRef, pod_label};
 use crate::merge::BackendState;
 use crate::model::{Protocol, ServiceType};
@@ -132,6 +136,7 @@ impl Trace<'_> {
 struct Node {
     addresses: Vec<IpAddr>,
     srv: Vec<SRV>,
+    txt: Option<&'static str>,
     soa: bool,
 }
 
@@ -201,6 +206,15 @@ fn resolve(
                 .map(|srv| Record::from_rdata(name.clone(), ttl, RData::SRV(srv.clone()))),
         );
     }
+    if let Some(text) = node.txt
+        && (any || qtype == RecordType::TXT)
+    {
+        answers.push(Record::from_rdata(
+            name.clone(),
+            ttl,
+            RData::TXT(TXT::new(vec![text.to_owned()])),
+        ));
+    }
     if node.soa && (any || qtype == RecordType::SOA) {
         let mut soa = zone.soa_answer();
         soa.name = name.clone();
@@ -230,6 +244,13 @@ fn node(table: &RouteTable, zone: &Zone, owner: &Owner, trace: &mut Trace<'_>) -
                 ..Node::default()
             })
         }
+        Owner::Version => {
+            trace.with(|e| e.name_kind = "dns-version");
+            Some(Node {
+                txt: Some(SCHEMA_VERSION),
+                ..Node::default()
+            })
+        }
         Owner::Svc => {
             trace.with(|e| e.name_kind = "svc");
             table.services().next().map(|_| Node::default())
@@ -245,7 +266,7 @@ fn node(table: &RouteTable, zone: &Zone, owner: &Owner, trace: &mut Trace<'_>) -
         Owner::Service { namespace, name } => {
             trace.with(|e| e.name_kind = "service");
             let service = found(table, namespace, name, trace)?;
-            Some(service_node(table, service, trace))
+            service_node(table, zone, service, trace)
         }
         Owner::Protocol {
             namespace,
@@ -307,19 +328,43 @@ fn found<'t>(
     Some(service)
 }
 
-fn service_node(table: &RouteTable, service: &ServiceRoutes, trace: &mut Trace<'_>) -> Node {
+/// A service's own name: its addresses, and SRV records for every port
+/// (named or not) that can carry traffic, one per distinct target and
+/// port, as CoreDNS answers the bare name. A headless service without a
+/// ready pod anywhere is NXDOMAIN (mcs-api DNS specification §2.4.1).
+fn service_node(
+    table: &RouteTable,
+    zone: &Zone,
+    service: &ServiceRoutes,
+    trace: &mut Trace<'_>,
+) -> Option<Node> {
     match service.service_type {
         ServiceType::Headless => {
+            if pods(service).next().is_none() {
+                trace.note(|| format!("{} has no ready pod in any cluster: NXDOMAIN", service.key));
+                return None;
+            }
             let mut addresses = BTreeSet::new();
+            let mut targets = BTreeSet::new();
             for routed in pods(service) {
                 let reach = reach(table, service, routed);
                 addresses.extend(reach.addresses());
                 trace_backend(trace, routed, &reach);
+                if reach.answered()
+                    && let Some(target) = pod_name(zone, service, routed)
+                {
+                    targets.insert((target, routed.backend.port));
+                }
             }
-            Node {
+            let weight = weight(targets.len());
+            Some(Node {
                 addresses: addresses.into_iter().collect(),
+                srv: targets
+                    .into_iter()
+                    .map(|(target, port)| SRV::new(0, weight, port, target))
+                    .collect(),
                 ..Node::default()
-            }
+            })
         }
         ServiceType::ClusterSetIp | ServiceType::ExternalName => {
             let key = &service.key;
@@ -337,10 +382,26 @@ fn service_node(table: &RouteTable, service: &ServiceRoutes, trace: &mut Trace<'
                     )
                 });
             }
-            Node {
+            // One record per port number: a TCP and a UDP port of one
+            // number are one record, as CoreDNS deduplicates them.
+            let ports: BTreeSet<u16> = service
+                .ports
+                .iter()
+                .filter(|port| !port.backends.is_empty())
+                .map(|port| port.port)
+                .collect();
+            let srv = match zone.name(&[&key.name, &key.namespace, "svc"]) {
+                Ok(target) if !vips.is_empty() => ports
+                    .into_iter()
+                    .map(|port| SRV::new(0, SRV_WEIGHT, port, target.clone()))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            Some(Node {
                 addresses: vips.to_vec(),
+                srv,
                 ..Node::default()
-            }
+            })
         }
     }
 }

@@ -59,7 +59,63 @@ fn a_cluster_set_ip_service_answers_this_clusters_service_import_ips() {
         vec!["cart.shop.svc.clusterset.local. 5 IN AAAA fd00::10"]
     );
     let any = ask("cart.shop.svc.clusterset.local.", RecordType::ANY);
-    assert_eq!(any.answers.len(), 2);
+    assert_eq!(any.answers.len(), 3, "A, AAAA and the bare name's SRV");
+}
+
+/// The bare name's SRV, as CoreDNS answers it and the mcs-api conformance
+/// suite asks: one record per port number that can carry traffic, named
+/// or not, with the service as its target.
+#[test]
+fn the_bare_service_name_has_an_srv_record_per_port() {
+    let srv = ask("cart.shop.svc.clusterset.local.", RecordType::SRV);
+    assert_eq!(
+        records(&srv),
+        vec!["cart.shop.svc.clusterset.local. 5 IN SRV 0 100 80 cart.shop.svc.clusterset.local."]
+    );
+    // Without a ClusterSetIP here, the target would not resolve: NODATA.
+    let checkout = ask("checkout.shop.svc.clusterset.local.", RecordType::SRV);
+    assert!(checkout.is_nodata(), "{checkout:?}");
+}
+
+#[test]
+fn the_bare_headless_name_has_an_srv_record_per_ready_pod() {
+    let srv = ask("postgres.db.svc.clusterset.local.", RecordType::SRV);
+    assert_eq!(
+        records(&srv),
+        vec![
+            "postgres.db.svc.clusterset.local. 5 IN SRV 0 33 5432 10-1-0-52.east-1.postgres.db.svc.clusterset.local.",
+            "postgres.db.svc.clusterset.local. 5 IN SRV 0 33 5432 postgres-0.east-1.postgres.db.svc.clusterset.local.",
+            "postgres.db.svc.clusterset.local. 5 IN SRV 0 33 5432 postgres-1.e2.prod.postgres.db.svc.clusterset.local.",
+        ]
+    );
+}
+
+/// mcs-api DNS specification §2.4.1: a headless service without a ready
+/// endpoint is NXDOMAIN, and so is every name under it.
+#[test]
+fn a_headless_service_without_a_ready_pod_anywhere_is_nxdomain() {
+    for qtype in [RecordType::A, RecordType::AAAA, RecordType::SRV] {
+        assert_nxdomain("standby.db.svc.clusterset.local.", qtype);
+    }
+    assert_nxdomain(
+        "_postgres._tcp.standby.db.svc.clusterset.local.",
+        RecordType::SRV,
+    );
+    assert_nxdomain(
+        "standby-0.e2.prod.standby.db.svc.clusterset.local.",
+        RecordType::A,
+    );
+}
+
+#[test]
+fn the_schema_version_is_a_txt_record() {
+    let txt = ask("dns-version.clusterset.local.", RecordType::TXT);
+    assert_eq!(
+        records(&txt),
+        vec!["dns-version.clusterset.local. 5 IN TXT 1.0.0"]
+    );
+    assert_nodata("dns-version.clusterset.local.", RecordType::A);
+    assert_nxdomain("x.dns-version.clusterset.local.", RecordType::TXT);
 }
 
 #[test]
@@ -134,7 +190,6 @@ fn a_port_conflict_service_has_no_srv_for_a_port_without_backends() {
 
 #[test]
 fn existing_names_asked_for_another_type_are_nodata() {
-    assert_nodata("cart.shop.svc.clusterset.local.", RecordType::SRV);
     assert_nodata("cart.shop.svc.clusterset.local.", RecordType::TXT);
     assert_nodata("cart.shop.svc.clusterset.local.", RecordType::MX);
     assert_nodata("_http._tcp.cart.shop.svc.clusterset.local.", RecordType::A);

@@ -18,6 +18,7 @@
 //!   not-ready postgres-9; postgres-1 in e2.prod (10.1.5.51); postgres-2
 //!   and postgres-3 in west-1 (10.2.0.50, 10.2.0.51).
 //! - `db/replica`: headless, pods in west-1 only.
+//! - `db/standby`: headless, exported by e2.prod, whose one pod is not ready.
 //! - `big/many`: headless, 100 pods in east-1, for the size limits.
 
 use std::collections::BTreeMap;
@@ -206,6 +207,12 @@ pub(crate) fn set() -> ClusterSet {
                 Headless,
                 postgres,
                 vec![pod("10.1.5.51", Some("postgres-1"))],
+            ),
+            service(
+                ("db", "standby"),
+                Headless,
+                postgres,
+                vec![not_ready("10.1.5.60", "standby-0")],
             ),
         ],
     );

@@ -18,6 +18,11 @@ const SOA_RETRY: i32 = 1800;
 const SOA_EXPIRE: i32 = 86400;
 /// The zone is never transferred, so its serial is not a version: it stays 1.
 const SOA_SERIAL: u32 = 1;
+/// The name under the origin that holds the schema version.
+const VERSION_LABEL: &str = "dns-version";
+/// The version of the multicluster DNS specification the zone follows
+/// (KEP-1645 `specification.md` §1).
+pub const SCHEMA_VERSION: &str = "1.0.0";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ZoneError {
@@ -143,6 +148,9 @@ pub enum Owner {
     Apex,
     /// `svc.<zone>`.
     Svc,
+    /// `dns-version.<zone>`: the schema version's TXT record (mcs-api DNS
+    /// specification §2.2).
+    Version,
     /// `<ns>.svc.<zone>`.
     Namespace { namespace: String },
     /// `<svc>.<ns>.svc.<zone>`.
@@ -179,6 +187,9 @@ impl Owner {
         let Some(svc) = labels.pop() else {
             return Owner::Apex;
         };
+        if svc == VERSION_LABEL && labels.is_empty() {
+            return Owner::Version;
+        }
         if svc != "svc" {
             return Owner::Unknown;
         }
