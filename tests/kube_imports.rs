@@ -839,6 +839,9 @@ async fn nothing_is_written_when_nothing_changed_and_an_edited_slice_is_put_back
 #[path = "kube_imports/run.rs"]
 mod run;
 
+#[path = "kube_imports/families.rs"]
+mod families;
+
 #[path = "kube_imports/mcs_slices.rs"]
 mod mcs_slices;
 

@@ -16,7 +16,9 @@ pub struct ImportSettings {
     /// Listen on the import ports of this cluster's imports.
     #[serde(default = "default_enabled")]
     pub listen: bool,
-    /// Where the import listeners bind; default: the CONNECT listener's address.
+    /// Where the import listeners bind; default: the CONNECT listener's
+    /// address, its IPv4 wildcard widened to `::` (both families) on a host
+    /// with IPv6.
     #[serde(default)]
     pub address: Option<IpAddr>,
     /// The gateway ports import ports are taken from.

@@ -291,7 +291,7 @@ impl Gateway {
             .settings
             .imports
             .address
-            .unwrap_or(addresses.connect.ip());
+            .unwrap_or_else(|| crate::proxy::imports::default_address(addresses.connect.ip()));
         own_listeners.push(SocketAddr::new(import_address, 0));
         own_listeners.extend(&addresses.cluster_set_ip);
         own_listeners.extend(addresses.dns);

@@ -283,11 +283,15 @@ pub fn import(
             json!({"clientIP": {"timeoutSeconds": seconds}}),
         );
     }
-    if !service.ip_families.is_empty() {
-        spec.insert(
-            "ipFamilies".to_owned(),
-            families(&service.ip_families).into(),
-        );
+    // The families this cluster gave the ClusterSetIPs, in their order
+    // (IPs[i] is of ipFamilies[i]); until it has, the service's.
+    let import_families: Vec<IpFamily> = if planned.ips.is_empty() {
+        service.ip_families.clone()
+    } else {
+        planned.ips.iter().map(IpFamily::of).collect()
+    };
+    if !import_families.is_empty() {
+        spec.insert("ipFamilies".to_owned(), families(&import_families).into());
     }
     spec.insert(
         "internalTrafficPolicy".to_owned(),
@@ -425,12 +429,19 @@ pub fn derived_service(
     if fixed.is_empty() {
         set_families(&mut spec, &service.ip_families);
     } else {
-        // Addresses chosen here (a file setup): the families are theirs.
+        // Addresses chosen here (a file setup): the families are theirs,
+        // and both are required.
         let ips: Vec<String> = fixed.iter().map(IpAddr::to_string).collect();
         let chosen: Vec<IpFamily> = fixed.iter().map(IpFamily::of).collect();
         spec["clusterIP"] = ips[0].clone().into();
         spec["clusterIPs"] = ips.into();
-        set_families(&mut spec, &chosen);
+        spec["ipFamilies"] = families(&chosen).into();
+        spec["ipFamilyPolicy"] = if chosen.len() > 1 {
+            "RequireDualStack"
+        } else {
+            "SingleStack"
+        }
+        .into();
     }
     let mut metadata = json!({
         "name": derived.name,
@@ -453,8 +464,13 @@ pub fn derived_service(
     }))
 }
 
-/// `ipFamilyPolicy` and `ipFamilies` for the families asked for (none:
-/// the cluster's default, single-stack).
+/// `ipFamilyPolicy` and `ipFamilies` for the families asked for. None: the
+/// cluster's default, single-stack. One: that family. Both: whatever this
+/// cluster allocates of them (`PreferDualStack` without `ipFamilies`, so
+/// the API server picks its own families in its own order): a single-stack
+/// importing cluster gets the one address it can give, where
+/// `RequireDualStack` would be refused and leave the service without one
+/// (KEP-1645 lets an import carry only the families the cluster supports).
 fn set_families(spec: &mut Value, asked: &[IpFamily]) {
     match asked.len() {
         0 => spec["ipFamilyPolicy"] = "SingleStack".into(),
@@ -462,10 +478,7 @@ fn set_families(spec: &mut Value, asked: &[IpFamily]) {
             spec["ipFamilyPolicy"] = "SingleStack".into();
             spec["ipFamilies"] = families(asked).into();
         }
-        _ => {
-            spec["ipFamilyPolicy"] = "RequireDualStack".into();
-            spec["ipFamilies"] = families(asked).into();
-        }
+        _ => spec["ipFamilyPolicy"] = "PreferDualStack".into(),
     }
 }
 

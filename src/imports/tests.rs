@@ -515,10 +515,37 @@ fn ip_families_shape_the_derived_service() {
     let set = two_clusters(dual, ServiceBuilder::new().exported_at(20));
     let objects = objects(&set, &Observed::default());
     let derived = of_kind(&objects, "Service", false)[0];
-    assert_eq!(derived["spec"]["ipFamilyPolicy"], "RequireDualStack");
-    assert_eq!(derived["spec"]["ipFamilies"], json!(["IPv6", "IPv4"]));
+    // Whatever this cluster allocates of both, in its own order: a
+    // single-stack cluster gives one address rather than refusing.
+    assert_eq!(derived["spec"]["ipFamilyPolicy"], "PreferDualStack");
+    assert!(derived["spec"].get("ipFamilies").is_none(), "{derived}");
+    // Until then the import says what the service asks for.
     let import = of_kind(&objects, "ServiceImport", false)[0];
     assert_eq!(import["spec"]["ipFamilies"], json!(["IPv6", "IPv4"]));
+
+    // A single-stack IPv4 cluster allocated one address: the import carries
+    // that family alone, so that ips[i] is of ipFamilies[i].
+    let mut observed = Observed::default();
+    let derived_with = |ips: &[&str]| {
+        ObservedObject::new(json!({
+            "kind": "Service",
+            "metadata": {"name": "derived-bsqa4s8pq5", "namespace": "shop", "uid": "u1",
+                "labels": {"app.kubernetes.io/managed-by": "strait",
+                    "multicluster.kubernetes.io/service-name": "cart"}},
+            "spec": {"clusterIPs": ips, "ports": []}
+        }))
+    };
+    observed.insert(derived_with(&["10.96.0.9"]));
+    let objects = super::tests::objects(&set, &observed);
+    let import = of_kind(&objects, "ServiceImport", false)[0];
+    assert_eq!(import["spec"]["ips"], json!(["10.96.0.9"]));
+    assert_eq!(import["spec"]["ipFamilies"], json!(["IPv4"]));
+    // A dual-stack cluster, IPv4 first: both, in the cluster's order.
+    observed.insert(derived_with(&["10.96.0.9", "fd00::9"]));
+    let objects = super::tests::objects(&set, &observed);
+    let import = of_kind(&objects, "ServiceImport", false)[0];
+    assert_eq!(import["spec"]["ips"], json!(["10.96.0.9", "fd00::9"]));
+    assert_eq!(import["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
 }
 
 #[test]

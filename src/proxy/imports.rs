@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use socket2::{Domain, Protocol as SocketProtocol, Socket, Type};
@@ -26,18 +26,36 @@ use crate::gateway::state::GatewayState;
 const BACKLOG: i32 = 1024;
 
 /// Binds one import port: address reuse, so a port freed by a restart can
-/// be bound again at once, and non-blocking for tokio.
+/// be bound again at once, and non-blocking for tokio. On `::` the socket
+/// takes both families: kube-proxy sends a derived Service's IPv4 and IPv6
+/// ClusterIPs to the one port.
 pub fn bind(address: SocketAddr) -> io::Result<TcpListener> {
     let socket = Socket::new(
         Domain::for_address(address),
         Type::STREAM,
         Some(SocketProtocol::TCP),
     )?;
+    if address.ip() == IpAddr::V6(Ipv6Addr::UNSPECIFIED) {
+        socket.set_only_v6(false)?;
+    }
     socket.set_reuse_address(true)?;
     socket.set_nonblocking(true)?;
     socket.bind(&address.into())?;
     socket.listen(BACKLOG)?;
     TcpListener::from_std(socket.into())
+}
+
+/// Where import listeners bind when `imports.address` is not set: where the
+/// CONNECT listener does, except that its IPv4 wildcard becomes `::` (both
+/// families) on a host that has IPv6, so that an IPv6 ClusterSetIP works
+/// without setting the address by hand.
+pub fn default_address(connect: IpAddr) -> IpAddr {
+    let dual_stack = || std::net::TcpListener::bind((Ipv6Addr::UNSPECIFIED, 0)).is_ok();
+    if connect == IpAddr::V4(Ipv4Addr::UNSPECIFIED) && dual_stack() {
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    } else {
+        connect
+    }
 }
 
 /// The open import listeners of one gateway.
@@ -111,5 +129,49 @@ impl ImportListeners {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Skips (loudly) where the host has no IPv6 loopback.
+    fn ipv6_loopback() -> bool {
+        let has = std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, 0)).is_ok();
+        if !has {
+            eprintln!("SKIPPED: no IPv6 loopback on this host");
+        }
+        has
+    }
+
+    #[tokio::test]
+    async fn an_import_port_on_the_ipv6_wildcard_takes_both_families() {
+        if !ipv6_loopback() {
+            return;
+        }
+        assert_eq!(
+            default_address(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+        );
+        let listener = bind(SocketAddr::new(
+            default_address(Ipv4Addr::UNSPECIFIED.into()),
+            0,
+        ))
+        .expect("binds");
+        let port = listener.local_addr().expect("address").port();
+        for client in [
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ] {
+            let connected = tokio::net::TcpStream::connect((client, port));
+            let (stream, accepted) = tokio::join!(connected, listener.accept());
+            stream.unwrap_or_else(|e| panic!("{client} connects: {e}"));
+            let (_, peer) = accepted.expect("accepted");
+            assert_eq!(peer.ip().to_canonical(), client);
+        }
+        // A specific address is kept as it is.
+        let specific = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        assert_eq!(default_address(specific), specific);
     }
 }

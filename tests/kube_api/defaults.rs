@@ -336,7 +336,24 @@ fn service(
     if families.is_empty() {
         families.push(Family::V4);
     }
-    if dual && families.len() == 1 {
+    if state.single_stack {
+        // As the real server words it, for a cluster with one service CIDR.
+        if policy == "RequireDualStack" {
+            return Err(refuse(
+                "spec.ipFamilyPolicy",
+                "Invalid value: \"RequireDualStack\": this cluster is not configured for dual-stack services".to_owned(),
+            ));
+        }
+        if let Some(i) = families.iter().position(|f| *f != Family::V4) {
+            return Err(refuse(
+                &format!("spec.ipFamilies[{i}]"),
+                format!(
+                    "Invalid value: {:?}: not configured on this cluster",
+                    families[i].name()
+                ),
+            ));
+        }
+    } else if dual && families.len() == 1 {
         families.push(families[0].other());
     }
     if ips.len() > families.len() {

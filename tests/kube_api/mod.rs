@@ -97,7 +97,10 @@
 //!   10.96.0.0/16 and fd00:10:96::/112, never an address a live Service
 //!   holds; `ipFamilyPolicy` defaults to SingleStack (RequireDualStack when
 //!   two families or addresses are given), `ipFamilies` to `[IPv4]`, the
-//!   other family added second for dual stack. A requested address must be
+//!   other family added second for dual stack; after `single_stack()` the
+//!   cluster has one IPv4 range: `RequireDualStack` and IPv6 are refused
+//!   (`422`, worded as a real server words it) and `PreferDualStack` gets
+//!   one address. A requested address must be
 //!   in range and free (`422`). These values are no applier's; a write that
 //!   omits them keeps them; changing an allocated address is `422 Invalid`
 //!   (may not change once set). Node ports, load balancer fields and type
@@ -347,6 +350,10 @@ struct State {
     fields: BTreeMap<ObjectKey, Vec<apply::Owner>>,
     /// Where the next ClusterIP search starts, per family.
     next_ip: defaults::Cursors,
+    /// A single-stack IPv4 cluster (`--service-cluster-ip-range` of one
+    /// family): `RequireDualStack` and IPv6 are refused, `PreferDualStack`
+    /// gets one address. Dual-stack, IPv4 first, otherwise.
+    single_stack: bool,
 }
 
 struct Shared {
@@ -711,6 +718,12 @@ current-context: {name}
         let mut state = self.shared.state();
         state.authenticate = true;
         state.tokens.insert("test-token".to_owned());
+    }
+
+    /// Makes this a single-stack IPv4 cluster from now on, as a real one
+    /// started with one service CIDR.
+    pub fn single_stack(&self) {
+        self.shared.state().single_stack = true;
     }
 
     /// Answers `method` requests on `plural` with `403 Forbidden`, worded
