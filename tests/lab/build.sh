@@ -2,19 +2,21 @@
 # Builds the cluster lab's Kubernetes components from the pinned Go modules
 # in tests/lab/components (etcd, kube-apiserver, kube-controller-manager,
 # kube-proxy and kubectl, with the version ldflags set so that /version
-# tells the truth) and tests/lab/coredns (CoreDNS with the stock Corefile's
-# plugins). The binaries are cached under $STRAIT_LAB_CACHE (default
-# ~/.cache/strait-lab), keyed on both modules: a warm run builds nothing.
-# Prints the folder holding the binaries.
+# tells the truth), tests/lab/coredns (CoreDNS with the stock Corefile's
+# plugins) and tests/lab/kubelet-api (the nodes' kubelet API, for
+# `kubectl exec`). The binaries are cached under $STRAIT_LAB_CACHE (default
+# ~/.cache/strait-lab), keyed on the three modules: a warm run builds
+# nothing. Prints the folder holding the binaries.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 components="$here/components"
 cache="${STRAIT_LAB_CACHE:-$HOME/.cache/strait-lab}"
 coredns="$here/coredns"
-key="$(sha256sum "$components/go.mod" "$components/go.sum" "$coredns/go.mod" "$coredns/go.sum" "$coredns/main.go" |
-    sha256sum | cut -c1-16)"
+kubelet_api="$here/kubelet-api"
+key="$(sha256sum "$components/go.mod" "$components/go.sum" "$coredns/go.mod" "$coredns/go.sum" "$coredns/main.go" \
+    "$kubelet_api/go.mod" "$kubelet_api/go.sum" "$kubelet_api/main.go" | sha256sum | cut -c1-16)"
 bin="$cache/bin-$key"
-commands=(etcd kube-apiserver kube-controller-manager kube-proxy kubectl coredns)
+commands=(etcd kube-apiserver kube-controller-manager kube-proxy kubectl coredns kubelet-api)
 if [ -d "$bin" ] && for c in "${commands[@]}"; do [ -x "$bin/$c" ] || exit 1; done; then
     echo "$bin"
     exit 0
@@ -39,6 +41,8 @@ go build -pgo=off -trimpath \
 go build -pgo=off -trimpath -ldflags "-s -w" -o "$staging/etcd" go.etcd.io/etcd/server/v3
 cd "$coredns"
 go build -trimpath -ldflags "-s -w" -o "$staging/coredns" .
+cd "$kubelet_api"
+go build -trimpath -ldflags "-s -w" -o "$staging/kubelet-api" .
 mv "$staging" "$bin"
 # Binaries of other pins are not used again.
 find "$cache" -maxdepth 1 -name 'bin-*' ! -name "$(basename "$bin")" -exec rm -rf {} +

@@ -10,6 +10,8 @@
 # - mounts its ConfigMap, Secret and projected ServiceAccount-token volumes
 #   (the token from the real TokenRequest API, bound to the pod) and writes
 #   the resolv.conf its dnsPolicy asks for, inside the pod's mount namespace;
+# - keeps the pod's folder (its name, process id and environment) where
+#   the node's kubelet API (lab.sh's kubelet-api) finds it for exec;
 # - writes the pod's status as a kubelet does (Running, podIP, Ready from
 #   the readiness probe) and, when the pod is deleted, stops it and removes
 #   the object (there is no grace period to honour beyond SIGTERM);
@@ -184,6 +186,12 @@ start_pod() {
                 "$dns_ip" "$ns" > "$dir/resolv.conf"
             printf 'mount --bind %q /etc/resolv.conf\n' "$dir/resolv.conf" ;;
         esac
+        printf '. %q\n' "$dir/env"
+        echo "exec $argv"
+    } > "$dir/run.sh"
+    # The container's environment, in a file of its own: `kubectl exec`
+    # (exec-in-pod.sh) gives it to the commands it runs, as a runtime does.
+    {
         printf 'export KUBERNETES_SERVICE_HOST=10.96.0.1 KUBERNETES_SERVICE_PORT=443 HOSTNAME=%q\n' "$name"
         jq -c '.env // [] | .[]' <<<"$container" | while read -r e; do
             local value
@@ -194,8 +202,7 @@ start_pod() {
             fi
             printf 'export %s=%q\n' "$(jq -r .name <<<"$e")" "$value"
         done
-        echo "exec $argv"
-    } > "$dir/run.sh"
+    } > "$dir/env"
     run_container "$dir"
     log "started $ns/$name at $ip"
     status "$pod" false

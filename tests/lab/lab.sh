@@ -8,7 +8,9 @@
 #   tests/lab/lab.sh env     print `export KUBECONFIG_C1=...` lines
 #   tests/lab/lab.sh exec CLUSTER NAMESPACE POD COMMAND...
 #                            run COMMAND in the pod's network and mount
-#                            namespaces (its resolv.conf), as kubectl exec
+#                            namespaces (its resolv.conf), without the API
+#                            server (kubectl exec works too: kubelet-api
+#                            serves each node's kubelet API)
 #
 # Needs root, `ip`, `iptables`, `openssl`, `jq`, `curl`, the components of
 # tests/lab/build.sh (built on first use) and a release build of strait
@@ -46,6 +48,8 @@ pod_cidr_prefix() {
 }
 api_port() { echo "644$(index_of "$1")"; }
 kcm_port() { echo "1025$(index_of "$1")"; }
+# The kubelet API's port, where kubelet-api listens on the node's InternalIP.
+kubelet_port=10250
 node_ns() { echo "stlab-$1-node"; }
 kubeconfig() { echo "$state/$1/admin.kubeconfig"; }
 kc() { local c="$1"; shift; "$bin/kubectl" --kubeconfig "$(kubeconfig "$c")" "$@"; }
@@ -93,6 +97,12 @@ network_up() {
         printf 'pod_prefix=%s\nnode_ip=%s\nwan_ip=%s\ndns_ip=10.96.0.10\n' \
             "$(pod_cidr_prefix "$c")" "$(node_net_ip "$c")" "$(node_wan_ip "$c")" > "$state/$c/plan"
     done
+    # The API servers reach each node's kubelet API (kubelet-api) at its
+    # InternalIP, as a control plane does: the host routes it through the
+    # node's leg on the management bridge.
+    for c in "${clusters[@]}"; do
+        ip route add "$(node_net_ip "$c")/32" via "$(node_mgmt_ip "$c")" dev stlab0
+    done
     # A flat network: each node routes the pod CIDRs of the other nodes of
     # its network to them, unmasqueraded.
     for c in "${clusters[@]}"; do
@@ -124,12 +134,19 @@ pki() {
         # `kubernetes` Service address pods dial.
         leaf "$d" "$state/$c/apiserver" "/CN=kube-apiserver-$c" \
             "subjectAltName=IP:$mgmt_host,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" serverAuth
+        # The node's kubelet serving certificate (kubelet-api's): the API
+        # server checks it against the lab's CA when it dials the InternalIP.
+        leaf "$d" "$state/$c/kubelet" "/O=system:nodes/CN=system:node:$c-node" \
+            "subjectAltName=IP:$(node_net_ip "$c"),DNS:$c-node" serverAuth
         openssl ecparam -name prime256v1 -genkey -noout -out "$state/$c/sa.key" 2>/dev/null
         openssl ec -in "$state/$c/sa.key" -pubout -out "$state/$c/sa.pub" 2>/dev/null
     done
     # One admin (group system:masters) for every cluster.
     leaf "$d" "$d/admin" "/O=system:masters/CN=lab-admin" "" clientAuth
     leaf "$d" "$d/kube-proxy" "/CN=system:kube-proxy" "" clientAuth
+    # The API servers' client certificate towards the kubelets, as kubeadm
+    # makes it; kubelet-api accepts no other client.
+    leaf "$d" "$d/apiserver-kubelet-client" "/O=kubeadm:cluster-admins/CN=kube-apiserver-kubelet-client" "" clientAuth
 }
 
 leaf() {
@@ -216,6 +233,10 @@ control_planes_up() {
             --service-account-signing-key-file "$state/$c/sa.key" \
             --service-cluster-ip-range 10.96.0.0/16 \
             --allow-privileged=true \
+            --kubelet-preferred-address-types InternalIP,ExternalIP,Hostname \
+            --kubelet-certificate-authority "$state/pki/ca.crt" \
+            --kubelet-client-certificate "$state/pki/apiserver-kubelet-client.crt" \
+            --kubelet-client-key "$state/pki/apiserver-kubelet-client.key" \
             --audit-policy-file "$here/manifests/audit-policy.yaml" \
             --audit-log-path "$state/$c/audit.log" --audit-log-format json
     done
@@ -240,7 +261,24 @@ control_planes_up() {
             --proxy-mode iptables --cluster-cidr "$(pod_cidr_prefix "$c").0/24" \
             --conntrack-max-per-core 0 --conntrack-tcp-timeout-established 0 --conntrack-tcp-timeout-close-wait 0 \
             --metrics-bind-address 127.0.0.1:10249 --healthz-bind-address 127.0.0.1:10256
+        kubelet_api_up "$c"
     done
+}
+
+# The node's kubelet API, for kubectl exec: kubelet-api (build.sh), in the
+# node's namespace on its InternalIP, where the API server dials a kubelet.
+# It serves exec only, with the kubelet's stream handling, and runs each
+# command through exec-in-pod.sh in the pod's network and mount namespaces.
+kubelet_api_up() {
+    local c="$1" addr
+    addr="$(node_net_ip "$c"):$kubelet_port"
+    mkdir -p "$state/$c/pods"
+    spawn "$c-kubelet-api" ip netns exec "$(node_ns "$c")" "$bin/kubelet-api" \
+        --listen "$addr" --pods "$state/$c/pods" --exec-helper "$here/exec-in-pod.sh" \
+        --tls-cert-file "$state/$c/kubelet.crt" --tls-private-key-file "$state/$c/kubelet.key" \
+        --client-ca-file "$state/pki/ca.crt"
+    wait_for "$c's kubelet API" 40 curl -sf --cacert "$state/pki/ca.crt" \
+        --cert "$state/pki/apiserver-kubelet-client.crt" --key "$state/pki/apiserver-kubelet-client.key" "https://$addr/healthz"
 }
 
 node_object() {
@@ -266,6 +304,7 @@ node_status() {
     kc "$c" patch node "$c-node" --subresource status --type merge -p "$(jq -cn \
         --arg ip "$(node_net_ip "$c")" --arg now "$now" '{status: {
             addresses: [{type: "InternalIP", address: $ip}, {type: "Hostname", address: "'"$c-node"'"}],
+            daemonEndpoints: {kubeletEndpoint: {Port: '"$kubelet_port"'}},
             conditions: [{type: "Ready", status: "True", reason: "LabKubelet", lastHeartbeatTime: $now, lastTransitionTime: $now}]}}')" >/dev/null
 }
 
