@@ -27,7 +27,7 @@ use super::connect::build_client;
 use super::{
     AccessScope, REMOTE_CLUSTER_LABEL, REMOTE_KUBECONFIG_KEY, WATCH_VERBS, WATCHED_RESOURCES,
 };
-use crate::discovery::translate::CLUSTER_ID_PROPERTY;
+use crate::discovery::translate::{ALT_CLUSTER_ID_PROPERTY, CLUSTER_ID_PROPERTY};
 
 /// The field manager of every write `strait link` makes.
 pub const LINK_FIELD_MANAGER: &str = "strait-link";
@@ -106,11 +106,11 @@ pub enum LinkError {
         waited: Duration,
     },
     #[error(
-        "the remote cluster has no {CLUSTER_ID_PROPERTY} ClusterProperty to name it by: pass --name"
+        "the remote cluster has no {CLUSTER_ID_PROPERTY} (nor {ALT_CLUSTER_ID_PROPERTY}) ClusterProperty to name it by: pass --name"
     )]
     NoName,
     #[error(
-        "the local cluster has no {CLUSTER_ID_PROPERTY} ClusterProperty to name its reader in the remote cluster by: pass --local-cluster"
+        "the local cluster has no {CLUSTER_ID_PROPERTY} (nor {ALT_CLUSTER_ID_PROPERTY}) ClusterProperty to name its reader in the remote cluster by: pass --local-cluster"
     )]
     NoLocalName,
     #[error(
@@ -302,7 +302,8 @@ impl Remote {
         self.id(&resources).await
     }
 
-    /// The cluster's id, its `cluster.clusterset.k8s.io` ClusterProperty.
+    /// The cluster's id: its `cluster.clusterset.k8s.io` ClusterProperty,
+    /// else its `id.k8s.io` one.
     async fn id(&self, resources: &Resources) -> Result<String, LinkError> {
         let (_, resource) = resources
             .served
@@ -310,21 +311,18 @@ impl Remote {
             .find(|(kind, _)| *kind == Kind::ClusterProperty)
             .ok_or(LinkError::NoName)?;
         let api: Api<kube::api::DynamicObject> = Api::all_with(self.client.clone(), resource);
-        let property = api
-            .get_opt(CLUSTER_ID_PROPERTY)
-            .await
-            .map_err(|source| {
-                api_error(
-                    format!("read ClusterProperty {CLUSTER_ID_PROPERTY}"),
-                    &self.label,
-                    source,
-                )
-            })?
-            .ok_or(LinkError::NoName)?;
-        property.data["spec"]["value"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or(LinkError::NoName)
+        for name in [CLUSTER_ID_PROPERTY, ALT_CLUSTER_ID_PROPERTY] {
+            let property = api.get_opt(name).await.map_err(|source| {
+                api_error(format!("read ClusterProperty {name}"), &self.label, source)
+            })?;
+            if let Some(value) = property
+                .as_ref()
+                .and_then(|p| p.data["spec"]["value"].as_str())
+            {
+                return Ok(value.to_owned());
+            }
+        }
+        Err(LinkError::NoName)
     }
 }
 
@@ -589,8 +587,8 @@ pub async fn unlink_remote(remote: &Remote, options: &LinkOptions) -> Result<(),
     .await
 }
 
-/// The local cluster's id, its `cluster.clusterset.k8s.io` ClusterProperty
-/// (About API `v1beta1`, else `v1alpha1`).
+/// The local cluster's id, its `cluster.clusterset.k8s.io` ClusterProperty,
+/// else its `id.k8s.io` one (About API `v1beta1`, else `v1alpha1`).
 pub async fn local_id(local: &Client) -> Result<String, LinkError> {
     let at = "the local cluster";
     for version in ["v1beta1", "v1alpha1"] {
@@ -599,23 +597,32 @@ pub async fn local_id(local: &Client) -> Result<String, LinkError> {
             "clusterproperties",
         );
         let api: Api<kube::api::DynamicObject> = Api::all_with(local.clone(), &resource);
-        match api.get_opt(CLUSTER_ID_PROPERTY).await {
-            Ok(Some(property)) => {
-                return property.data["spec"]["value"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .ok_or(LinkError::NoLocalName);
+        let mut served = true;
+        for name in [CLUSTER_ID_PROPERTY, ALT_CLUSTER_ID_PROPERTY] {
+            match api.get_opt(name).await {
+                Ok(Some(property)) => {
+                    return property.data["spec"]["value"]
+                        .as_str()
+                        .map(str::to_owned)
+                        .ok_or(LinkError::NoLocalName);
+                }
+                Ok(None) => {}
+                // This version is not served: try the next.
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    served = false;
+                    break;
+                }
+                Err(source) => {
+                    return Err(api_error(
+                        format!("read ClusterProperty {name}"),
+                        at,
+                        source,
+                    ));
+                }
             }
-            Ok(None) => return Err(LinkError::NoLocalName),
-            // This version is not served: try the next.
-            Err(kube::Error::Api(status)) if status.code == 404 => continue,
-            Err(source) => {
-                return Err(api_error(
-                    format!("read ClusterProperty {CLUSTER_ID_PROPERTY}"),
-                    at,
-                    source,
-                ));
-            }
+        }
+        if served {
+            return Err(LinkError::NoLocalName);
         }
     }
     Err(LinkError::NoLocalName)

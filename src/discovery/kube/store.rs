@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::client::Kind;
 pub(super) use super::stored::{ObjectKey, Stored};
 use crate::discovery::objects::KubeObject;
-use crate::discovery::translate::CLUSTER_ID_PROPERTY;
+use crate::discovery::translate::{ALT_CLUSTER_ID_PROPERTY, CLUSTER_ID_PROPERTY};
 
 /// One change reported by a kind's watcher.
 #[derive(Debug)]
@@ -308,18 +308,23 @@ impl ClusterStore {
             .collect()
     }
 
-    /// The value of the `cluster.clusterset.k8s.io` ClusterProperty, if held.
+    /// The value of the `cluster.clusterset.k8s.io` ClusterProperty, else
+    /// of `id.k8s.io`, if held.
     pub(super) fn cluster_id(&self) -> Option<&str> {
         let store = self.kinds.get(&Kind::ClusterProperty)?;
         // A few properties at most: a walk, rather than two allocations
         // for a key on every call (one per slice in a translation).
-        let (_, stored) = store.objects.iter().find(|((namespace, name), _)| {
-            namespace.is_empty() && &**name == CLUSTER_ID_PROPERTY
-        })?;
-        match &stored.item.as_ref().ok()?.object {
-            KubeObject::ClusterProperty(property) => Some(property.spec.value.as_str()),
-            _ => None,
-        }
+        let property = |wanted: &str| {
+            let (_, stored) = store
+                .objects
+                .iter()
+                .find(|((namespace, name), _)| namespace.is_empty() && &**name == wanted)?;
+            match &stored.item.as_ref().ok()?.object {
+                KubeObject::ClusterProperty(property) => Some(property.spec.value.as_str()),
+                _ => None,
+            }
+        };
+        property(CLUSTER_ID_PROPERTY).or_else(|| property(ALT_CLUSTER_ID_PROPERTY))
     }
 }
 

@@ -131,6 +131,46 @@ fn invalid_cluster_ids_are_one_error_on_spec_value() {
     assert_eq!(cluster.id.as_str(), longest);
 }
 
+/// KEP-2149's other name for the id property is read where the first is
+/// absent; where both disagree, `cluster.clusterset.k8s.io` is used and
+/// the other is reported.
+#[test]
+fn the_id_k8s_io_property_names_a_cluster_without_the_other() {
+    let (cluster, found) = translate(&property("v1beta1", ALT_CLUSTER_ID_PROPERTY, "west-1"));
+    assert!(found.is_empty(), "{found:#?}");
+    assert_eq!(cluster.expect("named").id.as_str(), "west-1");
+
+    let both = |alternate: &str| {
+        [
+            property("v1beta1", CLUSTER_ID_PROPERTY, "west-1"),
+            property("v1beta1", ALT_CLUSTER_ID_PROPERTY, alternate),
+        ]
+        .join("---\n")
+    };
+    let (cluster, found) = translate(&both("west-1"));
+    assert!(found.is_empty(), "they agree: {found:#?}");
+    assert_eq!(cluster.expect("named").id.as_str(), "west-1");
+    let (cluster, found) = translate(&both("west-2"));
+    assert_eq!(cluster.expect("named").id.as_str(), "west-1");
+    let warning = only(&found);
+    assert!(!warning.is_error());
+    assert_eq!(
+        warning.object.as_deref(),
+        Some(format!("ClusterProperty {ALT_CLUSTER_ID_PROPERTY}").as_str())
+    );
+    assert!(warning.message.contains("\"west-2\""), "{warning}");
+
+    // Alone and invalid: one error on it, as for the other name.
+    let (cluster, found) = translate(&property("v1beta1", ALT_CLUSTER_ID_PROPERTY, "West_1"));
+    assert!(cluster.is_none());
+    assert!(only(&found).is_error());
+    assert!(
+        found[0].message.contains("invalid cluster id"),
+        "{}",
+        found[0]
+    );
+}
+
 #[test]
 fn a_folder_without_cluster_id_is_an_error_naming_the_folder() {
     let (cluster, found) = translate(&svc("cart", HTTP));

@@ -21,6 +21,10 @@ use super::objects::{AddressType, ClusterProperty, EndpointSlice, KubeObject, Un
 
 /// ClusterProperty naming the cluster (KEP-2149).
 pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
+/// The other name KEP-2149 gives the cluster id property (the mcs-api DNS
+/// specification's), read when the first is absent: which one the KEP
+/// settles on is still debated.
+pub const ALT_CLUSTER_ID_PROPERTY: &str = "id.k8s.io";
 /// ClusterProperty naming the cluster set (KEP-2149).
 pub const CLUSTERSET_PROPERTY: &str = "clusterset.k8s.io";
 /// The default ClusterProperty naming the cluster's network.
@@ -205,7 +209,7 @@ fn translate_objects(
         findings.diagnostics.push(Diagnostic::error(
             Origin::file(source),
             format!(
-                "no ClusterProperty {CLUSTER_ID_PROPERTY} found; every cluster must name itself"
+                "no ClusterProperty {CLUSTER_ID_PROPERTY} (nor {ALT_CLUSTER_ID_PROPERTY}) found; every cluster must name itself"
             ),
         ));
         return (None, findings.diagnostics);
@@ -480,6 +484,8 @@ fn read_properties<'a>(
         network_stated: false,
         clusterset: None,
     };
+    let mut alternate = None;
+    let mut alternate_error = None;
     for sourced in objects {
         let KubeObject::ClusterProperty(property) = &sourced.object else {
             continue;
@@ -488,13 +494,17 @@ fn read_properties<'a>(
         findings.at(sourced);
         let value = spec.value.as_str();
         match metadata.name.as_deref() {
-            Some(CLUSTER_ID_PROPERTY) => match ClusterId::new(value) {
-                Ok(id) => properties.cluster_id = Some(id),
-                Err(error) => {
-                    properties.invalid_cluster_id = true;
-                    findings.error("spec.value", format!("invalid cluster id: {error}"));
+            Some(name @ (CLUSTER_ID_PROPERTY | ALT_CLUSTER_ID_PROPERTY)) => {
+                match ClusterId::new(value) {
+                    Ok(id) if name == CLUSTER_ID_PROPERTY => properties.cluster_id = Some(id),
+                    Ok(id) => alternate = Some((id, *sourced)),
+                    Err(error) if name == CLUSTER_ID_PROPERTY => {
+                        properties.invalid_cluster_id = true;
+                        findings.error("spec.value", format!("invalid cluster id: {error}"));
+                    }
+                    Err(error) => alternate_error = Some((error, *sourced)),
                 }
-            },
+            }
             Some(CLUSTERSET_PROPERTY) => properties.clusterset = Some(value.to_owned()),
             Some(name) if name == options.network_property => match NetworkId::new(value) {
                 Ok(network) => {
@@ -505,6 +515,27 @@ fn read_properties<'a>(
             },
             _ => {}
         }
+    }
+    // `id.k8s.io` names the cluster only where `cluster.clusterset.k8s.io`
+    // does not; both, disagreeing, is reported and the latter is used.
+    match (&properties.cluster_id, alternate, alternate_error) {
+        (Some(id), Some((other, sourced)), _) if *id != other => {
+            findings.at(sourced);
+            findings.warning(format!(
+                "names the cluster {:?}, but {CLUSTER_ID_PROPERTY} names it {:?}, which is used",
+                other.as_str(),
+                id.as_str()
+            ));
+        }
+        (None, Some((id, _)), _) if !properties.invalid_cluster_id => {
+            properties.cluster_id = Some(id);
+        }
+        (None, None, Some((error, sourced))) if !properties.invalid_cluster_id => {
+            findings.at(sourced);
+            properties.invalid_cluster_id = true;
+            findings.error("spec.value", format!("invalid cluster id: {error}"));
+        }
+        _ => {}
     }
     properties
 }
