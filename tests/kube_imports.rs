@@ -55,6 +55,7 @@ fn options(local: &Path, remotes: &[&Path], identity: &str, range: PortRange) ->
             release_grace: Duration::from_secs(60),
             max_headless_endpoints: 8,
             quota: Default::default(),
+            adopt_from: None,
         }),
         ..kube_api::fixtures::kube_options(local, remotes)
     }
@@ -838,6 +839,9 @@ async fn nothing_is_written_when_nothing_changed_and_an_edited_slice_is_put_back
 
 #[path = "kube_imports/run.rs"]
 mod run;
+
+#[path = "kube_imports/adopt.rs"]
+mod adopt;
 
 #[path = "kube_imports/families.rs"]
 mod families;

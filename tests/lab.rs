@@ -44,6 +44,10 @@ fn strait_in_a_real_cluster_set() {
             lab::transparent::headless_across_networks,
         ),
         (
+            "stock CoreDNS's multicluster option answers from Strait's ServiceImports and MCS EndpointSlices",
+            lab::coredns::multicluster_answers_from_mcs_objects,
+        ),
+        (
             "connections go on when a gateway pod is deleted",
             lab::transparent::gateway_pod_deleted,
         ),

@@ -55,7 +55,8 @@ pub(super) fn run(
     }
     // From files nothing is recorded yet; from the API, what the cluster holds.
     let from_files = loaded.observed.is_none();
-    let observed = loaded.observed.clone().unwrap_or_else(Observed::default);
+    let mut observed = loaded.observed.clone().unwrap_or_else(Observed::default);
+    observed.adopt_from = loaded.settings.kube.adopt_imports.clone();
     let table = RouteTable::build(&loaded.set, &loaded.merged, &viewer).ok();
     let pods = table
         .as_ref()

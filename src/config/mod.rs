@@ -272,6 +272,14 @@ pub struct KubeSettings {
     /// the imports and Strait only reads them.
     #[serde(default)]
     pub manage_imports: bool,
+    /// Take over the imports a previous MCS implementation left, named by
+    /// its field manager (`metadata.managedFields[].manager` of what it
+    /// wrote): its ServiceImports, the derived Services they name (kept
+    /// under their name, so their ClusterIPs survive) and those Services'
+    /// EndpointSlices. Unset: another controller's import is left alone.
+    /// Needs `manageImports`.
+    #[serde(default)]
+    pub adopt_imports: Option<String>,
 }
 
 fn default_stale_after() -> Duration {
@@ -287,6 +295,7 @@ impl Default for KubeSettings {
             stale_after: default_stale_after(),
             write_export_status: false,
             manage_imports: false,
+            adopt_imports: None,
         }
     }
 }

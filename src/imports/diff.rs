@@ -164,13 +164,26 @@ pub fn changes(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
             _ => true,
         }
     };
+    // A previous implementation's slices of a derived Service Strait took
+    // over: Strait's own slices list its endpoints now.
+    let superseded = desired
+        .iter()
+        .filter(|d| !d.status && d.object["kind"] == "Service")
+        .flat_map(|d| {
+            let metadata = &d.object["metadata"];
+            observed.adoptable_slices_of(
+                metadata["namespace"].as_str().unwrap_or_default(),
+                metadata["name"].as_str().unwrap_or_default(),
+            )
+        });
     let ours = observed
         .imports
         .values()
-        .filter(|import| import.ours())
+        .filter(|import| import.ours() || observed.adoptable(import))
         .chain(observed.derived.values())
         .chain(observed.pod_services.values())
-        .chain(observed.slices.values());
+        .chain(observed.slices.values())
+        .chain(superseded);
     for held in ours.filter(|held| stale(held)) {
         changes.push(Change::Delete {
             api_version: held.raw["apiVersion"]

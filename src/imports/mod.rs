@@ -287,7 +287,7 @@ fn importable<'a>(
         } else if observed
             .imports
             .get(&service.key)
-            .is_some_and(|i| !i.ours())
+            .is_some_and(|i| !i.ours() && !observed.adoptable(i))
         {
             skipped.insert(service.key.clone(), Skipped::ForeignImport);
         } else {
@@ -533,8 +533,15 @@ fn plan_import(
     // ports).
     let refused = inputs.refused_families.contains(&service.key);
     let forwards = ports.iter().any(|p| p.import_port.is_some());
-    let derived_service = (cluster_set_ip && !refused && forwards)
-        .then(|| naming::derived_service_name(&service.key));
+    // A derived Service keeps its name: one taken over from a previous
+    // implementation keeps its own, and with it its ClusterIPs.
+    let derived_service = (cluster_set_ip && !refused && forwards).then(|| {
+        inputs
+            .observed
+            .derived_of(&service.key)
+            .map(|held| held.name().to_owned())
+            .unwrap_or_else(|| naming::derived_service_name(&service.key))
+    });
     // The ClusterSetIPs are the derived Service's, in the families the
     // merged service asked for (all of them when it did not say).
     let ips: Vec<IpAddr> = if cluster_set_ip {

@@ -11,12 +11,15 @@ use std::net::IpAddr;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION, POD_CLUSTER_ANNOTATION};
+use super::naming::{
+    DERIVED_SERVICE_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION,
+    POD_CLUSTER_ANNOTATION,
+};
 use super::pods::PodRef;
 use super::ports::PortKey;
 use super::record::{IMPORT_PORTS_ANNOTATION, decode};
 use crate::discovery::objects::EndpointSlice;
-use crate::discovery::translate::MCS_SERVICE_NAME_LABEL;
+use crate::discovery::translate::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
 use crate::model::{ClusterId, Protocol, ServiceKey};
 
 /// One object as the API server holds it.
@@ -71,6 +74,13 @@ impl ObservedObject {
         self.label(MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
     }
 
+    /// Whether the field manager `manager` wrote any of it.
+    pub fn written_by(&self, manager: &str) -> bool {
+        self.raw["metadata"]["managedFields"]
+            .as_array()
+            .is_some_and(|fields| fields.iter().any(|f| f["manager"] == manager))
+    }
+
     /// Whether an owner reference names the `kind` called `name` with `uid`.
     pub fn owned_by(&self, kind: &str, name: &str, uid: &str) -> bool {
         self.raw["metadata"]["ownerReferences"]
@@ -111,6 +121,14 @@ pub struct Observed {
     pub slices: BTreeMap<(String, String), ObservedObject>,
     /// This cluster's gateway pods, in address order.
     pub gateway_endpoints: Vec<GatewayEndpoint>,
+    /// The field manager whose imports Strait takes over
+    /// (`kube.adoptImports`).
+    pub adopt_from: Option<String>,
+    /// Services and EndpointSlices Strait did not create that came with
+    /// their whole object (the source keeps those of `adopt_from`), by
+    /// namespace and name: what adoption may take over.
+    pub foreign_services: BTreeMap<(String, String), ObservedObject>,
+    pub foreign_slices: BTreeMap<(String, String), ObservedObject>,
 }
 
 impl Observed {
@@ -143,6 +161,14 @@ impl Observed {
             "EndpointSlice" if object.ours() => {
                 let key = (object.namespace().to_owned(), object.name().to_owned());
                 self.slices.insert(key, object);
+            }
+            "Service" => {
+                let key = (object.namespace().to_owned(), object.name().to_owned());
+                self.foreign_services.insert(key, object);
+            }
+            "EndpointSlice" => {
+                let key = (object.namespace().to_owned(), object.name().to_owned());
+                self.foreign_slices.insert(key, object);
             }
             _ => {}
         }
@@ -199,8 +225,56 @@ impl Observed {
             }
             _ => {
                 self.slices.remove(&(namespace.to_owned(), name.to_owned()));
+                self.foreign_slices
+                    .remove(&(namespace.to_owned(), name.to_owned()));
             }
         }
+        if kind == "Service" {
+            self.foreign_services
+                .remove(&(namespace.to_owned(), name.to_owned()));
+        }
+    }
+
+    /// Whether `object` is a previous implementation's that Strait takes
+    /// over: not Strait's, and written by the `kube.adoptImports` manager.
+    pub fn adoptable(&self, object: &ObservedObject) -> bool {
+        !object.ours()
+            && self
+                .adopt_from
+                .as_deref()
+                .is_some_and(|manager| object.written_by(manager))
+    }
+
+    /// The derived Service of `service`: Strait's, else the one its
+    /// ServiceImport (Strait's or one to adopt) names
+    /// (`multicluster.kubernetes.io/derived-service`) when the previous
+    /// implementation wrote it: taken over, it keeps its name.
+    pub fn derived_of(&self, service: &ServiceKey) -> Option<&ObservedObject> {
+        if let Some(ours) = self.derived.get(service) {
+            return Some(ours);
+        }
+        let import = self
+            .imports
+            .get(service)
+            .filter(|i| i.ours() || self.adoptable(i))?;
+        let name = import.raw["metadata"]["annotations"][DERIVED_SERVICE_ANNOTATION].as_str()?;
+        self.foreign_services
+            .get(&(service.namespace.clone(), name.to_owned()))
+            .filter(|held| self.adoptable(held))
+    }
+
+    /// The previous implementation's EndpointSlices of the Service
+    /// `namespace/name` (its `kubernetes.io/service-name` label).
+    pub fn adoptable_slices_of<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a ObservedObject> + 'a {
+        self.foreign_slices.values().filter(move |slice| {
+            slice.namespace() == namespace
+                && slice.label(SERVICE_NAME_LABEL) == Some(name)
+                && self.adoptable(slice)
+        })
     }
 
     pub fn namespace_exists(&self, namespace: &str) -> bool {
@@ -283,8 +357,7 @@ impl Observed {
     /// The ClusterIPs the API server allocated to the derived Service of
     /// `service`; empty until it has.
     pub fn derived_cluster_ips(&self, service: &ServiceKey) -> Vec<IpAddr> {
-        self.derived
-            .get(service)
+        self.derived_of(service)
             .map(cluster_ips)
             .unwrap_or_default()
     }

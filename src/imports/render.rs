@@ -86,7 +86,7 @@ impl<'a> Derived<'a> {
 
     fn uid<'o>(&self, observed: &'o Observed) -> Option<&'o str> {
         match self.pod {
-            None => observed.derived.get(self.key),
+            None => observed.derived_of(self.key),
             Some(pod) => observed
                 .pod_services
                 .get(&(self.key.clone(), pod.pod.clone())),

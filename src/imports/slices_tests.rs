@@ -305,3 +305,73 @@ fn slices_go_with_the_last_export_and_are_not_touched_while_held() {
         "{deleted:?}"
     );
 }
+
+/// `kube.adoptImports`: a previous implementation's import and the derived
+/// Service it names are taken over under their names, so the ClusterSetIP
+/// stays; that Service's old slices go once Strait's list the gateways.
+#[test]
+fn an_adopted_import_keeps_its_derived_service_and_clustersetip() {
+    let east = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .exported_at(10)
+        .endpoint("10.1.0.5");
+    let set = cluster_set(&[("east-1", "net-a", east)]);
+    let previous = |raw: Value| {
+        let mut raw = raw;
+        raw["metadata"]["managedFields"] = json!([{"manager": "mcs-controller"}]);
+        ObservedObject::new(raw)
+    };
+    let mut observed = Observed {
+        adopt_from: Some("mcs-controller".to_owned()),
+        ..Observed::default()
+    };
+    observed.insert(previous(json!({"kind": "ServiceImport",
+        "metadata": {"name": "cart", "namespace": "shop", "uid": "i1",
+            "annotations": {"multicluster.kubernetes.io/derived-service": "derived-previous"}},
+        "spec": {"type": "ClusterSetIP", "ips": ["10.96.0.77"]}})));
+    observed.insert(previous(json!({"kind": "Service",
+        "metadata": {"name": "derived-previous", "namespace": "shop", "uid": "s1"},
+        "spec": {"clusterIPs": ["10.96.0.77"], "ports": []}})));
+    observed.insert(previous(
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "derived-previous-x1", "namespace": "shop",
+            "labels": {"kubernetes.io/service-name": "derived-previous"}}}),
+    ));
+    let (plan, objects) = desired_with(&set, &observed);
+    let import = &plan.imports[0];
+    assert_eq!(import.derived_service.as_deref(), Some("derived-previous"));
+    assert_eq!(import.ips, [ip("10.96.0.77")]);
+    let pending: Vec<String> = changes(&objects, &observed)
+        .iter()
+        .map(Change::describe)
+        .collect();
+    assert!(
+        pending.contains(&"delete EndpointSlice shop/derived-previous-x1".to_owned()),
+        "{pending:?}"
+    );
+    assert!(
+        pending.contains(&"apply Service shop/derived-previous".to_owned()),
+        "{pending:?}"
+    );
+
+    // Written once, the import is Strait's, and names the same Service.
+    let mut written = observed.clone();
+    for object in objects
+        .iter()
+        .filter(|o| !o.status && o.object["kind"] == "ServiceImport")
+    {
+        let mut held = object.object.clone();
+        held["metadata"]["uid"] = "i1".into();
+        written.insert(ObservedObject::new(held));
+    }
+    let (plan, _) = desired_with(&set, &written);
+    assert_eq!(
+        plan.imports[0].derived_service.as_deref(),
+        Some("derived-previous")
+    );
+
+    // Without adoption, the import is another controller's.
+    observed.adopt_from = None;
+    let (plan, _) = desired_with(&set, &observed);
+    assert!(plan.imports.is_empty());
+}

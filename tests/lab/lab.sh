@@ -251,7 +251,7 @@ control_planes_up() {
             --bind-address 127.0.0.1 --secure-port "$(kcm_port "$c")" \
             --service-account-private-key-file "$state/$c/sa.key" \
             --root-ca-file "$state/pki/ca.crt" \
-            --controllers endpointslice-controller,endpointslice-mirroring-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,deployment-controller,replicaset-controller,clusterrole-aggregation-controller,root-ca-certificate-publisher-controller
+            --controllers endpointslice-controller,endpointslice-mirroring-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,deployment-controller,replicaset-controller,statefulset-controller,clusterrole-aggregation-controller,root-ca-certificate-publisher-controller
         # kube-proxy's own identity, as kubeadm binds it.
         kc "$c" create clusterrolebinding lab-kube-proxy --clusterrole system:node-proxier --user system:kube-proxy >/dev/null
         node_object "$c" | kc "$c" apply -f - >/dev/null

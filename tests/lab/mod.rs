@@ -1,6 +1,7 @@
 //! A handle on the cluster lab that `tests/lab/lab.sh` starts: the real
 //! kubectl against each cluster, commands inside the lab's pods, and waits.
 
+pub mod coredns;
 pub mod link;
 pub mod rbac;
 pub mod transparent;
@@ -35,6 +36,7 @@ fn script() -> PathBuf {
 /// The running lab.
 pub struct Lab {
     state: PathBuf,
+    bin: PathBuf,
     kubectl: PathBuf,
 }
 
@@ -75,8 +77,10 @@ impl Lab {
         ));
         let state = state_dir();
         let bin = std::fs::read_to_string(state.join("bin")).expect("the lab names its binaries");
+        let bin = PathBuf::from(bin.trim());
         Some(Self {
-            kubectl: Path::new(bin.trim()).join("kubectl"),
+            kubectl: bin.join("kubectl"),
+            bin,
             state,
         })
     }
@@ -93,6 +97,11 @@ impl Lab {
             .status()
             .expect("tests/lab/lab.sh runs");
         assert!(status.success(), "tests/lab/lab.sh down failed");
+    }
+
+    /// The folder of the lab's components (tests/lab/build.sh).
+    pub fn bin(&self) -> &Path {
+        &self.bin
     }
 
     pub fn kubeconfig(&self, cluster: &str) -> PathBuf {

@@ -1,7 +1,7 @@
 //! An object as a watcher receives it ([`Arrived`]): its JSON text,
-//! compact, without what no one reads (`managedFields`, the `kubectl apply`
-//! copy of the object), and the few metadata fields the watcher itself
-//! reads.
+//! compact, without what no one reads (`managedFields` but each entry's
+//! `manager`, which `kube.adoptImports` reads; the `kubectl apply` copy of
+//! the object), and the few metadata fields the watcher itself reads.
 //!
 //! Why not kube's `DynamicObject`: a list page of 500 objects would arrive
 //! as 500 trees of `serde_json::Value` (each first buffered through serde's
@@ -32,8 +32,9 @@ pub(super) struct Arrived {
     /// Its name, namespace and resource version: what the watcher and the
     /// store read before the object is decoded. Nothing else is filled in.
     metadata: ObjectMeta,
-    /// The whole object as compact JSON, without `metadata.managedFields`
-    /// and the `kubectl apply` annotation.
+    /// The whole object as compact JSON, with `metadata.managedFields`
+    /// cut to each entry's `manager`, without the `kubectl apply`
+    /// annotation.
     text: Box<str>,
 }
 
@@ -189,8 +190,9 @@ impl<'de> DeserializeSeed<'de> for Transcoded<'_> {
     }
 }
 
-/// Writes `metadata` without `managedFields` and the `kubectl apply`
-/// annotation, keeping the name, namespace and resource version.
+/// Writes `metadata` with only the managers of `managedFields` and without
+/// the `kubectl apply` annotation, keeping the name, namespace and
+/// resource version.
 struct MetadataSeed<'a> {
     out: &'a mut Vec<u8>,
     metadata: &'a mut ObjectMeta,
@@ -225,7 +227,16 @@ impl<'de> Visitor<'de> for MetadataSeed<'_> {
         while let Some(Key(key)) = map.next_key()? {
             let kept = match key.as_ref() {
                 "managedFields" => {
-                    map.next_value::<IgnoredAny>()?;
+                    // Which field managers wrote it, and nothing of the
+                    // fields (most of an object's size).
+                    let entries: Vec<ManagerOnly> = map.next_value()?;
+                    let managers: Vec<serde_json::Value> = entries
+                        .into_iter()
+                        .filter_map(|entry| entry.manager)
+                        .map(|manager| serde_json::json!({ "manager": manager }))
+                        .collect();
+                    let out = json.key(&key)?;
+                    serde_json::to_writer(out, &managers).map_err(de::Error::custom)?;
                     continue;
                 }
                 "name" => &mut self.metadata.name,
@@ -251,6 +262,13 @@ impl<'de> Visitor<'de> for MetadataSeed<'_> {
 }
 
 /// Writes `metadata.annotations` without the `kubectl apply` one.
+/// One `managedFields` entry, of which only the manager is kept.
+#[derive(Deserialize)]
+struct ManagerOnly {
+    #[serde(default)]
+    manager: Option<String>,
+}
+
 struct AnnotationsSeed<'a>(&'a mut Vec<u8>);
 
 impl<'de> DeserializeSeed<'de> for AnnotationsSeed<'_> {
@@ -307,7 +325,8 @@ mod tests {
         serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"name": "cart-1", "namespace": "shop", "resourceVersion": "42",
                 "labels": {"kubernetes.io/service-name": "cart"},
-                "annotations": {"note": "kept \"quoted\""}},
+                "annotations": {"note": "kept \"quoted\""},
+                "managedFields": [{"manager": "kube-controller-manager"}]},
             "addressType": "IPv4",
             "endpoints": [{"addresses": ["10.1.0.1"], "conditions": {"ready": true}}],
             "ports": [{"name": "http", "port": 8080}]})

@@ -310,6 +310,7 @@ impl Reconciler {
         let now = Instant::now();
         self.refused.retain(|_, until| *until > now);
         let mut observed = local.observed.clone();
+        observed.adopt_from = self.options.adopt_from.clone();
         let namespaces_known = namespaces.is_some();
         observed.namespaces = namespaces;
         self.overlay_writes(&mut observed);
@@ -457,11 +458,14 @@ impl Reconciler {
                     &local.api_version,
                 );
                 let name = object["metadata"]["name"].as_str().unwrap_or_default();
-                // Forced only over Strait's own objects: an object of the
-                // same name that another controller made (the reference
-                // controller names derived Services alike) is not taken over;
-                // a conflict then fails the write.
-                let ours = observed.get(object).is_none_or(ObservedObject::ours);
+                // Forced only over Strait's own objects and those it takes
+                // over (`kube.adoptImports`): an object of the same name
+                // that another controller made (the reference controller
+                // names derived Services alike) is not taken over; a
+                // conflict then fails the write.
+                let ours = observed
+                    .get(object)
+                    .is_none_or(|held| held.ours() || observed.adoptable(held));
                 let mut params = PatchParams::apply(FIELD_MANAGER);
                 params.force = ours;
                 let applied = if *status {

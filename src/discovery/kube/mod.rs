@@ -287,6 +287,11 @@ pub struct ImportOptions {
     pub max_headless_endpoints: usize,
     /// What one namespace may hold (`imports.namespaceQuota`).
     pub quota: crate::imports::NamespaceQuota,
+    /// The field manager of a previous MCS implementation whose
+    /// ServiceImports, derived Services and their slices Strait takes over
+    /// (`kube.adoptImports`); `None`: another controller's import is left
+    /// alone.
+    pub adopt_from: Option<String>,
 }
 
 impl KubeOptions {
@@ -313,6 +318,7 @@ impl KubeOptions {
                 release_grace: settings.imports.release_grace,
                 max_headless_endpoints: settings.dns.max_headless_endpoints,
                 quota: settings.imports.namespace_quota.into(),
+                adopt_from: settings.kube.adopt_imports.clone(),
             }),
         }
     }

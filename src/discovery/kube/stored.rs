@@ -141,6 +141,15 @@ pub(super) fn key_of(object: &Arrived) -> ObjectKey {
     )
 }
 
+/// Whether `manager` is among the field managers of an object's JSON.
+fn written_by(object: &serde_json::Map<String, serde_json::Value>, manager: &str) -> bool {
+    object
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|fields| fields.iter().any(|f| f["manager"] == manager))
+}
+
 /// A label of an object's JSON.
 fn label<'a>(
     object: &'a serde_json::Map<String, serde_json::Value>,
@@ -177,11 +186,25 @@ fn undecoded(kind: &str, key: &ObjectKey, text: &str, conditions: Vec<serde_json
 ///
 /// `local` says the object is the local cluster's: it keeps what only the
 /// local cluster's objects are read for.
+#[cfg(test)]
 pub(super) fn decode(
     resource: &ApiResource,
     object: &Arrived,
     origin: &Arc<Origin>,
     local: bool,
+) -> (ObjectKey, Stored) {
+    decode_adopting(resource, object, origin, local, None)
+}
+
+/// [`decode`], keeping too the whole object of a local Service or
+/// EndpointSlice that the field manager `adopt_from` wrote: what
+/// `kube.adoptImports` may take over ([`Observed`](crate::imports::Observed)).
+pub(super) fn decode_adopting(
+    resource: &ApiResource,
+    object: &Arrived,
+    origin: &Arc<Origin>,
+    local: bool,
+    adopt_from: Option<&str>,
 ) -> (ObjectKey, Stored) {
     let key = key_of(object);
     let display = match &*key.0 {
@@ -209,7 +232,8 @@ pub(super) fn decode(
     let gateway = label(&json, GATEWAY_LABEL) == Some("true");
     let keeps_raw = resource.kind == "ServiceImport"
         || (matches!(resource.kind.as_str(), "Service" | "EndpointSlice")
-            && label(&json, MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE));
+            && (label(&json, MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
+                || (local && adopt_from.is_some_and(|manager| written_by(&json, manager)))));
     // Only the local cluster's export status is ever written.
     let conditions = match resource.kind.as_str() {
         "ServiceExport" if local => json

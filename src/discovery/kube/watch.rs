@@ -28,7 +28,7 @@ use super::client::{ClusterSource, Kind, Resources, discover, yaml_client};
 use super::connect::read_timeout;
 use super::hub::HubMessage;
 use super::store::StoreEvent;
-use super::stored::{decode, key_of};
+use super::stored::{decode_adopting, key_of};
 use super::{KubeOptions, Retry};
 use crate::diagnostics::Origin;
 use crate::discovery::objects::SliceInterner;
@@ -260,6 +260,10 @@ async fn watch_kind(
     let config = watcher::Config::default().timeout(timeout);
     let origin = Arc::new(Origin::file(format!("cluster {} API", reporter.id.source)));
     let local = reporter.id.source == ClusterSource::Local;
+    let adopt_from = options
+        .imports
+        .as_ref()
+        .and_then(|imports| imports.adopt_from.as_deref());
     let mut backoff = Backoff::new(options.retry);
     // An error a retry away from the last one belongs to the same outage;
     // one that comes later follows a watch that worked in between.
@@ -273,7 +277,8 @@ async fn watch_kind(
             let event = match item {
                 Ok(watcher::Event::Init) => StoreEvent::Init,
                 Ok(watcher::Event::InitApply(object)) => {
-                    let (mut key, mut stored) = decode(resource, &object, &origin, local);
+                    let (mut key, mut stored) =
+                        decode_adopting(resource, &object, &origin, local, adopt_from);
                     stored.intern(&mut key, &mut interner);
                     StoreEvent::InitApply(key, stored)
                 }
@@ -282,7 +287,8 @@ async fn watch_kind(
                     StoreEvent::InitDone
                 }
                 Ok(watcher::Event::Apply(object)) => {
-                    let (mut key, mut stored) = decode(resource, &object, &origin, local);
+                    let (mut key, mut stored) =
+                        decode_adopting(resource, &object, &origin, local, adopt_from);
                     stored.intern(&mut key, &mut interner);
                     StoreEvent::Apply(key, stored)
                 }
