@@ -52,6 +52,10 @@ fn strait_in_a_real_cluster_set() {
             lab::transparent::gateway_pod_deleted,
         ),
         (
+            "traffic to a ClusterSetIP flows while Strait takes over from a previous MCS controller",
+            lab::migrate::traffic_flows_while_strait_takes_over,
+        ),
+        (
             "strait unlink and link against the real remote API server",
             lab::link::unlink_and_link_again,
         ),

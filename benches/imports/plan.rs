@@ -150,6 +150,7 @@ fn pass(merged: &MergedSet, observed: &Observed, now: Timestamp) -> Pass {
         range: &range(),
         released: &released,
         refused_families: &refused,
+        settling: &Default::default(),
         pods: &Default::default(),
         sources: &Default::default(),
         pod_ranges: None,

@@ -72,6 +72,7 @@ pub(super) fn run(
         range: &loaded.settings.imports.port_range,
         released: &Default::default(),
         refused_families: &Default::default(),
+        settling: &Default::default(),
         pods: &pods,
         sources: &sources,
         pod_ranges,

@@ -200,6 +200,7 @@ pub(crate) fn apply_file_imports(
         range: &settings.imports.port_range,
         released: &Default::default(),
         refused_families: &Default::default(),
+        settling: &Default::default(),
         pods: &pods,
         // Only the allocation is used here: no slices are rendered.
         sources: &Default::default(),

@@ -206,6 +206,12 @@ pub struct PlanInputs<'a> {
     /// Services whose derived Service the API server refused for its IP
     /// families.
     pub refused_families: &'a BTreeSet<ServiceKey>,
+    /// Services whose ServiceImport was just taken over from a previous
+    /// implementation (`kube.adoptImports`): their derived Service, still
+    /// the previous implementation's, is not taken over yet, so that every
+    /// gateway replica opens the import ports before kube-proxy sends
+    /// connections there.
+    pub settling: &'a BTreeSet<ServiceKey>,
     /// The remote pods of each headless service that get an address here
     /// ([`remote_pods`]).
     pub pods: &'a BTreeMap<ServiceKey, RemotePods>,
@@ -535,11 +541,10 @@ fn plan_import(
     let forwards = ports.iter().any(|p| p.import_port.is_some());
     // A derived Service keeps its name: one taken over from a previous
     // implementation keeps its own, and with it its ClusterIPs.
-    let derived_service = (cluster_set_ip && !refused && forwards).then(|| {
-        inputs
-            .observed
-            .derived_of(&service.key)
-            .map(|held| held.name().to_owned())
+    let held = inputs.observed.derived_of(&service.key);
+    let settling = inputs.settling.contains(&service.key) && held.is_some_and(|h| !h.ours());
+    let derived_service = (cluster_set_ip && !refused && forwards && !settling).then(|| {
+        held.map(|held| held.name().to_owned())
             .unwrap_or_else(|| naming::derived_service_name(&service.key))
     });
     // The ClusterSetIPs are the derived Service's, in the families the

@@ -62,6 +62,7 @@ fn plan_with(
         range: &PortRange::default(),
         released: &Released::new(),
         refused_families: &BTreeSet::new(),
+        settling: &Default::default(),
         pods: &pods,
         sources: &source_backends(&table),
         pod_ranges: ranges,

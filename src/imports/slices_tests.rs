@@ -37,6 +37,7 @@ fn desired_with(set: &ClusterSet, observed: &Observed) -> (ImportPlan, Vec<Desir
         range: &PortRange::default(),
         released: &Released::new(),
         refused_families: &BTreeSet::new(),
+        settling: &Default::default(),
         pods: &pods,
         sources: &source_backends(&table),
         pod_ranges: None,
@@ -352,6 +353,30 @@ fn an_adopted_import_keeps_its_derived_service_and_clustersetip() {
     assert!(
         pending.contains(&"apply Service shop/derived-previous".to_owned()),
         "{pending:?}"
+    );
+
+    // Just taken over: the derived Service is left as it is for a moment
+    // (every gateway opens the import ports first), the ClusterSetIP kept.
+    let merged = merge(&set);
+    let table = RouteTable::build(&set, &merged, "east-1").expect("east-1 is known");
+    let settling = BTreeSet::from([ServiceKey::new("shop", "cart")]);
+    let held_back = super::plan(&PlanInputs {
+        merged: &merged,
+        observed: &observed,
+        range: &PortRange::default(),
+        released: &Released::new(),
+        refused_families: &BTreeSet::new(),
+        settling: &settling,
+        pods: &BTreeMap::new(),
+        sources: &source_backends(&table),
+        pod_ranges: None,
+        quota: Default::default(),
+    });
+    assert_eq!(held_back.imports[0].derived_service, None);
+    assert_eq!(held_back.imports[0].ips, [ip("10.96.0.77")]);
+    assert!(
+        held_back.imports[0].ports[0].import_port.is_some(),
+        "its import ports are recorded, for the gateways to open"
     );
 
     // Written once, the import is Strait's, and names the same Service.

@@ -140,6 +140,26 @@ async fn a_previous_implementations_import_is_taken_over_and_its_clustersetip_ke
         import["metadata"]["annotations"]["multicluster.kubernetes.io/derived-service"],
         "derived-previous"
     );
+    // The derived Service is taken over a moment later, once every
+    // gateway has opened the import ports.
+    until(
+        "the derived Service taken over",
+        || {
+            world
+                .local
+                .object("Service", "shop", "derived-previous")
+                .is_some_and(|d| {
+                    d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "strait"
+                })
+        },
+        || {
+            format!(
+                "{:#?}",
+                world.local.object("Service", "shop", "derived-previous")
+            )
+        },
+    )
+    .await;
     let derived = world
         .local
         .object("Service", "shop", "derived-previous")

@@ -158,11 +158,11 @@ metadata: {{name: db, namespace: {ns}}}
         "http://{}/",
         ask_coredns("A", &cart).pop_first().unwrap_or_default()
     );
-    assert!(
+    // The import is Ready before kube-proxy and the gateways follow it.
+    wait_until("CoreDNS's answer for cart reaches cart", 60, || {
         lab.curl("c1", ns, client, &url)
-            .is_ok_and(|a| a.starts_with(&format!("{ns}/cart-"))),
-        "CoreDNS's answer for {cart} reaches cart"
-    );
+            .is_ok_and(|a| a.starts_with(&format!("{ns}/cart-")))
+    });
 
     // A headless service on another network: each pod by its address
     // here, per pod name and for the service, from both.

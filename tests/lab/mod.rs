@@ -3,6 +3,7 @@
 
 pub mod coredns;
 pub mod link;
+pub mod migrate;
 pub mod rbac;
 pub mod transparent;
 
@@ -395,7 +396,8 @@ fn text(output: Output) -> Result<String, String> {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     } else {
         Err(format!(
-            "{}{}",
+            "{}: {}{}",
+            output.status,
             String::from_utf8_lossy(&output.stderr),
             String::from_utf8_lossy(&output.stdout)
         ))

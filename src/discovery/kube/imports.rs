@@ -55,6 +55,12 @@ use crate::routing::RouteTable;
 const ROUNDS: usize = 3;
 /// How long a derived Service refused for its IP families is not retried.
 const REFUSED_RETRY: Duration = Duration::from_secs(60);
+/// How long an adopted derived Service keeps forwarding where the previous
+/// implementation sent it after Strait took its ServiceImport over: every
+/// gateway replica reads the import's new import ports and opens their
+/// listeners first (a watch event and a reload, well under a second), so
+/// no connection kube-proxy sends to a gateway finds its port closed.
+const ADOPT_SETTLE: Duration = Duration::from_secs(5);
 
 /// What the reconciler knows, for metrics and `/debug/imports`.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -106,6 +112,7 @@ pub(super) fn start(
         local_routes: None,
         released: ReleasedPorts::default(),
         refused: BTreeMap::new(),
+        settling: BTreeMap::new(),
         written: HashMap::new(),
     };
     let task = tokio::spawn(async move {
@@ -169,6 +176,9 @@ struct Reconciler {
     released: ReleasedPorts,
     /// Services whose derived Service was refused for its IP families, until when.
     refused: BTreeMap<ServiceKey, Instant>,
+    /// Services whose import was just taken over (`kube.adoptImports`):
+    /// their derived Service is left as it is until when ([`ADOPT_SETTLE`]).
+    settling: BTreeMap<ServiceKey, Instant>,
     /// Writes the snapshots may not show yet, by object: see [`Written`].
     written: HashMap<(String, String, String), Written>,
 }
@@ -238,8 +248,13 @@ impl Reconciler {
                 Some(Instant::now() + backoff.next_delay())
             } else {
                 backoff.reset();
-                // A refused service is tried again when its wait is over.
-                self.refused.values().min().copied()
+                // A refused service is tried again, and a settling one
+                // taken over, when its wait is over.
+                self.refused
+                    .values()
+                    .chain(self.settling.values())
+                    .min()
+                    .copied()
             };
             tokio::select! {
                 changed = snapshots.changed() => if changed.is_err() { return },
@@ -309,6 +324,7 @@ impl Reconciler {
         };
         let now = Instant::now();
         self.refused.retain(|_, until| *until > now);
+        self.settling.retain(|_, until| *until > now);
         let mut observed = local.observed.clone();
         observed.adopt_from = self.options.adopt_from.clone();
         let namespaces_known = namespaces.is_some();
@@ -331,12 +347,14 @@ impl Reconciler {
                 self.options.release_grace,
             );
             let refused: BTreeSet<ServiceKey> = self.refused.keys().cloned().collect();
+            let settling: BTreeSet<ServiceKey> = self.settling.keys().cloned().collect();
             let plan = plan(&PlanInputs {
                 merged: &merged,
                 observed: &observed,
                 range: &self.options.range,
                 released: &released,
                 refused_families: &refused,
+                settling: &settling,
                 pods: &pods,
                 sources: &sources,
                 pod_ranges: None,
@@ -362,6 +380,23 @@ impl Reconciler {
             for change in &pending {
                 if !self.leadership.is_leader() {
                     return pass;
+                }
+                // Taking over a previous implementation's import starts
+                // its derived Service's wait.
+                if let Change::Apply {
+                    object,
+                    status: false,
+                } = change
+                    && object["kind"] == "ServiceImport"
+                    && observed
+                        .get(object)
+                        .is_some_and(|held| observed.adoptable(held))
+                {
+                    let key = ServiceKey::new(
+                        object["metadata"]["namespace"].as_str().unwrap_or_default(),
+                        object["metadata"]["name"].as_str().unwrap_or_default(),
+                    );
+                    self.settling.insert(key, now + ADOPT_SETTLE);
                 }
                 match self.write(change, &local, &observed).await {
                     Ok(result) => {
