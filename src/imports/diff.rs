@@ -159,8 +159,23 @@ pub fn changes(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
         };
         match held.kind() {
             "Service" => import(),
-            "EndpointSlice" => owner_complete("Service", namespace, held.label(SERVICE_NAME_LABEL))
-                .unwrap_or_else(import),
+            // A derived Service's slice belongs to the import its Service
+            // stands for; an MCS slice names its import itself.
+            "EndpointSlice" => {
+                let service = held.label(SERVICE_NAME_LABEL);
+                owner_complete("Service", namespace, service).unwrap_or_else(|| {
+                    let derived_for = observed
+                        .all_derived()
+                        .find(|(_, _, d)| d.namespace() == namespace && Some(d.name()) == service)
+                        .map(|(key, _, _)| key.name.as_str());
+                    match derived_for.or(held.label(MCS_SERVICE_NAME_LABEL)) {
+                        Some(import) => {
+                            owner_complete("ServiceImport", namespace, Some(import)).unwrap_or(true)
+                        }
+                        None => true,
+                    }
+                })
+            }
             _ => true,
         }
     };

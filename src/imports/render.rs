@@ -542,9 +542,11 @@ pub fn gateway_slices(
             "metadata": {
                 "name": gateway_slice_name(derived_name, family_name),
                 "namespace": derived.key.namespace,
+                // No multicluster.kubernetes.io/service-name: readers of
+                // MCS slices (CoreDNS's multicluster option) would take the
+                // gateways for endpoints of the service.
                 "labels": {
                     SERVICE_NAME_LABEL: derived_name,
-                    MCS_SERVICE_NAME_LABEL: derived.key.name,
                     ENDPOINTSLICE_MANAGED_BY_LABEL: ENDPOINTSLICE_MANAGED_BY_VALUE,
                     MANAGED_BY_LABEL: MANAGED_BY_VALUE,
                 },
