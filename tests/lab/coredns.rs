@@ -91,43 +91,7 @@ pub fn multicluster_answers_from_mcs_objects(lab: &Lab) {
     let ns = "mcdns";
     lab.namespace(ns);
     lab.echo_service("c3", ns, "cart", 1, &[80]);
-    let pods: String = ["db-0", "db-1"]
-        .iter()
-        .map(|name| {
-            format!(
-                "apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: {ns}, labels: {{app: db}}}}
-spec:
-  hostname: {name}
-  subdomain: db
-  containers:
-  - name: echo
-    image: lab/http-echo
-    ports: [{{containerPort: 8080, name: http}}]
-    readinessProbe: {{httpGet: {{port: http, path: /}}}}
----
-"
-            )
-        })
-        .collect();
-    lab.apply(
-        "c3",
-        &format!(
-            "{pods}apiVersion: v1
-kind: Service
-metadata: {{name: db, namespace: {ns}}}
-spec:
-  clusterIP: None
-  selector: {{app: db}}
-  ports: [{{name: http, port: 8080}}]
----
-apiVersion: multicluster.x-k8s.io/v1alpha1
-kind: ServiceExport
-metadata: {{name: db, namespace: {ns}}}
-"
-        ),
-    );
+    lab.headless_db("c3", ns);
     let client = lab.client_pod("c1", ns);
     let _coredns = start_coredns(lab);
     let cart = format!("cart.{ns}.svc.clusterset.local.");

@@ -28,6 +28,26 @@ fn apply_as_previous(lab: &Lab, yaml: &str) {
     );
 }
 
+/// The previous controller's ServiceImport of `cart`, naming its derived
+/// Service, with its ClusterSetIP once it has one.
+fn previous_import(ns: &str, vip: Option<&str>) -> String {
+    let ips = vip
+        .map(|vip| format!("  ips: [{vip}]\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceImport
+metadata:
+  name: cart
+  namespace: {ns}
+  annotations: {{multicluster.kubernetes.io/derived-service: derived-previous}}
+spec:
+  type: ClusterSetIP
+{ips}  ports: [{{name: http, port: 80, protocol: TCP}}]
+"
+    )
+}
+
 /// Sets (or, with `None`, removes) `kube.adoptImports` in c1's
 /// gateway.yaml and restarts the gateway Deployment, as an operator does.
 fn set_adoption(lab: &Lab, from: Option<&str>) {
@@ -113,21 +133,7 @@ pub fn traffic_flows_while_strait_takes_over(lab: &Lab) {
 
     // What the previous controller left in c1: a flat-network import whose
     // derived Service lists c2's pod itself.
-    apply_as_previous(
-        lab,
-        &format!(
-            "apiVersion: multicluster.x-k8s.io/v1alpha1
-kind: ServiceImport
-metadata:
-  name: cart
-  namespace: {ns}
-  annotations: {{multicluster.kubernetes.io/derived-service: derived-previous}}
-spec:
-  type: ClusterSetIP
-  ports: [{{name: http, port: 80, protocol: TCP}}]
-"
-        ),
-    );
+    apply_as_previous(lab, &previous_import(ns, None));
     let import_uid = lab.kubectl(
         "c1",
         &[
@@ -178,22 +184,9 @@ ports: [{{name: http, port: 8080, protocol: TCP}}]
             "jsonpath={.spec.clusterIP}",
         ],
     );
-    apply_as_previous(
-        lab,
-        &format!(
-            "apiVersion: multicluster.x-k8s.io/v1alpha1
-kind: ServiceImport
-metadata:
-  name: cart
-  namespace: {ns}
-  annotations: {{multicluster.kubernetes.io/derived-service: derived-previous}}
-spec:
-  type: ClusterSetIP
-  ips: [{vip}]
-  ports: [{{name: http, port: 80, protocol: TCP}}]
-"
-        ),
-    );
+    // The whole import again (a server-side apply drops what its manager
+    // leaves out), now with the ClusterSetIP.
+    apply_as_previous(lab, &previous_import(ns, Some(&vip)));
     lab.apply(
         "c2",
         &format!(

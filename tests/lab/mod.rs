@@ -338,6 +338,48 @@ metadata: {{name: {name}, namespace: {namespace}}}
         );
     }
 
+    /// A headless Service `db` of two echo pods with hostnames (`db-0`,
+    /// `db-1`) on port 8080, exported.
+    pub fn headless_db(&self, cluster: &str, namespace: &str) {
+        let pods: String = ["db-0", "db-1"]
+            .iter()
+            .map(|name| {
+                format!(
+                    "apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {namespace}, labels: {{app: db}}}}
+spec:
+  hostname: {name}
+  subdomain: db
+  containers:
+  - name: echo
+    image: lab/http-echo
+    ports: [{{containerPort: 8080, name: http}}]
+    readinessProbe: {{httpGet: {{port: http, path: /}}}}
+---
+"
+                )
+            })
+            .collect();
+        self.apply(
+            cluster,
+            &format!(
+                "{pods}apiVersion: v1
+kind: Service
+metadata: {{name: db, namespace: {namespace}}}
+spec:
+  clusterIP: None
+  selector: {{app: db}}
+  ports: [{{name: http, port: 8080}}]
+---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceExport
+metadata: {{name: db, namespace: {namespace}}}
+"
+            ),
+        );
+    }
+
     /// The addresses of the cluster's ready pods whose names start with
     /// `prefix`, in `namespace`.
     pub fn pod_ips(&self, cluster: &str, namespace: &str, prefix: &str) -> Vec<String> {

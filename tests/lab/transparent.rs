@@ -156,43 +156,7 @@ pub fn per_port_rule(lab: &Lab) {
 pub fn headless_across_networks(lab: &Lab) {
     let ns = "headless";
     lab.namespace(ns);
-    let pods: String = ["db-0", "db-1"]
-        .iter()
-        .map(|name| {
-            format!(
-                "apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: {ns}, labels: {{app: db}}}}
-spec:
-  hostname: {name}
-  subdomain: db
-  containers:
-  - name: echo
-    image: lab/http-echo
-    ports: [{{containerPort: 8080, name: http}}]
-    readinessProbe: {{httpGet: {{port: http, path: /}}}}
----
-"
-            )
-        })
-        .collect();
-    lab.apply(
-        "c3",
-        &format!(
-            "{pods}apiVersion: v1
-kind: Service
-metadata: {{name: db, namespace: {ns}}}
-spec:
-  clusterIP: None
-  selector: {{app: db}}
-  ports: [{{name: http, port: 8080}}]
----
-apiVersion: multicluster.x-k8s.io/v1alpha1
-kind: ServiceExport
-metadata: {{name: db, namespace: {ns}}}
-"
-        ),
-    );
+    lab.headless_db("c3", ns);
     let client = lab.client_pod("c1", ns);
     for name in ["db-0", "db-1"] {
         let url = format!("http://{name}.c3.db.{ns}.svc.clusterset.local:8080/");
