@@ -235,6 +235,28 @@ fn a_serving_terminating_endpoint_is_listed_as_such_and_a_not_ready_one_is_not()
     );
 }
 
+/// A slice holds at most 100 endpoints (the API refuses more than 1,000):
+/// a large cluster's endpoints are split, every one listed once.
+#[test]
+fn a_large_clusters_endpoints_are_split_into_slices_of_at_most_100() {
+    let mut east = ServiceBuilder::new().port("http", 80, 8080).exported_at(10);
+    for n in 0..250 {
+        east = east.endpoint(&format!("10.1.{}.{}", n / 200, n % 200 + 1));
+    }
+    let set = cluster_set(&[("east-1", "net-a", east)]);
+    let (_, objects) = desired_with(&set, &Observed::default());
+    let slices = &mcs_slices(&objects)["east-1"];
+    let sizes: Vec<usize> = slices.iter().map(|s| addresses(s).len()).collect();
+    assert_eq!(sizes, [100, 100, 50]);
+    let names: BTreeSet<&str> = slices
+        .iter()
+        .filter_map(|s| s["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names.len(), 3, "each its own name: {names:?}");
+    let listed: BTreeSet<&str> = slices.iter().flat_map(addresses).collect();
+    assert_eq!(listed.len(), 250);
+}
+
 #[test]
 fn a_cluster_id_that_cannot_be_a_label_value_gets_no_slice_and_the_import_says_so() {
     let long = format!("{}.example", "c".repeat(60));

@@ -2,7 +2,8 @@
 //! import hold (KEP-1645, "Using EndpointSlice objects to track
 //! endpoints"). Pure.
 //!
-//! One slice per (exporting cluster, address family, set of ports), each
+//! One slice per (exporting cluster, address family, set of ports), of at
+//! most [`MAX_ENDPOINTS_PER_SLICE`] endpoints (more make more slices), each
 //! holding addresses that work from this cluster:
 //! - a cluster on this cluster's network: its endpoints' own addresses, on
 //!   their own (target) ports;
@@ -34,6 +35,9 @@ use crate::routing::{Path, RouteTable};
 
 /// The longest label value Kubernetes accepts.
 pub const MAX_LABEL_VALUE_LEN: usize = 63;
+/// The most endpoints one MCS slice holds: the EndpointSlice controller's
+/// default (`--max-endpoints-per-slice`); the API refuses more than 1,000.
+pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
 
 /// One exporting cluster's endpoints of a service, as the viewer reaches
 /// them.
@@ -182,13 +186,15 @@ pub fn planned_slices(
                 continue;
             }
             endpoints.sort();
-            slices.push(PlannedSlice {
-                cluster: source.cluster.clone(),
-                family,
-                reached,
-                ports,
-                endpoints,
-            });
+            for chunk in endpoints.chunks(MAX_ENDPOINTS_PER_SLICE) {
+                slices.push(PlannedSlice {
+                    cluster: source.cluster.clone(),
+                    family,
+                    reached,
+                    ports: ports.clone(),
+                    endpoints: chunk.to_vec(),
+                });
+            }
         }
     }
     (slices, unlabelled)
