@@ -99,18 +99,7 @@ pub fn multicluster_answers_from_mcs_objects(lab: &Lab) {
 
     // A ClusterSetIP service: the import's ClusterSetIP, from both.
     wait_until("CoreDNS answers cart with its ClusterSetIP", 120, || {
-        let ip = lab.kubectl(
-            "c1",
-            &[
-                "-n",
-                ns,
-                "get",
-                "serviceimport",
-                "cart",
-                "-o",
-                "jsonpath={.spec.ips[0]}",
-            ],
-        );
+        let ip = lab.field("c1", ns, &["serviceimport", "cart"], "{.spec.ips[0]}");
         !ip.is_empty() && ask_coredns("A", &cart) == BTreeSet::from([ip])
     });
     assert_eq!(

@@ -51,17 +51,11 @@ spec:
 /// Sets (or, with `None`, removes) `kube.adoptImports` in c1's
 /// gateway.yaml and restarts the gateway Deployment, as an operator does.
 fn set_adoption(lab: &Lab, from: Option<&str>) {
-    let config = lab.kubectl(
+    let config = lab.field(
         "c1",
-        &[
-            "-n",
-            "strait-system",
-            "get",
-            "configmap",
-            "cluster-edge-config",
-            "-o",
-            "jsonpath={.data.gateway\\.yaml}",
-        ],
+        "strait-system",
+        &["configmap", "cluster-edge-config"],
+        "{.data.gateway\\.yaml}",
     );
     let mut lines: Vec<String> = config
         .lines()
@@ -134,18 +128,7 @@ pub fn traffic_flows_while_strait_takes_over(lab: &Lab) {
     // What the previous controller left in c1: a flat-network import whose
     // derived Service lists c2's pod itself.
     apply_as_previous(lab, &previous_import(ns, None));
-    let import_uid = lab.kubectl(
-        "c1",
-        &[
-            "-n",
-            ns,
-            "get",
-            "serviceimport",
-            "cart",
-            "-o",
-            "jsonpath={.metadata.uid}",
-        ],
-    );
+    let import_uid = lab.field("c1", ns, &["serviceimport", "cart"], "{.metadata.uid}");
     apply_as_previous(
         lab,
         &format!(
@@ -172,17 +155,11 @@ ports: [{{name: http, port: 8080, protocol: TCP}}]
 "
         ),
     );
-    let vip = lab.kubectl(
+    let vip = lab.field(
         "c1",
-        &[
-            "-n",
-            ns,
-            "get",
-            "service",
-            "derived-previous",
-            "-o",
-            "jsonpath={.spec.clusterIP}",
-        ],
+        ns,
+        &["service", "derived-previous"],
+        "{.spec.clusterIP}",
     );
     // The whole import again (a server-side apply drops what its manager
     // leaves out), now with the ClusterSetIP.
@@ -217,17 +194,11 @@ ports: [{{name: http, port: 8080, protocol: TCP}}]
             "Strait holds the import and its derived Service",
             120,
             || {
-                let managed = lab.kubectl(
+                let managed = lab.field(
                     "c1",
-                    &[
-                        "-n",
-                        ns,
-                        "get",
-                        "service",
-                        "derived-previous",
-                        "-o",
-                        "jsonpath={.metadata.labels.app\\.kubernetes\\.io/managed-by}",
-                    ],
+                    ns,
+                    &["service", "derived-previous"],
+                    "{.metadata.labels.app\\.kubernetes\\.io/managed-by}",
                 );
                 let old_slice = lab.try_kubectl(
                     "c1",
@@ -250,30 +221,18 @@ ports: [{{name: http, port: 8080, protocol: TCP}}]
         calls.len()
     );
     // The same ClusterSetIP, now Strait's import, forwarding to an import port.
-    let import = lab.kubectl(
+    let import = lab.field(
         "c1",
-        &[
-            "-n",
-            ns,
-            "get",
-            "serviceimport",
-            "cart",
-            "-o",
-            "jsonpath={.spec.ips[0]} {.metadata.labels.app\\.kubernetes\\.io/managed-by}",
-        ],
+        ns,
+        &["serviceimport", "cart"],
+        "{.spec.ips[0]} {.metadata.labels.app\\.kubernetes\\.io/managed-by}",
     );
     assert_eq!(import, format!("{vip} strait"));
-    let target = lab.kubectl(
+    let target = lab.field(
         "c1",
-        &[
-            "-n",
-            ns,
-            "get",
-            "service",
-            "derived-previous",
-            "-o",
-            "jsonpath={.spec.ports[0].targetPort}",
-        ],
+        ns,
+        &["service", "derived-previous"],
+        "{.spec.ports[0].targetPort}",
     );
     assert_ne!(target, "8080", "forwards to a gateway import port now");
     set_adoption(lab, None);

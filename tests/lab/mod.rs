@@ -115,6 +115,15 @@ impl Lab {
         &self.state
     }
 
+    /// One object's fields, by a kubectl `jsonpath` template.
+    pub fn field(&self, cluster: &str, namespace: &str, object: &[&str], jsonpath: &str) -> String {
+        let mut args = vec!["-n", namespace, "get"];
+        args.extend_from_slice(object);
+        let template = format!("jsonpath={jsonpath}");
+        args.extend(["-o", template.as_str()]);
+        self.kubectl(cluster, &args)
+    }
+
     /// Runs kubectl as the cluster's admin; its stdout, or its stderr as
     /// the error.
     pub fn try_kubectl(&self, cluster: &str, args: &[&str]) -> Result<String, String> {
