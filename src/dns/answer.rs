@@ -42,7 +42,6 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use serde::Serialize;
 
 use super::zone::{Owner, SCHEMA_VERSION, Zone};
-use crate::imports::pods::{PodRef, pod_label};
 use crate::merge::BackendState;
 use crate::model::{Protocol, ServiceType};
 use crate::routing::{Path, PortRoute, RouteTable, RoutedBackend, ServiceRoutes};
@@ -506,7 +505,7 @@ fn below_node(
         let mut addresses = BTreeSet::new();
         for routed in pods(service).filter(|r| {
             r.backend.cluster.as_str() == cluster
-                && pod_label(r.backend).eq_ignore_ascii_case(hostname)
+                && r.backend.pod_label().eq_ignore_ascii_case(hostname)
         }) {
             exists = true;
             let reach = reach(table, service, routed);
@@ -586,7 +585,7 @@ fn reach<'t>(
     if *routed.path() == Path::Direct {
         return Reach::Own(routed.backend.address);
     }
-    let through = table.pod_addresses(&service.key, &PodRef::of(routed.backend));
+    let through = table.pod_addresses(&service.key, &routed.backend.pod_ref());
     if through.is_empty() {
         Reach::Unreachable
     } else {
@@ -597,7 +596,7 @@ fn reach<'t>(
 /// `<label>.<cluster-id>.<svc>.<ns>.svc.<zone>.` of one pod; a cluster id
 /// with dots is several labels.
 fn pod_name(zone: &Zone, service: &ServiceRoutes, routed: RoutedBackend<'_>) -> Option<Name> {
-    let label = pod_label(routed.backend);
+    let label = routed.backend.pod_label();
     let mut labels: Vec<&str> = vec![&label];
     labels.extend(routed.backend.cluster.as_str().split('.'));
     labels.extend([service.key.name.as_str(), &service.key.namespace, "svc"]);
@@ -627,7 +626,7 @@ fn trace_backend(trace: &mut Trace<'_>, routed: RoutedBackend<'_>, reach: &Reach
             port: routed.backend.port,
             network: routed.network().to_string(),
             path: routed.path().as_str(),
-            pod: pod_label(routed.backend).into_owned(),
+            pod: routed.backend.pod_label().into_owned(),
             answered,
             answered_with: match reach {
                 Reach::Through(addresses) => addresses.to_vec(),

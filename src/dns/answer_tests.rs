@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::dns::fixture::{name, table, zone};
+use crate::model::PodRef;
 
 fn ask(qname: &str, qtype: RecordType) -> Answer {
     answer(&table(), &zone(), &name(qname), qtype)

@@ -44,11 +44,11 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 use crate::merge::{MergedPort, MergedService, MergedSet};
-use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType};
+use crate::model::{ClusterId, IpFamily, PodRef, PortKey, Protocol, ServiceKey, ServiceType};
 pub use observed::{GatewayEndpoint, Observed, ObservedObject};
-pub use pods::{PodAddresses, PodRef, RemotePods, remote_pods};
+pub use pods::{PodAddresses, RemotePods, remote_pods};
 pub use ports::{
-    Allocation, PortKey, PortRange, PortRangeError, Released, ReleasedPorts, recorded_allocation,
+    Allocation, PortRange, PortRangeError, Released, ReleasedPorts, recorded_allocation,
 };
 pub use sources::{PlannedSlice, SourceBackends, source_backends};
 
@@ -270,7 +270,7 @@ fn pod_ports<'s>(service: &'s MergedService, pod: &PodRef) -> Vec<(&'s MergedPor
             let backend = port
                 .backends
                 .iter()
-                .find(|b| *b.cluster == pod.cluster && pods::pod_label(*b) == pod.label)?;
+                .find(|b| *b.cluster == pod.cluster && b.pod_label() == pod.label)?;
             seen.insert((port.protocol, backend.port))
                 .then_some((port, backend.port))
         })

@@ -5,7 +5,7 @@
 
 use data_encoding::BASE32HEX_NOPAD;
 
-use super::pods::PodRef;
+use crate::model::PodRef;
 use crate::model::ServiceKey;
 
 /// Annotation on a ServiceImport naming its derived Service (mcs-api).

@@ -15,11 +15,11 @@ use super::naming::{
     DERIVED_SERVICE_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION,
     POD_CLUSTER_ANNOTATION,
 };
-use super::pods::PodRef;
-use super::ports::PortKey;
 use super::record::{IMPORT_PORTS_ANNOTATION, decode};
 use crate::discovery::objects::EndpointSlice;
 use crate::discovery::translate::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
+use crate::model::PodRef;
+use crate::model::PortKey;
 use crate::model::{ClusterId, Protocol, ServiceKey};
 
 /// One object as the API server holds it.

@@ -11,49 +11,14 @@
 //! counted, reported and not answered: each costs a ClusterIP, an import
 //! port per service port and a listener on every gateway replica.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::fmt;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 use serde::Serialize;
 
-use crate::merge::Backend;
-use crate::model::{ClusterId, ServiceKey};
+use crate::model::{PodRef, ServiceKey};
 use crate::routing::RouteTable;
-
-/// One pod of a headless service, as its per-pod DNS name names it:
-/// `<label>.<cluster>.<svc>.<ns>.svc.<zone>`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct PodRef {
-    pub cluster: ClusterId,
-    pub label: String,
-}
-
-impl fmt::Display for PodRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.label, self.cluster)
-    }
-}
-
-impl PodRef {
-    pub fn of(backend: Backend<'_>) -> Self {
-        Self {
-            cluster: backend.cluster.clone(),
-            label: pod_label(backend).into_owned(),
-        }
-    }
-}
-
-/// The per-pod label of an endpoint: its hostname, else its address with
-/// dashes (`10-1-0-7`, `fd00--7`), as Kubernetes DNS names pods.
-pub fn pod_label<'a>(backend: Backend<'a>) -> Cow<'a, str> {
-    match backend.hostname() {
-        Some(hostname) => Cow::Borrowed(hostname),
-        None => Cow::Owned(backend.address.to_string().replace(['.', ':'], "-")),
-    }
-}
 
 /// The remote pods of one headless service that get an address here.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -187,6 +152,7 @@ pub fn allocate_addresses<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ClusterId;
 
     fn pod(cluster: &str, label: &str) -> PodRef {
         PodRef {

@@ -19,44 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::pods::PodRef;
-use crate::model::{Protocol, ServiceKey};
-
-/// One port of one multi-cluster service, or of one remote pod of a
-/// headless service.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PortKey {
-    pub service: ServiceKey,
-    pub protocol: Protocol,
-    pub port: u16,
-    /// The pod, for a headless service's per-pod import port.
-    pub pod: Option<PodRef>,
-}
-
-impl PortKey {
-    /// A service port's key.
-    pub fn service_port(service: ServiceKey, protocol: Protocol, port: u16) -> Self {
-        Self {
-            service,
-            protocol,
-            port,
-            pod: None,
-        }
-    }
-}
-
-impl fmt::Display for PortKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.pod {
-            None => write!(f, "{}:{}/{}", self.service, self.port, self.protocol),
-            Some(pod) => write!(
-                f,
-                "{} pod {pod}:{}/{}",
-                self.service, self.port, self.protocol
-            ),
-        }
-    }
-}
+use crate::model::PortKey;
 
 /// The gateway ports import ports are taken from, both ends included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -346,6 +309,7 @@ pub fn allocate<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Protocol, ServiceKey};
 
     fn key(name: &str, port: u16) -> PortKey {
         PortKey::service_port(ServiceKey::new("shop", name), Protocol::Tcp, port)

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::pods::PodRef;
-use super::ports::PortKey;
+use crate::model::PodRef;
+use crate::model::PortKey;
 use crate::model::{ClusterId, Protocol, ServiceKey};
 
 /// The ServiceImport annotation holding its service's import ports.

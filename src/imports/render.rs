@@ -15,7 +15,6 @@ use super::naming::{
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION, POD_CLUSTER_ANNOTATION, gateway_slice_name,
     mcs_slice_name,
 };
-use super::ports::PortKey;
 use super::record::{self, IMPORT_PORTS_ANNOTATION};
 use super::{ImportPlan, Observed, PlannedImport, PlannedPod, PlannedPort, READY_CONDITION};
 use crate::discovery::export_status::{Wanted, WantedCondition, updated_conditions};
@@ -23,6 +22,7 @@ use crate::discovery::translate::{
     MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
 };
 use crate::merge::{MergedService, MergedSet};
+use crate::model::PortKey;
 use crate::model::{IpFamily, ServiceKey, ServiceType, SessionAffinity};
 
 /// Annotation holding a digest of what Strait last applied to an object:

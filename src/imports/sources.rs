@@ -27,7 +27,6 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use super::pods::pod_label;
 use super::{Observed, PlannedImport};
 use crate::merge::{BackendState, MergedService};
 use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType};
@@ -80,7 +79,7 @@ pub fn source_backends(table: &RouteTable) -> BTreeMap<ServiceKey, Vec<SourceBac
                     .or_insert_with(|| SourceEndpoint {
                         address: backend.address,
                         hostname: backend.hostname().map(str::to_owned),
-                        label: pod_label(backend).into_owned(),
+                        label: backend.pod_label().into_owned(),
                         state: backend.state,
                         ports: BTreeMap::new(),
                     });

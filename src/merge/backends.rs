@@ -5,12 +5,13 @@
 //! cluster set costs a few words per slice instead of a copy of every
 //! endpoint; a [`Backend`] is a view made when it is read.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::{ClusterId, EndpointDetails, Endpoints};
+use crate::model::{ClusterId, EndpointDetails, Endpoints, PodRef, pod_label};
 
 /// Whether a backend is fully ready or only serving while it terminates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -35,6 +36,19 @@ pub struct Backend<'a> {
 impl<'a> Backend<'a> {
     pub fn hostname(&self) -> Option<&'a str> {
         self.details?.hostname.as_deref()
+    }
+
+    /// The backend's per-pod label: its hostname, else its address.
+    pub fn pod_label(&self) -> Cow<'a, str> {
+        pod_label(self.hostname(), self.address)
+    }
+
+    /// The pod this backend is, as DNS names it.
+    pub fn pod_ref(&self) -> PodRef {
+        PodRef {
+            cluster: self.cluster.clone(),
+            label: self.pod_label().into_owned(),
+        }
     }
 }
 

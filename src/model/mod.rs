@@ -5,6 +5,7 @@
 mod access;
 mod endpoints;
 mod ids;
+mod pods;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,6 +23,7 @@ pub use ids::{
     ClusterId, DEFAULT_NETWORK, IdError, MAX_CLUSTER_ID_LEN, NetworkId, Protocol, ServiceKey,
     check_dns_subdomain, is_dns_label,
 };
+pub use pods::{PodRef, PortKey, pod_label};
 
 /// Every cluster of the set, by id.
 #[derive(Debug, Clone, Default)]

@@ -12,12 +12,12 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use crate::imports::{PodRef, PortKey};
 use crate::merge::{Conflict, Exclusion, ExclusionReason, MergedPort, MergedService, MergedSet};
 use crate::model::{
     AccessPolicy, ClusterId, ClusterSet, GatewayAddress, Infrastructure, InfrastructureAddresses,
     NetworkId, Protocol, ServiceKey, ServiceType, SessionAffinity,
 };
+use crate::model::{PodRef, PortKey};
 
 pub mod balancer;
 mod local;
@@ -120,7 +120,7 @@ impl ServiceRoutes {
                 routed.backend.state == crate::merge::BackendState::Ready
                     && matches!(routed.path(), Path::Tunnel { .. })
             })
-            .map(|routed| PodRef::of(routed.backend))
+            .map(|routed| routed.backend.pod_ref())
             .collect()
     }
 
@@ -569,10 +569,9 @@ impl PortRoute {
     /// The backend of one pod of a headless service, by its per-pod label
     /// (its hostname, else its address with dashes) and cluster.
     pub fn pod(&self, label: &str, cluster: &ClusterId) -> Option<RoutedBackend<'_>> {
-        self.backends.iter().find(|routed| {
-            routed.backend.cluster == cluster
-                && crate::imports::pods::pod_label(routed.backend) == label
-        })
+        self.backends
+            .iter()
+            .find(|routed| routed.backend.cluster == cluster && routed.backend.pod_label() == label)
     }
 }
 

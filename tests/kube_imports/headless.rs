@@ -11,9 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 
 use strait::dns::{Zone, answer};
-use strait::imports::PodRef;
 use strait::imports::naming::pod_service_name;
 use strait::model::ClusterId;
+use strait::model::PodRef;
 use strait::routing::RouteTable;
 
 use super::*;
