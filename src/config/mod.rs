@@ -19,7 +19,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::diagnostics::{Diagnostic, Origin};
-use crate::discovery::translate::{GATEWAY_NAMESPACE, NETWORK_PROPERTY, TranslateOptions};
+use crate::discovery::translate::TranslateOptions;
+use crate::model::names::{GATEWAY_NAMESPACE, NETWORK_PROPERTY};
 use crate::model::{ClusterId, NetworkId, check_dns_subdomain};
 
 /// The settings file's name inside a configuration directory.

@@ -5,13 +5,12 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::diagnostics::{Diagnostic, Diagnostics, Origin};
 use crate::model::ClusterSet;
 
-use super::objects::{Decoded, decode_value};
-use super::translate::{SourcedObject, TranslateOptions, assemble, translate_cluster};
+use super::objects::parse_file;
+use super::translate::{TranslateOptions, assemble, translate_cluster};
 
 /// The folder under a configuration directory that holds one folder per cluster.
 pub const CLUSTERS_DIR: &str = "clusters";
@@ -115,49 +114,6 @@ pub fn load_usable(dir: &Path, options: &TranslateOptions) -> Result<Usable, Loa
         return Err(LoadError::Invalid(Diagnostics(diagnostics)));
     }
     Ok(Usable { set, diagnostics })
-}
-
-/// Splits one file into its documents and decodes each. Pure, so that any
-/// byte string can be thrown at it.
-pub fn parse_file(source: &str, text: &str) -> (Vec<SourcedObject>, Vec<Diagnostic>) {
-    let mut objects = Vec::new();
-    let mut diagnostics = Vec::new();
-    for document in super::yaml::documents(text) {
-        let origin = Origin::document(source, document.number);
-        let value = match super::yaml::parse_document(&document) {
-            Ok(serde_json::Value::Null) => continue,
-            Ok(value) => value,
-            Err(error) => {
-                // Only this document is lost: the next one starts at its marker.
-                diagnostics.push(Diagnostic::error(origin, format!("invalid YAML: {error}")));
-                continue;
-            }
-        };
-        if !value.is_object() {
-            diagnostics.push(Diagnostic::error(
-                origin,
-                "is not a Kubernetes object (expected a mapping with apiVersion and kind)",
-            ));
-            continue;
-        }
-        match decode_value(value) {
-            Ok(Decoded::Object(object)) => objects.push(SourcedObject {
-                origin: Arc::new(origin),
-                object: *object,
-            }),
-            Ok(Decoded::Unknown { api_version, kind }) => diagnostics.push(Diagnostic::warning(
-                origin,
-                format!("{kind} ({api_version}) is not a kind Strait reads; skipped"),
-            )),
-            Err(error) => {
-                let mut diagnostic = Diagnostic::error(origin, error.message);
-                diagnostic.object = error.object;
-                diagnostic.field = error.field;
-                diagnostics.push(diagnostic);
-            }
-        }
-    }
-    (objects, diagnostics)
 }
 
 fn is_yaml(path: &Path) -> bool {

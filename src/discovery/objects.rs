@@ -9,8 +9,11 @@ mod endpoint_slice;
 mod slim;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+use crate::diagnostics::{Diagnostic, Origin};
 
 pub use endpoint_slice::{
     AddressType, EndpointSlice, SliceEndpoints, SliceInterner, SliceMetadata, SlicePort,
@@ -219,6 +222,58 @@ fn typed<T: serde::de::DeserializeOwned>(
             message: error.into_inner().to_string(),
         }
     })
+}
+
+/// An object and where it was read.
+#[derive(Debug, Clone)]
+pub struct SourcedObject {
+    /// Shared by the objects read from one source (an API server's are
+    /// all of one).
+    pub origin: Arc<Origin>,
+    pub object: KubeObject,
+}
+
+/// Splits one file into its documents and decodes each. Pure, so that any
+/// byte string can be thrown at it.
+pub fn parse_file(source: &str, text: &str) -> (Vec<SourcedObject>, Vec<Diagnostic>) {
+    let mut objects = Vec::new();
+    let mut diagnostics = Vec::new();
+    for document in super::yaml::documents(text) {
+        let origin = Origin::document(source, document.number);
+        let value = match super::yaml::parse_document(&document) {
+            Ok(serde_json::Value::Null) => continue,
+            Ok(value) => value,
+            Err(error) => {
+                // Only this document is lost: the next one starts at its marker.
+                diagnostics.push(Diagnostic::error(origin, format!("invalid YAML: {error}")));
+                continue;
+            }
+        };
+        if !value.is_object() {
+            diagnostics.push(Diagnostic::error(
+                origin,
+                "is not a Kubernetes object (expected a mapping with apiVersion and kind)",
+            ));
+            continue;
+        }
+        match decode_value(value) {
+            Ok(Decoded::Object(object)) => objects.push(SourcedObject {
+                origin: Arc::new(origin),
+                object: *object,
+            }),
+            Ok(Decoded::Unknown { api_version, kind }) => diagnostics.push(Diagnostic::warning(
+                origin,
+                format!("{kind} ({api_version}) is not a kind Strait reads; skipped"),
+            )),
+            Err(error) => {
+                let mut diagnostic = Diagnostic::error(origin, error.message);
+                diagnostic.object = error.object;
+                diagnostic.field = error.field;
+                diagnostics.push(diagnostic);
+            }
+        }
+    }
+    (objects, diagnostics)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::Observed;
 use super::observed::ObservedObject;
 use super::render::DesiredObject;
-use crate::discovery::translate::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
+use crate::model::names::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
 
 /// One write the reconciler should make.
 #[derive(Debug, Clone, PartialEq)]

@@ -644,7 +644,7 @@ fn plan_import(
             " No MCS EndpointSlice lists the endpoints of {}: a cluster id longer than {} characters cannot be the value of the {} label.",
             names.join(", "),
             sources::MAX_LABEL_VALUE_LEN,
-            crate::discovery::translate::MCS_SOURCE_CLUSTER_LABEL,
+            crate::model::names::MCS_SOURCE_CLUSTER_LABEL,
         ));
     }
     import.slices = slices;

@@ -15,7 +15,7 @@ pub const DERIVED_SERVICE_ANNOTATION: &str = "multicluster.kubernetes.io/derived
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "strait";
 /// The EndpointSlice controller label of slices Strait writes.
-pub use crate::discovery::translate::{
+pub use crate::model::names::{
     ENDPOINTSLICE_MANAGED_BY_LABEL, IMPORTED_SLICE_MANAGER as ENDPOINTSLICE_MANAGED_BY_VALUE,
 };
 /// Annotations of a per-pod derived Service naming its pod (annotations:

@@ -17,9 +17,9 @@ use super::naming::{
 };
 use super::record::{IMPORT_PORTS_ANNOTATION, decode};
 use crate::discovery::objects::EndpointSlice;
-use crate::discovery::translate::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
 use crate::model::PodRef;
 use crate::model::PortKey;
+use crate::model::names::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
 use crate::model::{ClusterId, Protocol, ServiceKey};
 
 /// One object as the API server holds it.

@@ -18,11 +18,9 @@ use super::naming::{
 use super::record::{self, IMPORT_PORTS_ANNOTATION};
 use super::{ImportPlan, Observed, PlannedImport, PlannedPod, PlannedPort, READY_CONDITION};
 use crate::discovery::export_status::{Wanted, WantedCondition, updated_conditions};
-use crate::discovery::translate::{
-    MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
-};
 use crate::merge::{MergedService, MergedSet};
 use crate::model::PortKey;
+use crate::model::names::{MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL};
 use crate::model::{IpFamily, ServiceKey, ServiceType, SessionAffinity};
 
 /// Annotation holding a digest of what Strait last applied to an object:

@@ -3,8 +3,10 @@
 //! Kubernetes objects, `merge` and `routing` read it.
 
 mod access;
+mod addresses;
 mod endpoints;
 mod ids;
+pub mod names;
 mod pods;
 
 use std::collections::BTreeMap;
@@ -18,6 +20,7 @@ use serde::Serialize;
 pub use access::{
     ALLOWED_CLUSTERS_ANNOTATION, ALLOWED_NETWORKS_ANNOTATION, AccessPolicy, AccessPolicyError,
 };
+pub use addresses::unroutable_endpoint;
 pub use endpoints::{Endpoints, EndpointsBuilder};
 pub use ids::{
     ClusterId, DEFAULT_NETWORK, IdError, MAX_CLUSTER_ID_LEN, NetworkId, Protocol, ServiceKey,

@@ -92,7 +92,7 @@ pub struct InboundGuard {
 /// let a peer reach what is not a pod of an exported service.
 pub fn never_dialled(table: &RouteTable, guard: &InboundGuard, address: &IpAddr) -> Option<String> {
     let address = address.to_canonical();
-    if let Some(class) = crate::discovery::translate::unroutable_endpoint(&address, true) {
+    if let Some(class) = crate::model::unroutable_endpoint(&address, true) {
         return Some(format!("{address} is a {class} address"));
     }
     if let Some((cluster, what)) = table.infrastructure_at(&address) {

@@ -23,9 +23,11 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value};
 
 use super::objects::KubeObject;
-use super::translate::{GATEWAY_LABEL, SourcedObject, labelled_gateway};
+use super::objects::SourcedObject;
+use super::translate::labelled_gateway;
 use crate::diagnostics::Diagnostic;
 use crate::merge::MergedSet;
+use crate::model::names::GATEWAY_LABEL;
 use crate::model::{Cluster, ClusterId, ServiceKey};
 
 /// The condition saying whether the export can be exported at all.

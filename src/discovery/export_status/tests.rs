@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::discovery::files::parse_file;
+use crate::discovery::objects::parse_file;
 use crate::discovery::translate::{TranslateOptions, assemble, translate_cluster};
 use crate::merge::merge;
 
@@ -63,7 +63,7 @@ fn validity_of(cluster: &Translated) -> BTreeMap<ServiceKey, Validity> {
         &cluster.objects.iter().collect::<Vec<_>>(),
         &cluster.cluster,
         &cluster.findings,
-        crate::discovery::translate::GATEWAY_NAMESPACE,
+        crate::model::names::GATEWAY_NAMESPACE,
     )
 }
 

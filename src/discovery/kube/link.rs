@@ -27,7 +27,7 @@ use super::connect::build_client;
 use super::{
     AccessScope, REMOTE_CLUSTER_LABEL, REMOTE_KUBECONFIG_KEY, WATCH_VERBS, WATCHED_RESOURCES,
 };
-use crate::discovery::translate::{ALT_CLUSTER_ID_PROPERTY, CLUSTER_ID_PROPERTY};
+use crate::model::names::{ALT_CLUSTER_ID_PROPERTY, CLUSTER_ID_PROPERTY};
 
 /// The field manager of every write `strait link` makes.
 pub const LINK_FIELD_MANAGER: &str = "strait-link";

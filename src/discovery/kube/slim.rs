@@ -6,7 +6,7 @@
 //! object are gone already: they are dropped as the object arrives
 //! (`arrived`).
 
-use crate::discovery::translate::GATEWAY_LABEL;
+use crate::model::names::GATEWAY_LABEL;
 
 /// The annotation `kubectl apply` keeps a copy of the whole object in.
 pub(super) const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";

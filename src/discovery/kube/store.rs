@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::client::Kind;
 pub(super) use super::stored::{ObjectKey, Stored};
 use crate::discovery::objects::KubeObject;
-use crate::discovery::translate::{ALT_CLUSTER_ID_PROPERTY, CLUSTER_ID_PROPERTY};
+use crate::model::names::{ALT_CLUSTER_ID_PROPERTY, CLUSTER_ID_PROPERTY};
 
 /// One change reported by a kind's watcher.
 #[derive(Debug)]

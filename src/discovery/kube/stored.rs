@@ -10,12 +10,12 @@ use kube::core::ApiResource;
 use super::arrived::Arrived;
 use super::slim::slim;
 use crate::diagnostics::{Diagnostic, Origin};
+use crate::discovery::objects::SourcedObject;
 use crate::discovery::objects::{Decoded, KubeObject, SliceInterner, decode_value};
-use crate::discovery::translate::{
-    GATEWAY_LABEL, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
-    SourcedObject,
-};
 use crate::imports::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use crate::model::names::{
+    GATEWAY_LABEL, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
+};
 
 /// An object's identity within its kind: namespace (empty when
 /// cluster-scoped) and name. Shared: the keys of a namespace's objects
@@ -285,7 +285,7 @@ pub(super) fn decode_adopting(
 mod tests {
     use super::super::slim::LAST_APPLIED;
     use super::*;
-    use crate::discovery::translate::GATEWAY_LABEL;
+    use crate::model::names::GATEWAY_LABEL;
 
     fn arriving_slice(local: bool) -> crate::discovery::objects::EndpointSlice {
         let slice: Arrived = serde_json::from_value(serde_json::json!({

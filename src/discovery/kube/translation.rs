@@ -19,7 +19,8 @@ use super::client::{ClusterSource, Kind};
 use super::store::{Changes, ClusterStore, ObjectKey, ServiceChanges, Stored};
 use crate::diagnostics::Diagnostic;
 use crate::discovery::export_status::{Validity, export_validity};
-use crate::discovery::translate::{SourcedObject, infrastructure, translate_cluster};
+use crate::discovery::objects::SourcedObject;
+use crate::discovery::translate::{infrastructure, translate_cluster};
 use crate::model::{Cluster, InfrastructureAddresses, ServiceKey};
 
 /// Exported service names by namespace.

@@ -16,7 +16,7 @@ use k8s_openapi::api::discovery::v1::EndpointConditions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
-use crate::discovery::translate::{
+use crate::model::names::{
     ENDPOINTSLICE_MANAGED_BY_LABEL, IMPORTED_SLICE_MANAGER, MCS_SERVICE_NAME_LABEL,
     MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
 };

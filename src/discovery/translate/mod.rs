@@ -11,51 +11,20 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::diagnostics::{Diagnostic, Origin};
+use crate::model::names::{
+    ALT_CLUSTER_ID_PROPERTY, CLUSTER_ID_PROPERTY, CLUSTERSET_PROPERTY, GATEWAY_LABEL,
+    GATEWAY_NAMESPACE, MCS_SERVICE_NAME_LABEL, NETWORK_PROPERTY, SERVICE_NAME_LABEL,
+    TUNNEL_PORT_NAME,
+};
+use crate::model::unroutable_endpoint;
 use crate::model::{
     AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, EndpointGroup, EndpointPort,
     EndpointsBuilder, Export, Infrastructure, InfrastructureAddresses, NetworkId, Protocol,
     ServiceKey,
 };
 
+use super::objects::SourcedObject;
 use super::objects::{AddressType, ClusterProperty, EndpointSlice, KubeObject, UnparsedEndpoint};
-
-/// ClusterProperty naming the cluster (KEP-2149).
-pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
-/// The other name KEP-2149 gives the cluster id property (the mcs-api DNS
-/// specification's), read when the first is absent: which one the KEP
-/// settles on is still debated.
-pub const ALT_CLUSTER_ID_PROPERTY: &str = "id.k8s.io";
-/// ClusterProperty naming the cluster set (KEP-2149).
-pub const CLUSTERSET_PROPERTY: &str = "clusterset.k8s.io";
-/// The default ClusterProperty naming the cluster's network.
-pub const NETWORK_PROPERTY: &str = "network.clusterset.k8s.io";
-/// Label marking a cluster's gateway Service: honoured only on a Service in
-/// the gateway namespace, which tenants cannot write to.
-pub const GATEWAY_LABEL: &str = "strait.dev/gateway";
-/// Strait's own namespace by default: where the gateway Service lives.
-pub const GATEWAY_NAMESPACE: &str = "strait-system";
-/// Name of the gateway Service port that peers tunnel to.
-pub const TUNNEL_PORT_NAME: &str = "tunnel";
-/// Label tying an EndpointSlice to its Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-/// Labels of MCS-imported EndpointSlices.
-pub const MCS_SERVICE_NAME_LABEL: &str = "multicluster.kubernetes.io/service-name";
-pub const MCS_SOURCE_CLUSTER_LABEL: &str = "multicluster.kubernetes.io/source-cluster";
-/// The EndpointSlice label naming the controller that manages a slice.
-pub const ENDPOINTSLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
-/// Its value on every slice Strait's import reconciler writes (derived
-/// Services' slices and MCS slices of imported endpoints): never a
-/// cluster's own endpoints.
-pub const IMPORTED_SLICE_MANAGER: &str = "imports.strait.dev";
-
-/// An object and where it was read.
-#[derive(Debug, Clone)]
-pub struct SourcedObject {
-    /// Shared by the objects read from one source (an API server's are
-    /// all of one).
-    pub origin: Arc<Origin>,
-    pub object: KubeObject,
-}
 
 /// Settings that change how objects are read.
 #[derive(Debug, Clone)]
@@ -86,49 +55,6 @@ impl Default for TranslateOptions {
             networks: None,
             allow_loopback_endpoints: false,
         }
-    }
-}
-
-/// The instance metadata and host agent addresses of the major clouds
-/// that are not link-local (169.254.169.254 and the like are refused as
-/// link-local): AWS's IPv6 metadata, Alibaba Cloud's metadata and Azure's
-/// host agent (WireServer). Whoever reaches them may read the node's
-/// credentials.
-const CLOUD_METADATA: [IpAddr; 3] = [
-    IpAddr::V6(std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)),
-    IpAddr::V4(std::net::Ipv4Addr::new(100, 100, 100, 200)),
-    IpAddr::V4(std::net::Ipv4Addr::new(168, 63, 129, 16)),
-];
-
-/// Why an endpoint address can never be a backend, as Kubernetes' own
-/// EndpointSlice validation decides (and, beyond it, the clouds' metadata
-/// addresses); `None` when it can.
-pub fn unroutable_endpoint(address: &IpAddr, allow_loopback: bool) -> Option<&'static str> {
-    // An IPv4-mapped IPv6 address (`::ffff:127.0.0.1`) is judged as the
-    // IPv4 address it stands for: otherwise it would pass for none of these.
-    let address = &address.to_canonical();
-    let link_local = match address {
-        IpAddr::V4(v4) => v4.is_link_local(),
-        IpAddr::V6(v6) => v6.is_unicast_link_local(),
-    };
-    // `::a.b.c.d` (IPv4-compatible, deprecated by RFC 4291) is not routed
-    // as IPv4, but reads as `a.b.c.d` to anyone who forgets that: refused.
-    let ipv4_compatible = matches!(address, IpAddr::V6(v6)
-        if v6.segments()[..6] == [0; 6] && !v6.is_loopback() && !v6.is_unspecified());
-    if address.is_unspecified() {
-        Some("unspecified")
-    } else if CLOUD_METADATA.contains(address) {
-        Some("cloud metadata")
-    } else if ipv4_compatible {
-        Some("deprecated IPv4-compatible")
-    } else if address.is_loopback() && !allow_loopback {
-        Some("loopback")
-    } else if link_local {
-        Some("link-local")
-    } else if address.is_multicast() || matches!(address, IpAddr::V4(v4) if v4.is_broadcast()) {
-        Some("multicast or broadcast")
-    } else {
-        None
     }
 }
 

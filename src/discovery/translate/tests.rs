@@ -5,7 +5,10 @@ use std::net::IpAddr;
 
 use super::*;
 use crate::diagnostics::Diagnostic;
-use crate::discovery::files::parse_file;
+use crate::discovery::objects::parse_file;
+use crate::model::names::{
+    ENDPOINTSLICE_MANAGED_BY_LABEL, IMPORTED_SLICE_MANAGER, MCS_SOURCE_CLUSTER_LABEL,
+};
 use crate::model::{Endpoint, SessionAffinity};
 use crate::model::{GatewayHost, IpFamily, MAX_CLUSTER_ID_LEN, ServicePort, ServiceType};
 
@@ -547,7 +550,11 @@ fn mapped_spellings_are_judged_as_the_ipv4_address_they_stand_for() {
         ("::ffff:10.0.0.1", None),
     ] {
         let address: IpAddr = text.parse().expect("an address");
-        assert_eq!(super::unroutable_endpoint(&address, false), class, "{text}");
+        assert_eq!(
+            crate::model::unroutable_endpoint(&address, false),
+            class,
+            "{text}"
+        );
     }
 }
 

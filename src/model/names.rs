@@ -1,0 +1,33 @@
+//! Well-known names: the ClusterProperties of KEP-2149, the labels of
+//! Kubernetes and the MCS API that Strait reads and writes, and Strait's
+//! own label, namespace and port name. Shared by discovery (which reads
+//! them), the import planner (which writes them) and settings.
+
+/// ClusterProperty naming the cluster (KEP-2149).
+pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
+/// The other name KEP-2149 gives the cluster id property (the mcs-api DNS
+/// specification's), read when the first is absent: which one the KEP
+/// settles on is still debated.
+pub const ALT_CLUSTER_ID_PROPERTY: &str = "id.k8s.io";
+/// ClusterProperty naming the cluster set (KEP-2149).
+pub const CLUSTERSET_PROPERTY: &str = "clusterset.k8s.io";
+/// The default ClusterProperty naming the cluster's network.
+pub const NETWORK_PROPERTY: &str = "network.clusterset.k8s.io";
+/// Label marking a cluster's gateway Service: honoured only on a Service in
+/// the gateway namespace, which tenants cannot write to.
+pub const GATEWAY_LABEL: &str = "strait.dev/gateway";
+/// Strait's own namespace by default: where the gateway Service lives.
+pub const GATEWAY_NAMESPACE: &str = "strait-system";
+/// Name of the gateway Service port that peers tunnel to.
+pub const TUNNEL_PORT_NAME: &str = "tunnel";
+/// Label tying an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Labels of MCS-imported EndpointSlices.
+pub const MCS_SERVICE_NAME_LABEL: &str = "multicluster.kubernetes.io/service-name";
+pub const MCS_SOURCE_CLUSTER_LABEL: &str = "multicluster.kubernetes.io/source-cluster";
+/// The EndpointSlice label naming the controller that manages a slice.
+pub const ENDPOINTSLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+/// Its value on every slice Strait's import reconciler writes (derived
+/// Services' slices and MCS slices of imported endpoints): never a
+/// cluster's own endpoints.
+pub const IMPORTED_SLICE_MANAGER: &str = "imports.strait.dev";
