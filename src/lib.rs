@@ -7,6 +7,7 @@
 //! settings; [`cli`] is the command line.
 
 pub mod admin;
+pub mod backoff;
 pub mod cli;
 pub mod config;
 pub mod diagnostics;

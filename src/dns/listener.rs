@@ -21,9 +21,9 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::message::{Transport, respond};
+use super::counted::answer;
+use super::message::Transport;
 use super::zone::Zone;
-use crate::admin::metrics::DnsTransport;
 use crate::gateway::state::GatewayState;
 
 /// Concurrent TCP clients; one more is closed as soon as it is accepted.
@@ -204,21 +204,4 @@ async fn timed<T>(io: impl Future<Output = io::Result<T>>) -> io::Result<T> {
     tokio::time::timeout(TCP_IO_TIMEOUT, io)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "dns: tcp client too slow"))?
-}
-
-/// Answers one query from the routes current now, and counts it.
-pub(super) fn answer(
-    state: &GatewayState,
-    zone: &Zone,
-    query: &[u8],
-    transport: Transport,
-) -> Option<Vec<u8>> {
-    let routes = state.routes.load();
-    let reply = respond(&routes, zone, query, transport).filter(|r| !r.bytes.is_empty())?;
-    let truncated = reply.truncated.then_some(match transport {
-        Transport::Udp => DnsTransport::Udp,
-        Transport::Tcp => DnsTransport::Tcp,
-    });
-    state.metrics.dns_query(reply.qtype, reply.rcode, truncated);
-    Some(reply.bytes)
 }

@@ -15,6 +15,7 @@
 //! sockets; the wire format is hickory-proto's.
 
 mod answer;
+mod counted;
 mod debug;
 mod listener;
 mod message;

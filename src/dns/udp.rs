@@ -106,7 +106,7 @@ fn serve(socket: &UdpSocket, state: &GatewayState, zone: &Zone, stop: &AtomicBoo
                 continue;
             };
             let query = buffer.get(..*length).unwrap_or_default();
-            if let Some(reply) = super::listener::answer(state, zone, query, Transport::Udp) {
+            if let Some(reply) = super::counted::answer(state, zone, query, Transport::Udp) {
                 replies.push(reply);
                 peers.push(Some(peer));
             }

@@ -8,6 +8,8 @@
 mod config;
 mod generate;
 mod identity;
+#[cfg(test)]
+mod identity_tests;
 mod reload;
 mod revocation;
 mod trust;

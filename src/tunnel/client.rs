@@ -29,6 +29,7 @@ use super::keepalive::keep_alive;
 use super::stream::H2Stream;
 use super::{ERROR_HEADER, TLS_SEND_BUFFER, TunnelSettings};
 use crate::admin::metrics::{Metrics, PoolMetrics};
+use crate::backoff::{Backoff, Retry};
 use crate::model::{ClusterId, GatewayAddress, GatewayHost};
 use crate::proxy::buffer::Chunk;
 use crate::proxy::dial::{DialError, DialOptions, dial};
@@ -104,7 +105,7 @@ struct Peer {
     connections: Mutex<Vec<Arc<PooledConnection>>>,
     /// Held while dialling, so a burst of new streams opens one connection.
     dialing: tokio::sync::Mutex<()>,
-    backoff: Mutex<Backoff>,
+    backoff: Mutex<DialBackoff>,
     metrics: PoolMetrics,
 }
 
@@ -130,9 +131,11 @@ impl Drop for PooledConnection {
     }
 }
 
-#[derive(Debug, Default)]
-struct Backoff {
-    failures: u32,
+/// A peer's dial schedule: after a failed dial, new streams are refused
+/// until `retry_at` rather than each dialling again.
+#[derive(Debug)]
+struct DialBackoff {
+    schedule: Backoff,
     retry_at: Option<Instant>,
 }
 
@@ -258,7 +261,13 @@ impl TunnelPool {
                     label,
                     connections: Mutex::new(Vec::new()),
                     dialing: tokio::sync::Mutex::new(()),
-                    backoff: Mutex::new(Backoff::default()),
+                    backoff: Mutex::new(DialBackoff {
+                        schedule: Backoff::new(Retry {
+                            initial: self.settings.backoff_base,
+                            max: self.settings.backoff_max,
+                        }),
+                        retry_at: None,
+                    }),
                 })
             })
             .clone()
@@ -284,7 +293,10 @@ impl TunnelPool {
         peer.check_backoff()?;
         match self.open(peer, gateway, dial_to, allowed).await {
             Ok(connection) => {
-                *peer.backoff.lock().unwrap_or_else(|e| e.into_inner()) = Backoff::default();
+                let mut backoff = peer.backoff.lock().unwrap_or_else(|e| e.into_inner());
+                backoff.schedule.reset();
+                backoff.retry_at = None;
+                drop(backoff);
                 peer.connections
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -292,7 +304,7 @@ impl TunnelPool {
                 Ok(connection)
             }
             Err(error) => {
-                peer.record_failure(&self.settings);
+                peer.record_failure();
                 Err(error)
             }
         }
@@ -411,14 +423,9 @@ impl Peer {
         }
     }
 
-    fn record_failure(&self, settings: &TunnelSettings) {
+    fn record_failure(&self) {
         let mut backoff = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
-        backoff.failures = backoff.failures.saturating_add(1);
-        let exponent = backoff.failures.saturating_sub(1).min(16);
-        let wait = settings
-            .backoff_base
-            .saturating_mul(1 << exponent)
-            .min(settings.backoff_max);
+        let wait = backoff.schedule.next_delay();
         backoff.retry_at = Some(Instant::now() + wait);
     }
 }

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use std::time::Duration;
 
-use strait::discovery::kube::{KubeOptions, Retry};
+use strait::backoff::Retry;
+use strait::discovery::kube::KubeOptions;
 use strait::discovery::translate::TranslateOptions;
 
 use super::ApiServer;

@@ -18,10 +18,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::client::{ClusterSource, Kind};
-use super::secrets::{RemoteSecret, SecretReport, watch_secrets};
+use super::report::{ClusterReport, HubMessage, RemoteSecret, SecretReport};
+use super::secrets::watch_secrets;
 use super::store::ClusterStore;
 use super::translation::{Exported, Inputs, Translation, translate};
-use super::watch::{ClusterReport, Connect, TaskId, run_cluster};
+use super::watch::{Connect, TaskId, run_cluster};
 use super::{ClusterStatus, KubeOptions, SecretsStatus, SourceSnapshot, SyncState};
 use super::{LocalExports, LocalImports};
 use crate::diagnostics::{Diagnostic, Diagnostics};
@@ -35,17 +36,6 @@ use serde_json::Value;
 
 /// Reports queued between the cluster tasks and the hub.
 const QUEUE: usize = 1024;
-
-/// A message to the hub.
-#[derive(Debug)]
-pub(super) enum HubMessage {
-    Cluster {
-        source: ClusterSource,
-        generation: u64,
-        report: ClusterReport,
-    },
-    Secrets(SecretReport),
-}
 
 /// What the hub starts with.
 pub(super) struct HubStart {

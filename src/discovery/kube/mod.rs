@@ -35,6 +35,7 @@ mod imports;
 mod kubeconfig;
 mod lease;
 pub mod link;
+mod report;
 mod secrets;
 mod slim;
 mod status;
@@ -51,6 +52,7 @@ use serde::Serialize;
 use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 
+use crate::backoff::Retry;
 use crate::config::GatewaySettings;
 use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::discovery::export_status::LocalExport;
@@ -222,22 +224,6 @@ pub const IMPORT_RESOURCES: &[ResourceAccess] = &[
         verbs: &["get", "create", "update"],
     },
 ];
-
-/// How often and how fast a failed watch or discovery is retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retry {
-    pub initial: Duration,
-    pub max: Duration,
-}
-
-impl Default for Retry {
-    fn default() -> Self {
-        Self {
-            initial: Duration::from_millis(500),
-            max: Duration::from_secs(30),
-        }
-    }
-}
 
 /// Everything the Kubernetes source needs.
 #[derive(Debug, Clone)]

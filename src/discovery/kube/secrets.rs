@@ -14,26 +14,9 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
-use super::hub::HubMessage;
-use super::watch::Backoff;
+use super::report::{HubMessage, RemoteSecret, SecretReport};
 use super::{KubeOptions, REMOTE_CLUSTER_LABEL, REMOTE_KUBECONFIG_KEY};
-
-/// One remote-cluster Secret: its name and kubeconfig (or why it has none).
-#[derive(Debug, Clone)]
-pub(super) struct RemoteSecret {
-    pub(super) name: String,
-    pub(super) kubeconfig: Result<String, String>,
-}
-
-/// What the Secret watcher tells the hub.
-#[derive(Debug)]
-pub(super) enum SecretReport {
-    /// A full list: Secrets not in it are gone.
-    Listed(Vec<RemoteSecret>),
-    Applied(RemoteSecret),
-    Deleted(String),
-    Failed(String),
-}
+use crate::backoff::Backoff;
 
 fn remote(secret: Secret) -> RemoteSecret {
     let name = secret.metadata.name.unwrap_or_default();

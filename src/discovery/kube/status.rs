@@ -30,10 +30,10 @@ use super::client::{ClusterSource, Kind};
 use super::hub::Task;
 use super::imports::ImportsReport;
 use super::lease::{Elector, Leadership, LeaseSettings};
-use super::watch::Backoff;
 use super::{
     ImportOptions, LocalExports, POD_NAME_ENV, POD_NAMESPACE_ENV, Retry, SourceSnapshot, SyncState,
 };
+use crate::backoff::Backoff;
 use crate::discovery::export_status::{
     CONFLICT_CONDITION, LocalExport, READY_CONDITION, VALID_CONDITION, updated_conditions, wanted,
 };

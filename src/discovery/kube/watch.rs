@@ -10,7 +10,6 @@
 //! a long outage resyncs from a full list. The served versions are checked
 //! again now and then; when they change the watchers restart.
 
-use std::collections::BTreeMap;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,13 +22,14 @@ use kube::core::ApiResource;
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
+use super::KubeOptions;
 use super::arrived::Arrived;
 use super::client::{ClusterSource, Kind, Resources, discover, yaml_client};
 use super::connect::read_timeout;
-use super::hub::HubMessage;
+use super::report::{ClusterReport, HubMessage};
 use super::store::StoreEvent;
 use super::stored::{decode_adopting, key_of};
-use super::{KubeOptions, Retry};
+use crate::backoff::Backoff;
 use crate::diagnostics::Origin;
 use crate::discovery::objects::SliceInterner;
 
@@ -54,62 +54,11 @@ impl std::fmt::Debug for Connect {
     }
 }
 
-/// What a cluster task tells the hub.
-#[derive(Debug)]
-pub(super) enum ClusterReport {
-    /// The server's APIs are known; watchers start for these kinds.
-    Resources {
-        watched: Vec<Kind>,
-        /// `group/version` in use, by kind name.
-        versions: BTreeMap<String, String>,
-        missing: Vec<Kind>,
-    },
-    Event(Kind, Box<StoreEvent>),
-    /// A kind's watcher failed after its list and resumes from its
-    /// resource version: the kind stays synced.
-    Trouble {
-        kind: Kind,
-        error: String,
-    },
-    /// A kind's watcher failed, or (`kind: None`) the API as a whole.
-    Failed {
-        kind: Option<Kind>,
-        error: String,
-    },
-}
-
 /// The identity of a cluster task's messages.
 #[derive(Debug, Clone)]
 pub(super) struct TaskId {
     pub(super) source: ClusterSource,
     pub(super) generation: u64,
-}
-
-/// Exponential backoff with a little jitter.
-#[derive(Debug)]
-pub(super) struct Backoff {
-    retry: Retry,
-    next: Duration,
-}
-
-impl Backoff {
-    pub(super) fn new(retry: Retry) -> Self {
-        Self {
-            retry,
-            next: retry.initial,
-        }
-    }
-
-    pub(super) fn reset(&mut self) {
-        self.next = self.retry.initial;
-    }
-
-    pub(super) fn next_delay(&mut self) -> Duration {
-        let delay = self.next;
-        self.next = (self.next * 2).min(self.retry.max);
-        // Up to a fifth more, so that many clusters do not retry in step.
-        delay + delay.mul_f64(fastrand::f64() * 0.2)
-    }
 }
 
 struct Reporter {

@@ -1,0 +1,60 @@
+//! What the cluster tasks and the Secret watcher tell the hub: the
+//! messages of the one channel they all send on, apart from the tasks that
+//! send them and the hub that reads them.
+
+use std::collections::BTreeMap;
+
+use super::client::{ClusterSource, Kind};
+use super::store::StoreEvent;
+
+/// A message to the hub.
+#[derive(Debug)]
+pub(super) enum HubMessage {
+    Cluster {
+        source: ClusterSource,
+        generation: u64,
+        report: ClusterReport,
+    },
+    Secrets(SecretReport),
+}
+
+/// What a cluster task tells the hub.
+#[derive(Debug)]
+pub(super) enum ClusterReport {
+    /// The server's APIs are known; watchers start for these kinds.
+    Resources {
+        watched: Vec<Kind>,
+        /// `group/version` in use, by kind name.
+        versions: BTreeMap<String, String>,
+        missing: Vec<Kind>,
+    },
+    Event(Kind, Box<StoreEvent>),
+    /// A kind's watcher failed after its list and resumes from its
+    /// resource version: the kind stays synced.
+    Trouble {
+        kind: Kind,
+        error: String,
+    },
+    /// A kind's watcher failed, or (`kind: None`) the API as a whole.
+    Failed {
+        kind: Option<Kind>,
+        error: String,
+    },
+}
+
+/// One remote-cluster Secret: its name and kubeconfig (or why it has none).
+#[derive(Debug, Clone)]
+pub(super) struct RemoteSecret {
+    pub(super) name: String,
+    pub(super) kubeconfig: Result<String, String>,
+}
+
+/// What the Secret watcher tells the hub.
+#[derive(Debug)]
+pub(super) enum SecretReport {
+    /// A full list: Secrets not in it are gone.
+    Listed(Vec<RemoteSecret>),
+    Applied(RemoteSecret),
+    Deleted(String),
+    Failed(String),
+}
