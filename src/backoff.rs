@@ -76,6 +76,15 @@ impl Backoff {
     }
 }
 
+/// Sleeps until `deadline` (a retry's, or a debounce's), or forever
+/// without one: the idle arm of a task's `select!`.
+pub async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -609,6 +609,7 @@ async fn a_gateway_routes_from_the_api_and_reports_cluster_sync() {
         overrides: DialOverrides::default(),
         tunnel: strait::tunnel::TunnelSettings::default(),
         kube: Some(handle.clone()),
+        controller: None,
     };
     let gateway = Gateway::start(options, listeners)
         .await

@@ -24,12 +24,11 @@ mod kube_api;
 use std::path::Path;
 use std::time::Duration;
 
+use kube_api::fixtures::{Setup, Started};
 use kube_api::fixtures::{export, namespace, populate, service, slice};
 use kube_api::{ApiServer, until};
 use serde_json::{Value, json};
-use strait::discovery::kube::{
-    ExportStatusOptions, ImportOptions, ImportsReport, KubeHandle, KubeOptions,
-};
+use strait::controller::{ExportStatusOptions, ImportOptions, ImportsReport};
 use strait::imports::PortRange;
 use strait::imports::naming::derived_service_name;
 use strait::model::ServiceKey;
@@ -38,10 +37,13 @@ use strait::model::ServiceKey;
 const WAIT: Duration = Duration::from_secs(15);
 const NAMESPACE: &str = "strait-system";
 
-fn options(local: &Path, remotes: &[&Path], identity: &str, range: PortRange) -> KubeOptions {
-    KubeOptions {
+fn options(local: &Path, remotes: &[&Path], identity: &str, range: PortRange) -> Setup {
+    let mut setup = Setup::reading(strait::discovery::kube::KubeOptions {
         remote_secrets: false,
-        // The one Lease elects the writer of export status and of imports.
+        ..kube_api::fixtures::kube_options(local, remotes)
+    });
+    // The one Lease elects the writer of export status and of imports.
+    setup.writes = strait::controller::ControllerOptions {
         export_status: Some(ExportStatusOptions {
             lease_name: "strait-export-status".to_owned(),
             lease_namespace: Some(NAMESPACE.to_owned()),
@@ -57,8 +59,9 @@ fn options(local: &Path, remotes: &[&Path], identity: &str, range: PortRange) ->
             quota: Default::default(),
             adopt_from: None,
         }),
-        ..kube_api::fixtures::kube_options(local, remotes)
-    }
+        ..setup.writes
+    };
+    setup
 }
 
 /// The gateway pods of a cluster: its gateway Service's EndpointSlice.
@@ -109,10 +112,10 @@ impl World {
         }
     }
 
-    async fn gateway(&self, identity: &str, range: PortRange) -> KubeHandle {
+    async fn gateway(&self, identity: &str, range: PortRange) -> Started {
         let local = self.local.write_kubeconfig(self.dir.path(), "local");
         let remote = self.remote.write_kubeconfig(self.dir.path(), "remote");
-        KubeHandle::start(options(&local, &[&remote], identity, range))
+        Started::start(options(&local, &[&remote], identity, range))
             .await
             .expect("the source starts")
     }
@@ -215,7 +218,7 @@ fn ports(import: &Value) -> Vec<(String, u64)> {
 }
 
 async fn report_until(
-    handle: &KubeHandle,
+    handle: &Started,
     what: &str,
     done: impl Fn(&ImportsReport) -> bool,
 ) -> ImportsReport {
@@ -757,8 +760,8 @@ async fn without_manage_imports_nothing_is_written() {
     let local = world.local.write_kubeconfig(world.dir.path(), "local");
     let remote = world.remote.write_kubeconfig(world.dir.path(), "remote");
     let mut options = options(&local, &[&remote], "gw-a", PortRange::default());
-    options.imports = None;
-    let handle = KubeHandle::start(options).await.expect("starts");
+    options.writes.imports = None;
+    let handle = Started::start(options).await.expect("starts");
     assert!(handle.imports().is_none());
     let _ = handle.wait_for(WAIT, |s| s.all_synced()).await;
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -21,12 +21,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube_api::admin::{admin_address, get_until};
+use kube_api::fixtures::{Setup, Started};
 use kube_api::fixtures::{export, populate, service, slice};
 use kube_api::{ApiServer, until};
 use serde_json::{Value, json};
-use strait::discovery::kube::{
-    ExportStatusOptions, ExportStatusReport, KubeHandle, KubeOptions, SourceSnapshot, load_once,
-};
+use strait::controller::{ExportStatusOptions, ExportStatusReport};
+use strait::discovery::kube::{KubeHandle, SourceSnapshot, load_once};
 use strait::model::ServiceKey;
 
 /// Longest wait for one expected change.
@@ -47,11 +47,10 @@ fn status_options(identity: &str, lease_duration: Duration) -> ExportStatusOptio
     }
 }
 
-fn options(local: &Path, remotes: &[&Path], identity: Option<&str>) -> KubeOptions {
-    KubeOptions {
-        export_status: identity.map(|id| status_options(id, Duration::from_secs(1))),
-        ..kube_api::fixtures::kube_options(local, remotes)
-    }
+fn options(local: &Path, remotes: &[&Path], identity: Option<&str>) -> Setup {
+    let mut setup = Setup::reading(kube_api::fixtures::kube_options(local, remotes));
+    setup.writes.export_status = identity.map(|id| status_options(id, Duration::from_secs(1)));
+    setup
 }
 
 // ---- waiting ---------------------------------------------------------------
@@ -79,7 +78,7 @@ async fn conditions_until(
 }
 
 async fn report_until(
-    handle: &KubeHandle,
+    handle: &Started,
     what: &str,
     done: impl Fn(&ExportStatusReport) -> bool,
 ) -> ExportStatusReport {
@@ -197,7 +196,7 @@ async fn two_conflicting_clusters() -> (ApiServer, ApiServer) {
 async fn a_conflict_is_written_then_cleared_when_the_conflicting_export_goes() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (local, remote) = two_conflicting_clusters().await;
-    let handle = KubeHandle::start(options(
+    let handle = Started::start(options(
         &local.write_kubeconfig(dir.path(), "local"),
         &[&remote.write_kubeconfig(dir.path(), "remote")],
         Some("gw-a"),
@@ -311,7 +310,7 @@ async fn an_external_name_service_is_not_valid_until_it_changes_type() {
     local.apply(external_name("db"));
     local.apply(export("db", "v1beta1"));
     local.apply(export("ghost", "v1beta1"));
-    let _handle = KubeHandle::start(options(
+    let _handle = Started::start(options(
         &local.write_kubeconfig(dir.path(), "local"),
         &[],
         Some("gw-a"),
@@ -370,8 +369,8 @@ async fn an_external_name_service_is_not_valid_until_it_changes_type() {
 
 /// Two gateways of one cluster: the leader and the other.
 struct Pair {
-    leader: KubeHandle,
-    follower: KubeHandle,
+    leader: Started,
+    follower: Started,
     leader_id: String,
     follower_id: String,
 }
@@ -380,8 +379,8 @@ async fn two_gateways(local: &ApiServer, dir: &Path, lease_duration: Duration) -
     let kubeconfig = local.write_kubeconfig(dir, "local");
     let start = |id: &'static str| {
         let mut options = options(&kubeconfig, &[], Some(id));
-        options.export_status = Some(status_options(id, lease_duration));
-        KubeHandle::start(options)
+        options.writes.export_status = Some(status_options(id, lease_duration));
+        Started::start(options)
     };
     let a = start("gw-a").await.expect("gateway a starts");
     let b = start("gw-b").await.expect("gateway b starts");
@@ -525,7 +524,7 @@ async fn without_export_status_nothing_is_written() {
     let (local, remote) = two_conflicting_clusters().await;
     let kubeconfig = local.write_kubeconfig(dir.path(), "local");
     let remote_kubeconfig = remote.write_kubeconfig(dir.path(), "remote");
-    let handle = KubeHandle::start(options(&kubeconfig, &[&remote_kubeconfig], None))
+    let handle = Started::start(options(&kubeconfig, &[&remote_kubeconfig], None))
         .await
         .expect("source starts");
     assert!(handle.export_status().is_none());
@@ -541,10 +540,10 @@ async fn without_export_status_nothing_is_written() {
     );
 
     // A one-shot read never writes, even when asked to.
-    let loaded = load_once(
-        options(&kubeconfig, &[&remote_kubeconfig], Some("check")),
-        WAIT,
-    )
+    let setup = options(&kubeconfig, &[&remote_kubeconfig], Some("check"));
+    let mut reads = setup.reads;
+    setup.writes.request_inputs(&mut reads);
+    let loaded = load_once(reads, WAIT)
     .await
     .expect("the set loads");
     assert_eq!(loaded.local.as_deref(), Some("c1"));
@@ -739,7 +738,7 @@ async fn another_controllers_condition_survives_strait_writes() {
         .await
         .expect("the other controller's apply");
 
-    let handle = KubeHandle::start(options(
+    let handle = Started::start(options(
         &local_config,
         &[&remote.write_kubeconfig(dir.path(), "remote")],
         Some("gw-a"),

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use strait::discovery::objects::EndpointSlice;
+use strait::discovery::observed::{Observed, ObservedObject};
 use strait::imports::diff::{Change, changes};
 use strait::imports::render::{DesiredObject, Owners, desired_objects};
-use strait::imports::{ImportPlan, Observed, ObservedObject, PlanInputs, PortRange, plan};
+use strait::imports::{ImportPlan, PlanInputs, PortRange, plan};
 use strait::merge::{self, MergedSet};
 use strait::model::{
     Cluster, ClusterId, ClusterService, ClusterSet, Endpoint, EndpointGroup, EndpointPort, Export,

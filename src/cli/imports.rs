@@ -9,8 +9,9 @@ use clap::ValueEnum;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::discovery::objects::{CRD_VERSIONS, MCS_GROUP};
+use crate::discovery::observed::Observed;
 use crate::imports::render::{Owners, as_list, desired_objects};
-use crate::imports::{Observed, PlanInputs, plan, remote_pods, source_backends};
+use crate::imports::{PlanInputs, plan, remote_pods, source_backends};
 use crate::model::ClusterId;
 use crate::routing::RouteTable;
 

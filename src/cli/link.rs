@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use super::{Refused, emit, runtime};
-use crate::discovery::kube::link::{self, LinkOptions};
+use crate::controller::link::{self, LinkOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct LinkArgs {

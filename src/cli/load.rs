@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::config::GatewaySettings;
 use crate::diagnostics::Diagnostic;
 use crate::discovery::files::{LoadError, load_clusters, load_usable};
-use crate::discovery::kube::{KubeLoadError, KubeOptions, load_once};
+use crate::discovery::kube::{KubeLoadError, load_once};
 use crate::merge::{MergedSet, merge};
 use crate::model::ClusterSet;
 
@@ -56,7 +56,7 @@ pub(super) struct Loaded {
     /// The local cluster's id, when read from the API servers.
     pub local: Option<String>,
     /// What the local cluster holds for its imports, when read from the API servers.
-    pub observed: Option<crate::imports::Observed>,
+    pub observed: Option<crate::discovery::observed::Observed>,
     /// The ServiceImport version the local API server offers.
     pub import_api_version: Option<String>,
 }
@@ -83,7 +83,7 @@ pub(super) fn load_as(source: &SourceArgs, strictness: Strictness) -> Result<Loa
     let settings = source.settings()?;
     let mut imports = None;
     let (loaded, label, local) = if source.uses_kube(&settings) {
-        let options = KubeOptions::from_settings(&settings);
+        let options = settings.kube_options();
         let runtime = super::runtime()?;
         let loaded = runtime
             .block_on(load_once(options, source.kube_timeout))

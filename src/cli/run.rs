@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::discovery::kube::{KubeHandle, KubeOptions};
+use std::sync::Arc;
+
+use crate::controller::Controller;
+use crate::discovery::kube::KubeHandle;
 use crate::gateway::{Gateway, GatewayOptions, Listeners};
 
 use super::Refused;
@@ -109,6 +112,7 @@ pub(super) fn options(args: &RunArgs) -> Result<GatewayOptions, Refused> {
         dial_source: None,
         overrides: Default::default(),
         kube: None,
+        controller: None,
     })
 }
 
@@ -116,9 +120,15 @@ pub(super) fn options(args: &RunArgs) -> Result<GatewayOptions, Refused> {
 /// every cluster to sync or fail once; the gateway then starts with what
 /// is known, and clusters that come later are added by reloads.
 async fn start_kube(args: &RunArgs, options: &mut GatewayOptions) -> Result<(), Refused> {
-    let handle = KubeHandle::start(KubeOptions::from_settings(&options.settings))
+    let writes = options.settings.controller_options();
+    let mut reads = options.settings.kube_options();
+    writes.request_inputs(&mut reads);
+    let handle = KubeHandle::start(reads)
         .await
         .map_err(|e| Refused(e.to_string()))?;
+    // The controller follows the source's snapshots from the first one; it
+    // writes nothing before every cluster has synced or failed once.
+    options.controller = Controller::start(writes, &handle).map(Arc::new);
     let snapshot = handle
         .wait_for(args.source.kube_timeout, |s| s.all_synced())
         .await;
@@ -147,7 +157,7 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Refused> {
         let listeners = Listeners::bind(&options.settings)
             .await
             .map_err(|e| Refused(e.to_string()))?;
-        let kube = options.kube.clone();
+        let controller = options.controller.clone();
         let gateway = Gateway::start(options, listeners)
             .await
             .map_err(|e| Refused(e.to_string()))?;
@@ -155,8 +165,8 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Refused> {
         tracing::info!("shutting down");
         // Hand the export status Lease over first: another replica writes
         // while this one drains.
-        if let Some(kube) = &kube {
-            kube.release_leadership(LEASE_RELEASE_TIMEOUT).await;
+        if let Some(controller) = &controller {
+            controller.release_leadership(LEASE_RELEASE_TIMEOUT).await;
         }
         gateway.shutdown(args.drain_timeout).await;
         Ok(())

@@ -18,7 +18,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::backoff::Retry;
+use crate::controller::{ControllerOptions, ExportStatusOptions, ImportOptions};
 use crate::diagnostics::{Diagnostic, Origin};
+use crate::discovery::kube::KubeOptions;
 use crate::discovery::translate::TranslateOptions;
 use crate::model::names::{GATEWAY_NAMESPACE, NETWORK_PROPERTY};
 use crate::model::{ClusterId, NetworkId, check_dns_subdomain};
@@ -297,6 +300,41 @@ impl Default for KubeSettings {
             write_export_status: false,
             manage_imports: false,
             adopt_imports: None,
+        }
+    }
+}
+
+impl GatewaySettings {
+    /// The Kubernetes source's options `gateway.yaml` describes; what the
+    /// controller reads on top is asked for by
+    /// [`ControllerOptions::request_inputs`].
+    pub fn kube_options(&self) -> KubeOptions {
+        KubeOptions {
+            remote_kubeconfigs: self.kube.kubeconfigs.clone(),
+            remote_secret_namespace: self.kube.remote_secret_namespace.clone(),
+            translate: self.translate_options(),
+            stale_after: self.kube.stale_after,
+            debounce: self.tuning.reload_debounce,
+            ..KubeOptions::default()
+        }
+    }
+
+    /// What the controller writes, as `gateway.yaml` (and
+    /// `--write-export-status`) ask.
+    pub fn controller_options(&self) -> ControllerOptions {
+        ControllerOptions {
+            export_status: self
+                .kube
+                .write_export_status
+                .then(ExportStatusOptions::default),
+            imports: self.kube.manage_imports.then_some(ImportOptions {
+                range: self.imports.port_range,
+                release_grace: self.imports.release_grace,
+                max_headless_endpoints: self.dns.max_headless_endpoints,
+                quota: self.imports.namespace_quota.into(),
+                adopt_from: self.kube.adopt_imports.clone(),
+            }),
+            retry: Retry::default(),
         }
     }
 }

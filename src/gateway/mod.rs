@@ -21,8 +21,8 @@ use tokio_util::task::TaskTracker;
 use crate::admin::metrics::Metrics;
 use crate::admin::{AdminState, serve as serve_admin};
 use crate::config::GatewaySettings;
+use crate::discovery::observed::Observed;
 use crate::dns::DnsSockets;
-use crate::imports::Observed;
 use crate::proxy::dial::DialOptions;
 use crate::routing::RouteTable;
 use crate::routing::balancer::{Chooser, OutlierPolicy};
@@ -69,6 +69,8 @@ pub struct GatewayOptions {
     pub tunnel: TunnelSettings,
     /// Routes come from this Kubernetes source instead of `config_dir`.
     pub kube: Option<crate::discovery::kube::KubeHandle>,
+    /// The controller writing to the local cluster, when it runs.
+    pub controller: Option<Arc<crate::controller::Controller>>,
 }
 
 /// The gateway's bound sockets.

@@ -21,10 +21,9 @@ use super::state::GatewayState;
 use super::{GatewayError, GatewayOptions, Routes, load_routes_reusing};
 use crate::admin::JsonView;
 use crate::admin::metrics::{Metrics, ReloadKind, ReloadResult};
+use crate::controller::{ExportStatusReport, ImportsReport};
 use crate::diagnostics::Diagnostic;
-use crate::discovery::kube::{
-    ExportStatusReport, ImportsReport, KubeHandle, SourceSnapshot, SyncState,
-};
+use crate::discovery::kube::{KubeHandle, SourceSnapshot, SyncState};
 use crate::routing::RouteTable;
 use crate::routing::balancer::BackendId;
 
@@ -242,7 +241,7 @@ pub(super) fn clusters_view(
 /// the service port behind each, and with the Kubernetes source the import
 /// reconciler's plan (every import with its VIPs, ports and state).
 pub(super) fn imports_view(options: &GatewayOptions, state: Arc<GatewayState>) -> JsonView {
-    let reports = options.kube.as_ref().and_then(KubeHandle::imports);
+    let reports = options.controller.as_ref().and_then(|c| c.imports());
     Arc::new(move || {
         let table = state.routes.load();
         let mut listening: Vec<(u16, String)> = table
@@ -278,8 +277,8 @@ fn spawn_kube(
             snapshot.set_revision
         };
         // The export status writer's leadership and writes, when it runs.
-        let mut status = kube.export_status();
-        let mut imports = kube.imports();
+        let mut status = options.controller.as_ref().and_then(|c| c.export_status());
+        let mut imports = options.controller.as_ref().and_then(|c| c.imports());
         loop {
             tokio::select! {
                 changed = snapshots.changed() => if changed.is_err() { return },

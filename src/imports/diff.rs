@@ -9,9 +9,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::Observed;
-use super::observed::ObservedObject;
 use super::render::DesiredObject;
+use crate::discovery::observed::{Observed, ObservedObject};
 use crate::model::names::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
 
 /// One write the reconciler should make.

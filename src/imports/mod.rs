@@ -30,10 +30,8 @@
 
 pub mod diff;
 pub mod naming;
-pub mod observed;
 pub mod pods;
 pub mod ports;
-pub mod record;
 pub mod render;
 pub mod sources;
 
@@ -43,9 +41,9 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::Serialize;
 
+use crate::discovery::observed::Observed;
 use crate::merge::{MergedPort, MergedService, MergedSet};
 use crate::model::{ClusterId, IpFamily, PodRef, PortKey, Protocol, ServiceKey, ServiceType};
-pub use observed::{GatewayEndpoint, Observed, ObservedObject};
 pub use pods::{PodAddresses, RemotePods, remote_pods};
 pub use ports::{
     Allocation, PortRange, PortRangeError, Released, ReleasedPorts, recorded_allocation,

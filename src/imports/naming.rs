@@ -8,20 +8,14 @@ use data_encoding::BASE32HEX_NOPAD;
 use crate::model::PodRef;
 use crate::model::ServiceKey;
 
-/// Annotation on a ServiceImport naming its derived Service (mcs-api).
-pub const DERIVED_SERVICE_ANNOTATION: &str = "multicluster.kubernetes.io/derived-service";
-/// Label marking every object Strait's import reconciler created: what it
-/// deletes when the last export goes, and nothing else.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY_VALUE: &str = "strait";
+pub use crate::model::names::{
+    DERIVED_SERVICE_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION,
+    POD_CLUSTER_ANNOTATION,
+};
 /// The EndpointSlice controller label of slices Strait writes.
 pub use crate::model::names::{
     ENDPOINTSLICE_MANAGED_BY_LABEL, IMPORTED_SLICE_MANAGER as ENDPOINTSLICE_MANAGED_BY_VALUE,
 };
-/// Annotations of a per-pod derived Service naming its pod (annotations:
-/// a cluster id may be longer than a label value may be).
-pub const POD_CLUSTER_ANNOTATION: &str = "strait.dev/pod-cluster";
-pub const POD_ANNOTATION: &str = "strait.dev/pod";
 /// The field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "strait";
 

@@ -15,11 +15,13 @@ use super::naming::{
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION, POD_CLUSTER_ANNOTATION, gateway_slice_name,
     mcs_slice_name,
 };
-use super::record::{self, IMPORT_PORTS_ANNOTATION};
-use super::{ImportPlan, Observed, PlannedImport, PlannedPod, PlannedPort, READY_CONDITION};
-use crate::discovery::export_status::{Wanted, WantedCondition, updated_conditions};
+use super::{ImportPlan, PlannedImport, PlannedPod, PlannedPort, READY_CONDITION};
+use crate::discovery::observed::Observed;
+use crate::export_status::{Wanted, WantedCondition, updated_conditions};
 use crate::merge::{MergedService, MergedSet};
 use crate::model::PortKey;
+use crate::model::import_record as record;
+use crate::model::names::IMPORT_PORTS_ANNOTATION;
 use crate::model::names::{MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL};
 use crate::model::{IpFamily, ServiceKey, ServiceType, SessionAffinity};
 

@@ -27,7 +27,8 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use super::{Observed, PlannedImport};
+use super::PlannedImport;
+use crate::discovery::observed::Observed;
 use crate::merge::{BackendState, MergedService};
 use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType};
 use crate::routing::{Path, RouteTable};

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::diff::{Change, changes};
 use super::render::{DesiredObject, Owners, desired_objects};
 use super::*;
+use crate::discovery::observed::ObservedObject;
 use crate::merge::merge;
 use crate::model::{ClusterService, ClusterSet, SessionAffinity};
 use crate::testing::{ServiceBuilder, cluster_set};

@@ -6,6 +6,7 @@ mod access;
 mod addresses;
 mod endpoints;
 mod ids;
+pub mod import_record;
 pub mod names;
 mod pods;
 

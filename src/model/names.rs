@@ -31,3 +31,16 @@ pub const ENDPOINTSLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/ma
 /// Services' slices and MCS slices of imported endpoints): never a
 /// cluster's own endpoints.
 pub const IMPORTED_SLICE_MANAGER: &str = "imports.strait.dev";
+
+/// Annotation on a ServiceImport naming its derived Service (mcs-api).
+pub const DERIVED_SERVICE_ANNOTATION: &str = "multicluster.kubernetes.io/derived-service";
+/// Label marking every object Strait's import reconciler created: what it
+/// deletes when the last export goes, and nothing else.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY_VALUE: &str = "strait";
+/// Annotations of a per-pod derived Service naming its pod (annotations:
+/// a cluster id may be longer than a label value may be).
+pub const POD_CLUSTER_ANNOTATION: &str = "strait.dev/pod-cluster";
+pub const POD_ANNOTATION: &str = "strait.dev/pod";
+/// The ServiceImport annotation holding its service's import ports.
+pub const IMPORT_PORTS_ANNOTATION: &str = "strait.dev/import-ports";

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 use serde_json::Value;
-use strait::discovery::export_status::MAX_MESSAGE_BYTES;
 use strait::discovery::objects::{ClusterProperty, MCS_GROUP, ServiceExport, ServiceImport};
+use strait::export_status::MAX_MESSAGE_BYTES;
 
 use crate::checks_rbac::kube_source_access;
 use crate::manifests::{CRDS_DIR, deploy_dir, manifests, schema_items, schema_property};
@@ -381,7 +381,7 @@ fn crds_are_upstreams_definitions() {
                     assert_eq!(
                         message,
                         i64::try_from(MAX_MESSAGE_BYTES).ok(),
-                        "{at}: MAX_MESSAGE_BYTES (src/discovery/export_status) should be the CRD's longest condition message"
+                        "{at}: MAX_MESSAGE_BYTES (src/export_status) should be the CRD's longest condition message"
                     );
                 }
                 "ServiceImport" => {

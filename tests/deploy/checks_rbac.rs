@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::rbac::v1::{PolicyRule, Subject};
+use strait::controller::{IMPORT_RESOURCES, WRITTEN_RESOURCES};
 use strait::discovery::kube::{
-    AccessScope, IMPORT_RESOURCES, POD_NAME_ENV, POD_NAMESPACE_ENV, ResourceAccess,
-    WATCHED_RESOURCES, WRITTEN_RESOURCES,
+    AccessScope, POD_NAME_ENV, POD_NAMESPACE_ENV, ResourceAccess, WATCHED_RESOURCES,
 };
 
 use crate::gateway::{Gateway, gateway};

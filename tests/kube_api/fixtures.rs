@@ -7,10 +7,12 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::{Value, json};
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use strait::backoff::Retry;
-use strait::discovery::kube::KubeOptions;
+use strait::controller::{Controller, ControllerOptions, ExportStatusReport, ImportsReport};
+use strait::discovery::kube::{KubeError, KubeHandle, KubeOptions};
 use strait::discovery::translate::TranslateOptions;
 
 use super::ApiServer;
@@ -126,7 +128,72 @@ pub fn kube_options(local: &std::path::Path, remotes: &[&std::path::Path]) -> Ku
         // the tests of outages ridden out set their own.
         outage_grace: Duration::from_secs(1),
         rediscover_every: Duration::from_secs(30),
-        export_status: None,
-        imports: None,
+        local_exports: false,
+        adopt_from: None,
+    }
+}
+
+/// What a test starts, as `strait run` does: a source (`reads`) and the
+/// controller that follows it (`writes`, nothing by default).
+pub struct Setup {
+    pub reads: KubeOptions,
+    pub writes: ControllerOptions,
+}
+
+impl Setup {
+    pub fn reading(reads: KubeOptions) -> Self {
+        Self {
+            reads,
+            writes: ControllerOptions {
+                retry: reads_retry(),
+                ..ControllerOptions::default()
+            },
+        }
+    }
+}
+
+fn reads_retry() -> Retry {
+    kube_options(std::path::Path::new(""), &[]).retry
+}
+
+/// A started source and, when the setup writes, its controller. Derefs
+/// to the source's handle.
+#[derive(Clone)]
+pub struct Started {
+    pub source: KubeHandle,
+    pub controller: Option<Arc<Controller>>,
+}
+
+impl Started {
+    /// Starts the source with what the controller reads, then the
+    /// controller, as `strait run` wires them.
+    pub async fn start(setup: Setup) -> Result<Self, KubeError> {
+        let Setup { mut reads, writes } = setup;
+        writes.request_inputs(&mut reads);
+        let source = KubeHandle::start(reads).await?;
+        let controller = Controller::start(writes, &source).map(Arc::new);
+        Ok(Self { source, controller })
+    }
+
+    pub fn export_status(&self) -> Option<tokio::sync::watch::Receiver<ExportStatusReport>> {
+        self.controller.as_ref()?.export_status()
+    }
+
+    pub fn imports(&self) -> Option<tokio::sync::watch::Receiver<ImportsReport>> {
+        self.controller.as_ref()?.imports()
+    }
+
+    pub async fn release_leadership(&self, timeout: Duration) {
+        if let Some(controller) = &self.controller {
+            controller.release_leadership(timeout).await;
+        }
+    }
+}
+
+impl std::ops::Deref for Started {
+    type Target = KubeHandle;
+
+    fn deref(&self) -> &KubeHandle {
+        &self.source
     }
 }

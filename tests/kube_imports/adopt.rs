@@ -100,14 +100,14 @@ async fn previous_implementation(world: &World) -> String {
     vip
 }
 
-async fn gateway_adopting(world: &World, adopt_from: Option<&str>) -> KubeHandle {
+async fn gateway_adopting(world: &World, adopt_from: Option<&str>) -> Started {
     let local = world.local.write_kubeconfig(world.dir.path(), "local");
     let remote = world.remote.write_kubeconfig(world.dir.path(), "remote");
     let mut options = options(&local, &[&remote], "gw-a", PortRange::default());
-    if let Some(imports) = options.imports.as_mut() {
+    if let Some(imports) = options.writes.imports.as_mut() {
         imports.adopt_from = adopt_from.map(str::to_owned);
     }
-    KubeHandle::start(options).await.expect("the source starts")
+    Started::start(options).await.expect("the source starts")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

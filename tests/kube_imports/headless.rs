@@ -65,23 +65,23 @@ const REMOTE: [(&str, &str); 3] = [
 
 /// The parent's world (c1 on net-a, c2 on net-b) with `db/pg` exported by
 /// both: three pods in c2, one in c1; a gateway capped at [`CAP`] pods.
-async fn start() -> (World, KubeHandle) {
+async fn start() -> (World, Started) {
     start_in(PortRange::default()).await
 }
 
 /// As [`start`], with the import ports taken from `range`.
-async fn start_in(range: PortRange) -> (World, KubeHandle) {
+async fn start_in(range: PortRange) -> (World, Started) {
     let world = World::new().await;
     export_pg(&world.remote, "v1alpha1", &REMOTE);
     export_pg(&world.local, "v1beta1", &[("pg-local", "10.1.0.9")]);
     let local = world.local.write_kubeconfig(world.dir.path(), "local");
     let remote = world.remote.write_kubeconfig(world.dir.path(), "remote");
     let mut options = options(&local, &[&remote], "gw-a", range);
-    options.imports = options.imports.map(|imports| ImportOptions {
+    options.writes.imports = options.writes.imports.map(|imports| ImportOptions {
         max_headless_endpoints: CAP,
         ..imports
     });
-    let handle = KubeHandle::start(options).await.expect("the source starts");
+    let handle = Started::start(options).await.expect("the source starts");
     (world, handle)
 }
 

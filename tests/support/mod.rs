@@ -487,6 +487,7 @@ pub async fn start_gateway_tuned(
         overrides: DialOverrides::default(),
         tunnel,
         kube: None,
+        controller: None,
     };
     Gateway::start(options, listeners)
         .await
@@ -512,6 +513,7 @@ pub async fn start_kube_gateway(
         overrides: DialOverrides::default(),
         tunnel: TunnelSettings::default(),
         kube: Some(kube),
+        controller: None,
     };
     Gateway::start(options, listeners)
         .await

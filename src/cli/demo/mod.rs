@@ -151,6 +151,7 @@ async fn demo(args: &DemoArgs) -> Result<(), Refused> {
             overrides: gateway_overrides,
             tunnel: TunnelSettings::default(),
             kube: None,
+            controller: None,
         };
         gateways.push(
             Gateway::start(options, bound)

@@ -47,7 +47,7 @@ impl fmt::Display for ClusterSource {
 }
 
 /// The local cluster's client: from `path`, else inferred as kubectl does.
-pub(super) async fn local_client(
+pub(crate) async fn local_client(
     path: Option<&Path>,
     watch_timeout: Duration,
 ) -> Result<Client, KubeError> {
@@ -122,7 +122,7 @@ async fn kubeconfig_client(
 
 /// A kind Strait watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(super) enum Kind {
+pub(crate) enum Kind {
     ClusterProperty,
     ServiceExport,
     ServiceImport,
@@ -131,7 +131,7 @@ pub(super) enum Kind {
 }
 
 impl Kind {
-    pub(super) const ALL: [Kind; 5] = [
+    pub(crate) const ALL: [Kind; 5] = [
         Kind::ClusterProperty,
         Kind::ServiceExport,
         Kind::ServiceImport,
@@ -139,7 +139,7 @@ impl Kind {
         Kind::EndpointSlice,
     ];
 
-    pub(super) fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::ClusterProperty => "ClusterProperty",
             Kind::ServiceExport => "ServiceExport",
@@ -150,7 +150,7 @@ impl Kind {
     }
 
     /// The resource (plural) name the watcher lists and watches.
-    pub(super) fn resource(self) -> &'static str {
+    pub(crate) fn resource(self) -> &'static str {
         match self {
             Kind::ClusterProperty => "clusterproperties",
             Kind::ServiceExport => "serviceexports",
@@ -160,7 +160,7 @@ impl Kind {
         }
     }
 
-    pub(super) fn group(self) -> &'static str {
+    pub(crate) fn group(self) -> &'static str {
         match self {
             Kind::ClusterProperty => ABOUT_GROUP,
             Kind::ServiceExport | Kind::ServiceImport => MCS_GROUP,
@@ -177,16 +177,16 @@ impl Kind {
 
 /// The resource to watch for each kind the server offers.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct Resources {
-    pub(super) served: Vec<(Kind, ApiResource)>,
+pub(crate) struct Resources {
+    pub(crate) served: Vec<(Kind, ApiResource)>,
     /// Kinds the server does not offer in any version Strait reads.
-    pub(super) missing: Vec<Kind>,
+    pub(crate) missing: Vec<Kind>,
 }
 
 /// Asks the server which versions of the CRDs it serves and picks, per
 /// kind, the first of `v1beta1`, `v1alpha1` that offers it. Service and
 /// EndpointSlice are core APIs and always `v1`.
-pub(super) async fn discover(client: &Client, source: &ClusterSource) -> kube::Result<Resources> {
+pub(crate) async fn discover(client: &Client, source: &ClusterSource) -> kube::Result<Resources> {
     let discovery = Discovery::new(client.clone())
         .filter(&[ABOUT_GROUP, MCS_GROUP])
         .run()

@@ -52,7 +52,7 @@ pub(super) fn read_timeout(watch_timeout: Duration) -> Duration {
 }
 
 /// A client for `config` on Strait's HTTP stack.
-pub(super) fn build_client(
+pub(crate) fn build_client(
     mut config: kube::Config,
     watch_timeout: Duration,
 ) -> Result<Client, kube::Error> {

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use kube::Client;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::client::{ClusterSource, Kind};
 use super::report::{ClusterReport, HubMessage, RemoteSecret, SecretReport};
@@ -25,11 +25,12 @@ use super::translation::{Exported, Inputs, Translation, translate};
 use super::watch::{Connect, TaskId, run_cluster};
 use super::{ClusterStatus, KubeOptions, SecretsStatus, SourceSnapshot, SyncState};
 use super::{LocalExports, LocalImports};
+use crate::backoff::sleep_until;
 use crate::diagnostics::{Diagnostic, Diagnostics};
-use crate::discovery::export_status::{LocalExport, Validity};
+use crate::discovery::export_validity::{LocalExport, Validity};
 use crate::discovery::objects::KubeObject;
+use crate::discovery::observed::{Observed, ObservedObject};
 use crate::discovery::translate::assemble;
-use crate::imports::{Observed, ObservedObject};
 use crate::merge::{MergedSet, merge_reusing};
 use crate::model::{ClusterSet, ServiceKey};
 use serde_json::Value;
@@ -64,15 +65,6 @@ pub(super) fn empty_snapshot() -> SourceSnapshot {
     }
 }
 
-/// Aborts a task when dropped.
-pub(super) struct Task(pub(super) JoinHandle<()>);
-
-impl Drop for Task {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 fn now_text() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
 }
@@ -80,7 +72,7 @@ fn now_text() -> String {
 struct Entry {
     generation: u64,
     connect: Connect,
-    _task: Task,
+    _task: AbortOnDropHandle<()>,
     store: ClusterStore,
     state: SyncState,
     since: Instant,
@@ -191,7 +183,7 @@ struct SecretsState {
     namespace: String,
     listed: bool,
     error: Option<String>,
-    _task: Task,
+    _task: AbortOnDropHandle<()>,
 }
 
 struct Hub {
@@ -264,7 +256,7 @@ pub(super) async fn run(start: HubStart) {
             namespace: start.secret_namespace,
             listed: false,
             error: None,
-            _task: Task(task),
+            _task: AbortOnDropHandle::new(task),
         });
     }
     hub.add(ClusterSource::Local, Connect::Client(start.local));
@@ -314,14 +306,6 @@ fn next_publication(published: Option<Instant>, debounce: std::time::Duration) -
     published.map_or(now, |published| (published + debounce).max(now))
 }
 
-/// Sleeps until `deadline`, or forever without one.
-pub(super) async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
-}
-
 impl Hub {
     fn add(&mut self, source: ClusterSource, connect: Connect) {
         let entry = self.connect(&source, connect);
@@ -344,7 +328,7 @@ impl Hub {
         Entry {
             generation,
             connect,
-            _task: Task(task),
+            _task: AbortOnDropHandle::new(task),
             store: ClusterStore::default(),
             state: SyncState::Connecting,
             since: Instant::now(),

@@ -25,7 +25,7 @@ fn refuse(field: String, reason: &'static str) -> Result<(), UnsafeKubeconfig> {
 /// Checks every cluster and user of a Secret's kubeconfig, not only the
 /// current context's: a later edit of `current-context` alone must not
 /// bring an unchecked entry into use.
-pub(super) fn check_secret_kubeconfig(kubeconfig: &Kubeconfig) -> Result<(), UnsafeKubeconfig> {
+pub(crate) fn check_secret_kubeconfig(kubeconfig: &Kubeconfig) -> Result<(), UnsafeKubeconfig> {
     for (index, named) in kubeconfig.clusters.iter().enumerate() {
         let at = |field: &str| format!("clusters[{index}].cluster.{field}");
         let Some(cluster) = &named.cluster else {

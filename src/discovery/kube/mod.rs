@@ -18,27 +18,21 @@
 //! | `watch` | the per-cluster task and its per-kind watchers |
 //! | `secrets` | the remote-cluster Secrets of the local cluster |
 //! | `hub` | all clusters, debouncing, TTL, translation into snapshots |
-//! | `lease` | leader election on a `coordination.k8s.io` Lease |
-//! | `link` | `strait link`/`unlink`: a remote cluster's reader and its Secret |
-//! | `status` | writing `Valid` and `Conflict` on the local ServiceExports |
+//! | `report` | what the cluster tasks and the Secret watcher tell the hub |
 //!
-//! With export status on (`--write-export-status`), one replica at a time,
-//! the holder of a Lease in the gateway's namespace, writes the conditions
-//! that `discovery::export_status` derives from each snapshot.
+//! This module only reads: what Strait writes to the local cluster (export
+//! status, imports, the Lease, `strait link`) is the [`crate::controller`]'s,
+//! which follows these snapshots.
 
 mod arrived;
 mod bounded;
-mod client;
-mod connect;
+pub(crate) mod client;
+pub(crate) mod connect;
 mod hub;
-mod imports;
-mod kubeconfig;
-mod lease;
-pub mod link;
+pub(crate) mod kubeconfig;
 mod report;
 mod secrets;
 mod slim;
-mod status;
 mod store;
 mod stored;
 mod translation;
@@ -53,9 +47,8 @@ use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 
 use crate::backoff::Retry;
-use crate::config::GatewaySettings;
 use crate::diagnostics::{Diagnostic, Diagnostics};
-use crate::discovery::export_status::LocalExport;
+use crate::discovery::export_validity::LocalExport;
 use crate::model::ClusterSet;
 
 use super::files::Loaded;
@@ -63,9 +56,6 @@ use super::objects::{ABOUT_GROUP, MCS_GROUP};
 use super::translate::TranslateOptions;
 
 pub use client::ClusterSource;
-pub use imports::ImportsReport;
-pub use lease::LeaseError;
-pub use status::{ExportStatusOptions, ExportStatusReport, StatusError};
 
 /// How long watch failures are ridden out before a cluster that had
 /// synced counts as unsynced: an API server restart or a load balancer
@@ -154,77 +144,6 @@ pub const WATCHED_RESOURCES: &[ResourceAccess] = &[
     },
 ];
 
-/// Every resource the gateway writes with `--write-export-status`, and how:
-/// the local cluster's ServiceExport status (a JSON merge patch of
-/// `status.conditions`, conditional on the resource version) and the Lease
-/// that elects the one replica that writes it (read, created, then renewed
-/// by replacing it, conditional on the resource version). What the
-/// gateway's RBAC must grant on top of [`WATCHED_RESOURCES`].
-pub const WRITTEN_RESOURCES: &[ResourceAccess] = &[
-    ResourceAccess {
-        scope: AccessScope::Cluster,
-        group: MCS_GROUP,
-        resource: "serviceexports/status",
-        verbs: &["patch"],
-    },
-    ResourceAccess {
-        scope: AccessScope::LeaseNamespace,
-        group: "coordination.k8s.io",
-        resource: "leases",
-        verbs: &["get", "create", "update"],
-    },
-];
-
-/// Everything the gateway uses on top of [`WATCHED_RESOURCES`] with
-/// `kube.manageImports`: the namespaces of the local cluster (an import
-/// goes only where its namespace exists), server-side applies (`patch`)
-/// and deletions of the ServiceImports (and their status), derived
-/// Services and EndpointSlices it creates, and the Lease that elects the
-/// one replica that writes them.
-/// What writing an object by server-side apply and deleting it takes: the
-/// API server authorizes an apply that creates the object as `create` too,
-/// not only as `patch`.
-const APPLY_VERBS: &[&str] = &["create", "patch", "delete"];
-
-pub const IMPORT_RESOURCES: &[ResourceAccess] = &[
-    ResourceAccess {
-        scope: AccessScope::Cluster,
-        group: "",
-        resource: "namespaces",
-        verbs: WATCH_VERBS,
-    },
-    ResourceAccess {
-        scope: AccessScope::Cluster,
-        group: MCS_GROUP,
-        resource: "serviceimports",
-        verbs: APPLY_VERBS,
-    },
-    ResourceAccess {
-        scope: AccessScope::Cluster,
-        group: MCS_GROUP,
-        resource: "serviceimports/status",
-        verbs: &["patch"],
-    },
-    ResourceAccess {
-        scope: AccessScope::Cluster,
-        group: "",
-        resource: "services",
-        verbs: APPLY_VERBS,
-    },
-    ResourceAccess {
-        scope: AccessScope::Cluster,
-        group: "discovery.k8s.io",
-        resource: "endpointslices",
-        verbs: APPLY_VERBS,
-    },
-    ResourceAccess {
-        scope: AccessScope::LeaseNamespace,
-        group: "coordination.k8s.io",
-        resource: "leases",
-        verbs: &["get", "create", "update"],
-    },
-];
-
 /// Everything the Kubernetes source needs.
 #[derive(Debug, Clone)]
 pub struct KubeOptions {
@@ -254,58 +173,33 @@ pub struct KubeOptions {
     pub outage_grace: Duration,
     /// How often the served API versions are checked again.
     pub rediscover_every: Duration,
-    /// Write `Valid` and `Conflict` on the local cluster's ServiceExports
-    /// (`--write-export-status`); `None` writes nothing.
-    pub export_status: Option<ExportStatusOptions>,
-    /// Act as the local cluster's MCS controller (`kube.manageImports`):
-    /// the Lease holder writes the ServiceImports and derived Services.
-    pub imports: Option<ImportOptions>,
-}
-
-/// How the import reconciler allocates import ports.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImportOptions {
-    pub range: crate::imports::PortRange,
-    /// How long a released import port is not handed out again.
-    pub release_grace: Duration,
-    /// At most this many remote pods per headless service get a per-pod
-    /// derived Service (`dns.maxHeadlessEndpoints`).
-    pub max_headless_endpoints: usize,
-    /// What one namespace may hold (`imports.namespaceQuota`).
-    pub quota: crate::imports::NamespaceQuota,
-    /// The field manager of a previous MCS implementation whose
-    /// ServiceImports, derived Services and their slices Strait takes over
-    /// (`kube.adoptImports`); `None`: another controller's import is left
-    /// alone.
+    /// Publish the local cluster's ServiceExports, with whether each can
+    /// be exported, in the snapshots: what the export status writer reads.
+    pub local_exports: bool,
+    /// The field manager of a previous MCS implementation whose local
+    /// objects the import reconciler takes over (`kube.adoptImports`):
+    /// their managers are kept when they arrive, so it can tell them apart.
     pub adopt_from: Option<String>,
 }
 
-impl KubeOptions {
-    /// The options `gateway.yaml` describes.
-    pub fn from_settings(settings: &GatewaySettings) -> Self {
+impl Default for KubeOptions {
+    /// The local cluster only (its kubeconfig inferred as kubectl does), its
+    /// remote-cluster Secrets watched, and `gateway.yaml`'s default timings.
+    fn default() -> Self {
         Self {
             local_kubeconfig: None,
-            remote_kubeconfigs: settings.kube.kubeconfigs.clone(),
+            remote_kubeconfigs: Vec::new(),
             remote_secrets: true,
-            remote_secret_namespace: settings.kube.remote_secret_namespace.clone(),
-            translate: settings.translate_options(),
-            stale_after: settings.kube.stale_after,
-            debounce: settings.tuning.reload_debounce,
+            remote_secret_namespace: None,
+            translate: TranslateOptions::default(),
+            stale_after: Duration::from_secs(300),
+            debounce: Duration::from_millis(250),
             retry: Retry::default(),
             watch_timeout: Duration::from_secs(60),
             outage_grace: DEFAULT_OUTAGE_GRACE,
             rediscover_every: Duration::from_secs(60),
-            export_status: settings
-                .kube
-                .write_export_status
-                .then(ExportStatusOptions::default),
-            imports: settings.kube.manage_imports.then_some(ImportOptions {
-                range: settings.imports.port_range,
-                release_grace: settings.imports.release_grace,
-                max_headless_endpoints: settings.dns.max_headless_endpoints,
-                quota: settings.imports.namespace_quota.into(),
-                adopt_from: settings.kube.adopt_imports.clone(),
-            }),
+            local_exports: false,
+            adopt_from: None,
         }
     }
 }
@@ -435,7 +329,7 @@ pub struct LocalImports {
     pub api_version: String,
     /// ServiceImports, the derived Services and slices Strait created, and
     /// the gateway pods (namespaces are read by the reconciler itself).
-    pub observed: crate::imports::Observed,
+    pub observed: crate::discovery::observed::Observed,
 }
 
 /// The local cluster's ServiceExports as the export status writer needs them.
@@ -479,12 +373,11 @@ impl SourceSnapshot {
     }
 }
 
-/// The running source; dropping it stops every watcher and, when export
-/// status is written, the Lease and the writer (without releasing the
-/// Lease: see [`KubeHandle::release_leadership`]).
+/// The running source; dropping it stops every watcher.
 pub struct KubeSource {
     hub: JoinHandle<()>,
-    status: Option<status::StatusTasks>,
+    /// The local cluster's client, for the controller that writes there.
+    local: kube::Client,
 }
 
 impl std::fmt::Debug for KubeSource {
@@ -523,26 +416,14 @@ impl KubeSource {
             .or_else(|| std::env::var(POD_NAMESPACE_ENV).ok())
             .unwrap_or_else(|| local.default_namespace().to_owned());
         let (sender, receiver) = channel::channel(Arc::new(hub::empty_snapshot()));
-        // One Lease elects the replica that writes export status and imports.
-        let elected = options.export_status.is_some() || options.imports.is_some();
-        let status = elected.then(|| {
-            status::start(
-                options.export_status.clone().unwrap_or_default(),
-                options.export_status.is_some(),
-                options.imports.clone(),
-                local.clone(),
-                receiver.clone(),
-                options.retry,
-            )
-        });
         let hub = tokio::spawn(hub::run(hub::HubStart {
             options,
-            local,
+            local: local.clone(),
             remotes,
             secret_namespace,
             snapshots: sender,
         }));
-        Ok((KubeSource { hub, status }, receiver))
+        Ok((KubeSource { hub, local }, receiver))
     }
 }
 
@@ -586,32 +467,9 @@ impl KubeHandle {
         self.snapshots.clone()
     }
 
-    /// What the export status writer does, when it runs: leadership and
-    /// writes, updated as they happen.
-    pub fn export_status(&self) -> Option<channel::Receiver<ExportStatusReport>> {
-        self.source
-            .status
-            .as_ref()
-            .map(status::StatusTasks::reports)
-    }
-
-    /// What the import reconciler knows, when it runs: its plan, leadership
-    /// and writes, updated as they happen.
-    pub fn imports(&self) -> Option<channel::Receiver<ImportsReport>> {
-        self.source
-            .status
-            .as_ref()
-            .and_then(status::StatusTasks::imports)
-    }
-
-    /// Stops writing export status and, if this replica holds the Lease,
-    /// gives it up so that another replica takes over at once instead of
-    /// after the lease duration. For a graceful shutdown; waits at most
-    /// `timeout`. Does nothing when export status is not written.
-    pub async fn release_leadership(&self, timeout: Duration) {
-        if let Some(status) = &self.source.status {
-            status.release(timeout).await;
-        }
+    /// The local cluster's client.
+    pub fn local_client(&self) -> kube::Client {
+        self.source.local.clone()
     }
 
     /// Waits up to `timeout` for a snapshot that satisfies `done`, and
@@ -642,12 +500,9 @@ pub struct KubeLoaded {
 /// Reads the cluster set once: starts the source, waits until every cluster
 /// is synced (at most `timeout`), and returns the set like the file source.
 pub async fn load_once(
-    mut options: KubeOptions,
+    options: KubeOptions,
     timeout: Duration,
 ) -> Result<KubeLoaded, KubeLoadError> {
-    // A one-shot read (`check`, `explain`, `imports`) never writes.
-    options.export_status = None;
-    options.imports = None;
     let handle = KubeHandle::start(options).await?;
     let snapshot = handle
         .wait_for(timeout, |snapshot| snapshot.all_synced())
@@ -748,31 +603,5 @@ mod tests {
         for access in WATCHED_RESOURCES {
             assert_eq!(access.verbs, WATCH_VERBS, "{}", access.resource);
         }
-    }
-
-    #[test]
-    fn written_resources_are_what_the_status_writer_and_lease_use() {
-        use k8s_openapi::api::coordination::v1::Lease;
-
-        let written: Vec<(AccessScope, &str, &str)> = WRITTEN_RESOURCES
-            .iter()
-            .map(|a| (a.scope, a.group, a.resource))
-            .collect();
-        let status = format!("{}/status", Kind::ServiceExport.resource());
-        assert_eq!(
-            written,
-            [
-                (
-                    AccessScope::Cluster,
-                    Kind::ServiceExport.group(),
-                    status.as_str()
-                ),
-                (
-                    AccessScope::LeaseNamespace,
-                    &*Lease::group(&()),
-                    &*Lease::plural(&())
-                ),
-            ]
-        );
     }
 }

@@ -12,10 +12,10 @@ use super::slim::slim;
 use crate::diagnostics::{Diagnostic, Origin};
 use crate::discovery::objects::SourcedObject;
 use crate::discovery::objects::{Decoded, KubeObject, SliceInterner, decode_value};
-use crate::imports::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::model::names::{
     GATEWAY_LABEL, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
 };
+use crate::model::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
 /// An object's identity within its kind: namespace (empty when
 /// cluster-scoped) and name. Shared: the keys of a namespace's objects
@@ -198,7 +198,7 @@ pub(super) fn decode(
 
 /// [`decode`], keeping too the whole object of a local Service or
 /// EndpointSlice that the field manager `adopt_from` wrote: what
-/// `kube.adoptImports` may take over ([`Observed`](crate::imports::Observed)).
+/// `kube.adoptImports` may take over ([`Observed`](crate::discovery::observed::Observed)).
 pub(super) fn decode_adopting(
     resource: &ApiResource,
     object: &Arrived,

@@ -18,7 +18,7 @@ use super::KubeOptions;
 use super::client::{ClusterSource, Kind};
 use super::store::{Changes, ClusterStore, ObjectKey, ServiceChanges, Stored};
 use crate::diagnostics::Diagnostic;
-use crate::discovery::export_status::{Validity, export_validity};
+use crate::discovery::export_validity::{Validity, export_validity};
 use crate::discovery::objects::SourcedObject;
 use crate::discovery::translate::{infrastructure, translate_cluster};
 use crate::model::{Cluster, InfrastructureAddresses, ServiceKey};
@@ -110,7 +110,7 @@ pub(super) fn translate(
     previous: Option<&Translation>,
     changes: &Changes,
 ) -> Translation {
-    let validity_needed = inputs.source.is_local() && inputs.options.export_status.is_some();
+    let validity_needed = inputs.source.is_local() && inputs.options.local_exports;
     if let (Changes::Services(changed), Some(previous), false) =
         (changes, previous, validity_needed)
         && previous.exports == inputs.exports
@@ -140,7 +140,7 @@ fn translate_whole(inputs: &Inputs<'_>, previous: Option<&Translation>) -> Trans
     let mut findings: Vec<Diagnostic> =
         undecoded.into_iter().map(|f| f.in_cluster(named)).collect();
     let validity = match &cluster {
-        Some(cluster) if inputs.source.is_local() && inputs.options.export_status.is_some() => {
+        Some(cluster) if inputs.source.is_local() && inputs.options.local_exports => {
             Some(export_validity(
                 &objects,
                 cluster,

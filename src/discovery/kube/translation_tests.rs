@@ -8,7 +8,6 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::config::GatewaySettings;
 use crate::diagnostics::Origin;
 use crate::discovery::kube::arrived::Arrived;
 use crate::discovery::kube::store::StoreEvent;
@@ -139,7 +138,7 @@ impl Fixture {
             "EndpointSlice",
             slice("web-1", "web", &["10.1.0.9"]),
         );
-        let options = KubeOptions::from_settings(&GatewaySettings::default());
+        let options = KubeOptions::default();
         let exported: Exported =
             [("shop".into(), ["cart", "web", "idle"].map(Arc::from).into())].into();
         store.take_changes();

@@ -209,10 +209,7 @@ async fn watch_kind(
     let config = watcher::Config::default().timeout(timeout);
     let origin = Arc::new(Origin::file(format!("cluster {} API", reporter.id.source)));
     let local = reporter.id.source == ClusterSource::Local;
-    let adopt_from = options
-        .imports
-        .as_ref()
-        .and_then(|imports| imports.adopt_from.as_deref());
+    let adopt_from = options.adopt_from.as_deref();
     let mut backoff = Backoff::new(options.retry);
     // An error a retry away from the last one belongs to the same outage;
     // one that comes later follows a watch that worked in between.

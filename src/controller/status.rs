@@ -26,18 +26,20 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{ClusterSource, Kind};
-use super::hub::Task;
+use super::ImportOptions;
 use super::imports::ImportsReport;
 use super::lease::{Elector, Leadership, LeaseSettings};
-use super::{
-    ImportOptions, LocalExports, POD_NAME_ENV, POD_NAMESPACE_ENV, Retry, SourceSnapshot, SyncState,
-};
 use crate::backoff::Backoff;
-use crate::discovery::export_status::{
+use crate::backoff::Retry;
+use crate::discovery::kube::client::{ClusterSource, Kind};
+use crate::discovery::kube::{
+    LocalExports, POD_NAME_ENV, POD_NAMESPACE_ENV, SourceSnapshot, SyncState,
+};
+use crate::export_status::{
     CONFLICT_CONDITION, LocalExport, READY_CONDITION, VALID_CONDITION, updated_conditions, wanted,
 };
 use crate::model::{ClusterId, ServiceKey};
+use tokio_util::task::AbortOnDropHandle;
 
 /// The field manager named on every status write.
 const FIELD_MANAGER: &str = "strait";
@@ -108,9 +110,9 @@ pub enum StatusError {
 
 /// The Lease and the tasks that write as its holder; dropping them stops all.
 pub(super) struct StatusTasks {
-    _lease: Task,
-    _writer: Option<Task>,
-    imports: Option<(Task, watch::Receiver<ImportsReport>)>,
+    _lease: AbortOnDropHandle<()>,
+    _writer: Option<AbortOnDropHandle<()>>,
+    imports: Option<(AbortOnDropHandle<()>, watch::Receiver<ImportsReport>)>,
     reports: watch::Receiver<ExportStatusReport>,
     stop: CancellationToken,
     /// True once the Lease task has ended (and released the Lease).
@@ -211,7 +213,7 @@ pub(super) fn start(
         )
     });
     let writer = write_status.then(|| {
-        Task(tokio::spawn(
+        AbortOnDropHandle::new(tokio::spawn(
             Writer {
                 client,
                 leadership,
@@ -222,7 +224,7 @@ pub(super) fn start(
         ))
     });
     StatusTasks {
-        _lease: Task(lease),
+        _lease: AbortOnDropHandle::new(lease),
         _writer: writer,
         imports,
         reports: reports_receiver,
@@ -267,7 +269,7 @@ impl Writer {
             tokio::select! {
                 changed = snapshots.changed() => if changed.is_err() { return },
                 changed = leader.changed() => if changed.is_err() { return },
-                () = super::hub::sleep_until(retry_at) => {}
+                () = crate::backoff::sleep_until(retry_at) => {}
             }
         }
     }

@@ -10,12 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::PodRef;
-use crate::model::PortKey;
-use crate::model::{ClusterId, Protocol, ServiceKey};
-
-/// The ServiceImport annotation holding its service's import ports.
-pub const IMPORT_PORTS_ANNOTATION: &str = "strait.dev/import-ports";
+use super::{ClusterId, PodRef, PortKey, Protocol, ServiceKey};
 
 /// One recorded import port, as the annotation's JSON lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -34,21 +34,24 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::client::{ClusterSource, Kind};
-use super::hub::Task;
+use super::ImportOptions;
 use super::lease::Leadership;
-use super::{ImportOptions, LocalImports, Retry, SourceSnapshot, SyncState};
 use crate::backoff::Backoff;
+use crate::backoff::Retry;
+use crate::discovery::kube::client::{ClusterSource, Kind};
+use crate::discovery::kube::{LocalImports, SourceSnapshot, SyncState};
+use crate::discovery::observed::{Observed, ObservedObject};
 use crate::imports::diff::{Change, changes};
 use crate::imports::naming::FIELD_MANAGER;
 use crate::imports::render::{Owners, desired_objects};
 use crate::imports::{
-    ImportPlan, Observed, ObservedObject, PlanInputs, ReleasedPorts, RemotePods, Skipped,
-    SourceBackends, plan, remote_pods, source_backends,
+    ImportPlan, PlanInputs, ReleasedPorts, RemotePods, Skipped, SourceBackends, plan, remote_pods,
+    source_backends,
 };
 use crate::merge::MergedSet;
 use crate::model::ServiceKey;
 use crate::routing::RouteTable;
+use tokio_util::task::AbortOnDropHandle;
 
 /// How many apply rounds one pass makes at most (import, then derived
 /// Service, then slices and ips).
@@ -99,7 +102,7 @@ pub(super) fn start(
     snapshots: watch::Receiver<Arc<SourceSnapshot>>,
     leadership: Arc<Leadership>,
     retry: Retry,
-) -> (Task, watch::Receiver<ImportsReport>) {
+) -> (AbortOnDropHandle<()>, watch::Receiver<ImportsReport>) {
     let (reports, receiver) = watch::channel(ImportsReport::default());
     let (namespaces_sender, namespaces) = watch::channel(None);
     let namespace_task = tokio::spawn(watch_namespaces(client.clone(), namespaces_sender));
@@ -116,10 +119,10 @@ pub(super) fn start(
         written: HashMap::new(),
     };
     let task = tokio::spawn(async move {
-        let _namespaces = Task(namespace_task);
+        let _namespaces = AbortOnDropHandle::new(namespace_task);
         reconciler.run(snapshots, namespaces, retry).await;
     });
-    (Task(task), receiver)
+    (AbortOnDropHandle::new(task), receiver)
 }
 
 /// Keeps the set of the local cluster's namespaces (`None` until listed):
@@ -260,7 +263,7 @@ impl Reconciler {
                 changed = snapshots.changed() => if changed.is_err() { return },
                 changed = namespaces.changed() => if changed.is_err() { return },
                 changed = leader.changed() => if changed.is_err() { return },
-                () = super::hub::sleep_until(retry_at) => {}
+                () = crate::backoff::sleep_until(retry_at) => {}
             }
         }
     }

@@ -2,12 +2,19 @@
 //! `translate_cluster`, `assemble` and `merge`, as the sources do, and the
 //! conditions come out of the result.
 
+use std::collections::BTreeMap;
+
 use serde_json::json;
 
 use super::*;
+use crate::diagnostics::Diagnostic;
+use crate::discovery::export_validity::export_validity;
+use crate::discovery::objects::SourcedObject;
 use crate::discovery::objects::parse_file;
 use crate::discovery::translate::{TranslateOptions, assemble, translate_cluster};
 use crate::merge::merge;
+use crate::model::names::GATEWAY_LABEL;
+use crate::model::{Cluster, ServiceKey};
 
 fn property(value: &str) -> String {
     format!(

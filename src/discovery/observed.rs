@@ -11,16 +11,14 @@ use std::net::IpAddr;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::naming::{
-    DERIVED_SERVICE_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, POD_ANNOTATION,
-    POD_CLUSTER_ANNOTATION,
+use super::objects::EndpointSlice;
+use crate::model::import_record::decode;
+use crate::model::names::{
+    DERIVED_SERVICE_ANNOTATION, IMPORT_PORTS_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    MCS_SERVICE_NAME_LABEL, POD_ANNOTATION, POD_CLUSTER_ANNOTATION, SERVICE_NAME_LABEL,
 };
-use super::record::{IMPORT_PORTS_ANNOTATION, decode};
-use crate::discovery::objects::EndpointSlice;
-use crate::model::PodRef;
-use crate::model::PortKey;
-use crate::model::names::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
 use crate::model::{ClusterId, Protocol, ServiceKey};
+use crate::model::{PodRef, PortKey};
 
 /// One object as the API server holds it.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,10 +22,12 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 
-use super::client::{ClusterSource, Kind, Resources, discover};
-use super::connect::build_client;
-use super::{
-    AccessScope, REMOTE_CLUSTER_LABEL, REMOTE_KUBECONFIG_KEY, WATCH_VERBS, WATCHED_RESOURCES,
+use crate::discovery::kube::client::{ClusterSource, Kind, Resources, discover};
+use crate::discovery::kube::connect::build_client;
+use crate::discovery::kube::kubeconfig::{UnsafeKubeconfig, check_secret_kubeconfig};
+use crate::discovery::kube::{
+    AccessScope, KubeError, REMOTE_CLUSTER_LABEL, REMOTE_KUBECONFIG_KEY, WATCH_VERBS,
+    WATCHED_RESOURCES,
 };
 use crate::model::names::{ALT_CLUSTER_ID_PROPERTY, CLUSTER_ID_PROPERTY};
 
@@ -127,7 +129,7 @@ pub enum LinkError {
         server: String,
     },
     #[error("the kubeconfig this link would write is one the gateway refuses: {0}")]
-    Unsafe(#[from] super::kubeconfig::UnsafeKubeconfig),
+    Unsafe(#[from] UnsafeKubeconfig),
 }
 
 /// The outcome of `link`: the local Secret to create.
@@ -472,7 +474,7 @@ pub async fn link(remote: &Remote, options: &LinkOptions) -> Result<Linked, Link
         path: options.remote_kubeconfig.clone(),
         source,
     })?;
-    super::kubeconfig::check_secret_kubeconfig(&written)?;
+    check_secret_kubeconfig(&written)?;
     Ok(Linked {
         secret: local_secret(&name, &options.local_namespace, &kubeconfig),
         server: server.server,
@@ -651,8 +653,8 @@ where
 }
 
 /// A client for the local cluster: `path`, else as kubectl infers it.
-pub async fn local_client(path: Option<&Path>) -> Result<Client, super::KubeError> {
-    super::client::local_client(path, CLIENT_WATCH_TIMEOUT).await
+pub async fn local_client(path: Option<&Path>) -> Result<Client, KubeError> {
+    crate::discovery::kube::client::local_client(path, CLIENT_WATCH_TIMEOUT).await
 }
 
 #[cfg(test)]
