@@ -17,11 +17,14 @@ pub mod dns;
 pub mod export_status;
 pub mod gateway;
 pub mod imports;
+pub mod ingress;
 pub mod logging;
 pub mod merge;
 pub mod model;
+pub mod net;
 pub mod proxy;
 pub mod routing;
+pub mod state;
 #[cfg(test)]
 mod testing;
 pub mod tls;

@@ -17,7 +17,7 @@ use std::time::Duration;
 use strait::admin::Metrics;
 use strait::gateway::Gateway;
 use strait::model::{ClusterId, GatewayAddress, GatewayHost, Protocol};
-use strait::proxy::dial::DialOptions;
+use strait::net::dial::DialOptions;
 use strait::tls::ReloadingTls;
 use strait::tunnel::client::{TunnelError, TunnelPool};
 use strait::tunnel::quic::client::QuicPool;

@@ -562,8 +562,8 @@ async fn load_once_reads_the_set_or_names_the_clusters_that_did_not_sync() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_routes_from_the_api_and_reports_cluster_sync() {
-    use strait::gateway::state::DialOverrides;
     use strait::gateway::{Gateway, GatewayOptions, Listeners};
+    use strait::state::DialOverrides;
 
     let dir = tempfile::tempdir().expect("temp dir");
     let local = ApiServer::start(&["v1beta1"]).await;

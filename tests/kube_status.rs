@@ -543,9 +543,7 @@ async fn without_export_status_nothing_is_written() {
     let setup = options(&kubeconfig, &[&remote_kubeconfig], Some("check"));
     let mut reads = setup.reads;
     setup.writes.request_inputs(&mut reads);
-    let loaded = load_once(reads, WAIT)
-    .await
-    .expect("the set loads");
+    let loaded = load_once(reads, WAIT).await.expect("the set loads");
     assert_eq!(loaded.local.as_deref(), Some("c1"));
     assert_eq!(local.writes().len(), 0, "{:#?}", local.writes());
     assert_eq!(remote.writes().len(), 0, "{:#?}", remote.writes());

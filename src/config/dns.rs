@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::dns::{Zone, ZoneError};
 use crate::model::check_dns_subdomain;
 
 /// The longest TTL accepted: answers follow every route swap, and a long
@@ -57,6 +58,11 @@ impl Default for DnsSettings {
 }
 
 impl DnsSettings {
+    /// The zone these settings describe (checked when they were parsed).
+    pub fn zone(&self) -> Result<Zone, ZoneError> {
+        Zone::new(&self.zone, self.ttl_seconds(), self.negative_ttl_seconds())
+    }
+
     /// Checks the section; the error names the field (under `dns.`) and why.
     pub(super) fn check(&self) -> Result<(), (&'static str, String)> {
         let zone = self.zone.strip_suffix('.').unwrap_or(&self.zone);

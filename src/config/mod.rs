@@ -25,6 +25,7 @@ use crate::discovery::kube::KubeOptions;
 use crate::discovery::translate::TranslateOptions;
 use crate::model::names::{GATEWAY_NAMESPACE, NETWORK_PROPERTY};
 use crate::model::{ClusterId, NetworkId, check_dns_subdomain};
+pub use crate::routing::balancer::{Balancer, Locality};
 
 /// The settings file's name inside a configuration directory.
 pub const SETTINGS_FILE: &str = "gateway.yaml";
@@ -161,26 +162,6 @@ impl Default for TlsSettings {
             dir: default_tls_dir(),
         }
     }
-}
-
-/// How backends are chosen among those a port may use.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum Balancer {
-    /// Power of two choices on active connections.
-    #[default]
-    P2c,
-    RoundRobin,
-}
-
-/// Which backends are preferred when several may carry a connection.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum Locality {
-    #[default]
-    None,
-    Cluster,
-    Network,
 }
 
 /// Timeouts and limits of the data plane.

@@ -4,7 +4,7 @@
 use super::message::{Transport, respond};
 use super::zone::Zone;
 use crate::admin::metrics::DnsTransport;
-use crate::gateway::state::GatewayState;
+use crate::state::GatewayState;
 
 /// Answers one query from the routes current now, and counts it.
 pub(super) fn answer(

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::counted::answer;
 use super::message::Transport;
 use super::zone::Zone;
-use crate::gateway::state::GatewayState;
+use crate::state::GatewayState;
 
 /// Concurrent TCP clients; one more is closed as soon as it is accepted.
 pub const MAX_TCP_CONNECTIONS: usize = 256;

@@ -23,7 +23,7 @@ use nix::sys::socket::{
 
 use super::message::Transport;
 use super::zone::Zone;
-use crate::gateway::state::GatewayState;
+use crate::state::GatewayState;
 
 /// Queries one worker reads (and answers sent) per call at most.
 const BATCH: usize = 32;

@@ -7,7 +7,6 @@ use hickory_proto::ProtoError;
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{Name, RData, Record};
 
-use crate::config::DnsSettings;
 use crate::model::Protocol;
 
 /// The SOA's timers. Nothing transfers this zone (AXFR and IXFR are
@@ -46,15 +45,6 @@ pub struct Zone {
 }
 
 impl Zone {
-    /// The zone `gateway.yaml` describes (checked when it was parsed).
-    pub fn from_settings(settings: &DnsSettings) -> Result<Self, ZoneError> {
-        Self::new(
-            &settings.zone,
-            settings.ttl_seconds(),
-            settings.negative_ttl_seconds(),
-        )
-    }
-
     pub fn new(zone: &str, ttl: u32, negative_ttl: u32) -> Result<Self, ZoneError> {
         let bad = |source| ZoneError::BadName {
             zone: zone.to_owned(),

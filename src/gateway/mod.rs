@@ -2,9 +2,7 @@
 //! clients and peers, swaps routes when the configuration changes, and drains
 //! open connections on shutdown.
 
-pub mod overload;
 mod reload;
-pub mod state;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -23,14 +21,14 @@ use crate::admin::{AdminState, serve as serve_admin};
 use crate::config::GatewaySettings;
 use crate::discovery::observed::Observed;
 use crate::dns::DnsSockets;
-use crate::proxy::dial::DialOptions;
+use crate::net::dial::DialOptions;
 use crate::routing::RouteTable;
 use crate::routing::balancer::{Chooser, OutlierPolicy};
+use crate::state::{DialOverrides, GatewayState};
 use crate::tls::ReloadingTls;
 use crate::tunnel::client::TunnelPool;
 use crate::tunnel::quic::client::QuicPool;
 use crate::tunnel::{TransportMode, TunnelSettings};
-use state::{DialOverrides, GatewayState};
 
 /// How often the TLS files are checked for a renewed certificate.
 const TLS_POLL_INTERVAL: Duration = Duration::from_secs(5);
@@ -222,7 +220,7 @@ impl Gateway {
         listeners: Listeners,
     ) -> Result<Self, GatewayError> {
         let Routes { table, findings } = load_routes(&options)?;
-        let zone = Arc::new(crate::dns::Zone::from_settings(&options.settings.dns)?);
+        let zone = Arc::new(options.settings.dns.zone()?);
         let tls = Arc::new(ReloadingTls::load(&options.tls_dir)?);
         let metrics = Arc::new(Metrics::new());
         metrics.set_route_sizes(table.services().count(), table.backend_count());
@@ -327,7 +325,7 @@ impl Gateway {
             route_updates: tokio::sync::Notify::new(),
             findings: std::sync::Mutex::new(Vec::new()),
             quiet: crate::logging::QuietLogs::default(),
-            overload: overload::Overload::for_process(tuning.descriptor_reserve),
+            overload: crate::net::overload::Overload::for_process(tuning.descriptor_reserve),
             peer_budgets: Arc::new(crate::tunnel::limits::PeerBudgets::new(
                 options.tunnel.peer_limits,
             )),
@@ -351,14 +349,14 @@ impl Gateway {
                 state.clone(),
                 stop_accepting.clone(),
             )),
-            tokio::spawn(crate::tunnel::server::serve(
+            tokio::spawn(crate::ingress::h2::serve(
                 listeners.tunnel,
                 state.clone(),
                 stop_accepting.clone(),
             )),
         ];
         if let Some(endpoint) = quic_endpoint {
-            tasks.push(tokio::spawn(crate::tunnel::quic::server::serve(
+            tasks.push(tokio::spawn(crate::ingress::quic::serve(
                 endpoint,
                 state.clone(),
                 stop_accepting.clone(),

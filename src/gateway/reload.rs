@@ -17,7 +17,6 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::state::GatewayState;
 use super::{GatewayError, GatewayOptions, Routes, load_routes_reusing};
 use crate::admin::JsonView;
 use crate::admin::metrics::{Metrics, ReloadKind, ReloadResult};
@@ -26,6 +25,7 @@ use crate::diagnostics::Diagnostic;
 use crate::discovery::kube::{KubeHandle, SourceSnapshot, SyncState};
 use crate::routing::RouteTable;
 use crate::routing::balancer::BackendId;
+use crate::state::GatewayState;
 
 /// Starts watching `dir`, or the Kubernetes source when the options hold
 /// one; the returned task ends at `shutdown`.

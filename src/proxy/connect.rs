@@ -18,12 +18,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::Finish;
-use super::splice::splice;
 use super::upstream::{OpenError, Selection, open};
 use crate::admin::metrics::Listener;
-use crate::gateway::state::GatewayState;
 use crate::model::Protocol;
+use crate::net::splice::splice;
 use crate::routing::target::{Target, parse_authority};
+use crate::state::GatewayState;
 
 /// How long a client may take to send its CONNECT request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,10 +31,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Accepts local clients until `shutdown`.
 pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: CancellationToken) {
     let tracker = state.connections.clone();
-    super::accept_until(
+    crate::net::accept::accept_until(
         listener,
         Listener::Connect,
-        &state.clone(),
+        state.clone().admission(),
         shutdown,
         tracker,
         move |stream, remote| serve_connection(stream, remote, state.clone()),

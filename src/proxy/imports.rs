@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::vip::{Selector, serve_with};
-use crate::gateway::state::GatewayState;
+use crate::state::GatewayState;
 
 /// How many connections may wait to be accepted on one import port.
 const BACKLOG: i32 = 1024;

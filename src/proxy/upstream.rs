@@ -12,13 +12,13 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::buffer::Chunk;
-use super::splice::SpliceIo;
 use crate::admin::metrics::{ConnectionMetrics, RoutePath, Transport};
-use crate::gateway::state::GatewayState;
 use crate::model::{ClusterId, NetworkId};
+use crate::net::buffer::Chunk;
+use crate::net::splice::SpliceIo;
 use crate::routing::balancer::{ActiveGuard, BackendId};
 use crate::routing::{Path, PortRoute, RouteTable, RoutedBackend, ServiceRoutes};
+use crate::state::GatewayState;
 use crate::tunnel::TransportMode;
 use crate::tunnel::client::{TunnelError, TunnelStream};
 use crate::tunnel::quic::QuicStream;
@@ -207,7 +207,7 @@ async fn connect(
 ) -> Result<Upstream, Failure> {
     let address = SocketAddr::new(backend.backend.address, backend.backend.port);
     match backend.path() {
-        Path::Direct => crate::proxy::dial::dial(state.overrides.backend(address), state.dial)
+        Path::Direct => crate::net::dial::dial(state.overrides.backend(address), state.dial)
             .await
             .map(Upstream::Direct)
             .map_err(|e| Failure {

@@ -17,11 +17,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::Finish;
-use super::splice::splice;
 use super::upstream::{Selection, open};
 use crate::admin::metrics::Listener;
-use crate::gateway::state::GatewayState;
 use crate::model::Protocol;
+use crate::net::splice::splice;
+use crate::state::GatewayState;
 
 /// What selects the service of a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,10 +54,10 @@ pub(crate) async fn serve_with(
     selector: Selector,
 ) {
     let tracker = state.connections.clone();
-    super::accept_until(
+    crate::net::accept::accept_until(
         listener,
         selector.listener(),
-        &state.clone(),
+        state.clone().admission(),
         shutdown,
         tracker,
         move |stream, remote| serve_connection(stream, remote, state.clone(), selector),

@@ -62,9 +62,30 @@ pub use outlier::OutlierPolicy;
 
 use self::affinity::AffinityTable;
 use self::outlier::Health;
+use serde::Deserialize;
+
 use super::{PortRoute, RoutedBackend, RoutedBackends, ServiceRoutes};
-use crate::config::{Balancer, Locality};
 use crate::model::{ClusterId, NetworkId, Protocol, ServiceKey, SessionAffinity};
+
+/// How backends are chosen among those a port may use.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Balancer {
+    /// Power of two choices on active connections.
+    #[default]
+    P2c,
+    RoundRobin,
+}
+
+/// Which backends are preferred when several may carry a connection.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Locality {
+    #[default]
+    None,
+    Cluster,
+    Network,
+}
 
 /// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds`.
 pub const DEFAULT_AFFINITY_TIMEOUT: Duration = Duration::from_secs(10_800);

@@ -31,9 +31,9 @@ use super::{ERROR_HEADER, TLS_SEND_BUFFER, TunnelSettings};
 use crate::admin::metrics::{Metrics, PoolMetrics};
 use crate::backoff::{Backoff, Retry};
 use crate::model::{ClusterId, GatewayAddress, GatewayHost};
-use crate::proxy::buffer::Chunk;
-use crate::proxy::dial::{DialError, DialOptions, dial};
-use crate::proxy::splice::SpliceIo;
+use crate::net::buffer::Chunk;
+use crate::net::dial::{DialError, DialOptions, dial};
+use crate::net::splice::SpliceIo;
 use crate::tls::{Identity, ReloadingTls, peer_identity};
 
 #[derive(Debug, thiserror::Error)]

@@ -6,12 +6,10 @@
 
 pub mod client;
 pub mod frames;
-pub mod inbound;
-mod keepalive;
+pub(crate) mod keepalive;
 pub mod limits;
 pub mod quic;
-pub mod server;
-mod stream;
+pub(crate) mod stream;
 
 use std::collections::HashMap;
 use std::time::Duration;

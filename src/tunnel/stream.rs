@@ -17,8 +17,8 @@ use bytes::{Buf, Bytes};
 use h2::{Reason, RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::proxy::buffer::Chunk;
-use crate::proxy::splice::SpliceIo;
+use crate::net::buffer::Chunk;
+use crate::net::splice::SpliceIo;
 
 /// Lent chunks smaller than this are copied rather than handed to h2: a
 /// copy of a few KiB costs less than a 64 KiB buffer held until h2 writes it.

@@ -3,8 +3,8 @@
 //! END_STREAM, and a reset as an error.
 
 use super::*;
-use crate::proxy::buffer::BUFFER_SIZE;
-use crate::proxy::splice::{SpliceEnd, splice};
+use crate::net::buffer::BUFFER_SIZE;
+use crate::net::splice::{SpliceEnd, splice};
 use http::{Method, Request, Response};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
@@ -133,7 +133,7 @@ async fn a_reset_is_an_error_for_the_other_end() {
 #[tokio::test]
 async fn a_small_lent_chunk_is_copied_and_its_buffer_stays_with_the_splice() {
     let (mut client, mut server) = stream_pair().await;
-    let mut buffer = crate::proxy::buffer::Buffer::take();
+    let mut buffer = crate::net::buffer::Buffer::take();
     buffer[..4].copy_from_slice(b"ping");
     let mut slot = Some(Chunk::lent(buffer, 4));
     let sent = std::future::poll_fn(|cx| client.poll_send(cx, &mut slot))
@@ -159,7 +159,7 @@ async fn a_small_lent_chunk_is_copied_and_its_buffer_stays_with_the_splice() {
 #[tokio::test]
 async fn a_full_lent_chunk_is_handed_to_h2_without_a_copy() {
     let (mut client, mut server) = stream_pair().await;
-    let mut buffer = crate::proxy::buffer::Buffer::take();
+    let mut buffer = crate::net::buffer::Buffer::take();
     buffer.fill(7);
     let mut slot = Some(Chunk::lent(buffer, BUFFER_SIZE));
     let sent = std::future::poll_fn(|cx| client.poll_send(cx, &mut slot))

@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use strait::config::GatewaySettings;
-use strait::gateway::state::DialOverrides;
 use strait::gateway::{Gateway, GatewayOptions, Listeners};
 use strait::model::ClusterId;
+use strait::state::DialOverrides;
 use strait::tunnel::{TransportMode, TunnelSettings};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};

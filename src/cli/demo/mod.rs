@@ -19,10 +19,10 @@ use super::Refused;
 use crate::config::GatewaySettings;
 use crate::discovery::files::load_clusters;
 use crate::dns::DnsSockets;
-use crate::gateway::state::DialOverrides;
 use crate::gateway::{Gateway, GatewayOptions, Listeners};
 use crate::merge::merge;
 use crate::model::{ClusterId, ClusterSet, Protocol};
+use crate::state::DialOverrides;
 use crate::tunnel::TunnelSettings;
 
 /// The cluster set id used when the demo's clusters do not state one.

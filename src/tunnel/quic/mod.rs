@@ -11,7 +11,6 @@
 //! - then the proxied bytes; FIN is a half-close, as END_STREAM is on HTTP/2.
 
 pub mod client;
-pub mod server;
 
 use std::io;
 use std::net::SocketAddr;
@@ -119,7 +118,7 @@ pub fn udp_socket(address: SocketAddr) -> Result<std::net::UdpSocket, QuicError>
 }
 
 /// The peer's end-entity certificate, as quinn hands it over.
-fn peer_certificate(
+pub(crate) fn peer_certificate(
     connection: &quinn::Connection,
 ) -> Option<rustls_pki_types::CertificateDer<'static>> {
     connection
@@ -209,7 +208,7 @@ pub struct QuicStream {
     recv: RecvStream,
 }
 
-impl crate::proxy::splice::SpliceIo for QuicStream {}
+impl crate::net::splice::SpliceIo for QuicStream {}
 
 impl QuicStream {
     pub fn new(send: SendStream, recv: RecvStream) -> Self {

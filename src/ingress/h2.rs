@@ -14,23 +14,24 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use super::frames::{GOAWAY_GRACE, Guarded};
-use super::keepalive::keep_alive;
-use super::stream::H2Stream;
-use super::{ERROR_HEADER, TLS_SEND_BUFFER, inbound};
+use super::inbound;
 use crate::admin::metrics::{Limit, Listener, RefusedReason, Transport};
-use crate::gateway::state::GatewayState;
-use crate::proxy::buffer::Chunk;
+use crate::net::buffer::Chunk;
 use crate::routing::inbound::InboundRefusal;
+use crate::state::GatewayState;
 use crate::tls::{Identity, peer_identity};
+use crate::tunnel::frames::{GOAWAY_GRACE, Guarded};
+use crate::tunnel::keepalive::keep_alive;
+use crate::tunnel::stream::H2Stream;
+use crate::tunnel::{ERROR_HEADER, TLS_SEND_BUFFER};
 
 /// Accepts peer gateways until `shutdown`, then lets open streams finish.
 pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: CancellationToken) {
     let tracker = state.connections.clone();
-    crate::proxy::accept_until(
+    crate::net::accept::accept_until(
         listener,
         Listener::Tunnel,
-        &state.clone(),
+        state.clone().admission(),
         shutdown.clone(),
         tracker,
         move |stream, remote| serve_connection(stream, remote, state.clone(), shutdown.clone()),

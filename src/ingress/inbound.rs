@@ -12,14 +12,14 @@ use tokio::net::TcpStream;
 use crate::admin::metrics::{
     ClosedResult, ConnectionMetrics, Limit, RefusedReason, RoutePath, Transport,
 };
-use crate::gateway::state::GatewayState;
 use crate::model::ClusterId;
-use crate::proxy::closed_result;
-use crate::proxy::dial::dial;
-use crate::proxy::splice::{Flow, SpliceEnd, SpliceIo, SpliceOutcome, StallWatch, splice};
+use crate::net::accept::closed_result;
+use crate::net::dial::dial;
+use crate::net::splice::{Flow, SpliceEnd, SpliceIo, SpliceOutcome, StallWatch, splice};
 use crate::routing::Path;
 use crate::routing::balancer::BackendId;
 use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize, never_dialled};
+use crate::state::GatewayState;
 use crate::tls::Identity;
 
 /// A refused request: the status and the reason sent back to the peer.

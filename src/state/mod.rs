@@ -1,4 +1,5 @@
-//! What every listener of one gateway shares: the current route table
+//! What every listener of one gateway shares, below the listeners and apart
+//! from the wiring that starts them: the current route table
 //! (swapped atomically on reload), the backend chooser, the tunnel pool, TLS
 //! material, metrics and settings.
 
@@ -12,7 +13,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::admin::metrics::Metrics;
 use crate::model::GatewayAddress;
-use crate::proxy::dial::DialOptions;
+use crate::net::accept::Admission;
+use crate::net::dial::DialOptions;
+use crate::net::overload::Overload;
 use crate::routing::RouteTable;
 use crate::routing::balancer::Chooser;
 use crate::routing::inbound::InboundGuard;
@@ -69,9 +72,19 @@ pub struct GatewayState {
     /// every reload.
     pub findings: std::sync::Mutex<Vec<crate::diagnostics::Diagnostic>>,
     /// The descriptor budget new work is admitted against.
-    pub overload: super::overload::Overload,
+    pub overload: Overload,
     /// What each caller cluster has in flight on the tunnel server.
     pub peer_budgets: Arc<crate::tunnel::limits::PeerBudgets>,
     /// Budgets of the lines a peer or a client can cause at will.
     pub quiet: crate::logging::QuietLogs,
+}
+
+impl GatewayState {
+    /// What the listeners admit new connections against.
+    pub fn admission(&self) -> Admission<'_> {
+        Admission {
+            overload: &self.overload,
+            metrics: &self.metrics,
+        }
+    }
 }

@@ -11,13 +11,15 @@ use std::time::{Duration, Instant};
 use quinn::{Endpoint, RecvStream, SendStream};
 use tokio_util::sync::CancellationToken;
 
-use super::{QuicStream, encode_response, peer_certificate, read_request, server_config};
+use super::inbound;
 use crate::admin::metrics::{Limit, RefusedReason, Transport};
-use crate::gateway::state::GatewayState;
 use crate::routing::inbound::InboundRefusal;
+use crate::state::GatewayState;
 use crate::tls::{Identity, identity_of};
 use crate::tunnel::frames::TokenBucket;
-use crate::tunnel::inbound;
+use crate::tunnel::quic::{
+    QuicStream, encode_response, peer_certificate, read_request, server_config,
+};
 
 /// The application error code of a connection closed for going over a limit.
 const OVER_LIMIT: u32 = 2;

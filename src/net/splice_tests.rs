@@ -1,5 +1,5 @@
 use super::*;
-use crate::proxy::buffer::BUFFER_SIZE;
+use crate::net::buffer::BUFFER_SIZE;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
 
 #[tokio::test]

@@ -91,7 +91,7 @@ pub fn tune_accepted(stream: &TcpStream) -> io::Result<()> {
 
 /// Applies the options to a listening socket instead: Linux copies them to
 /// every connection it accepts, which saves five system calls per
-/// connection. [`crate::proxy::accept_until`] falls back to
+/// connection. [`crate::net::accept::accept_until`] falls back to
 /// [`tune_accepted`] when this fails.
 pub fn tune_listener(listener: &TcpListener) -> io::Result<()> {
     tune(SockRef::from(listener))

@@ -1,0 +1,7 @@
+//! The tunnel server: peer gateways' CONNECT requests, over HTTP/2 (`h2`)
+//! and QUIC (`quic`), authenticated by their certificates, authorised and
+//! dialled to local backends (`inbound`, shared by both transports).
+
+pub mod h2;
+pub mod inbound;
+pub mod quic;

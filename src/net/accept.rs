@@ -1,0 +1,105 @@
+//! The accept loop every TCP listener runs: admission against the
+//! descriptor budget, socket options, one task per connection on a tracker
+//! a drain waits for, and a backoff when the process is out of descriptors.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::overload::Overload;
+use super::splice::SpliceEnd;
+use crate::admin::metrics::{ClosedResult, Limit, Listener, Metrics, Transport};
+
+/// What a listener admits new connections against, and counts them in.
+#[derive(Clone, Copy)]
+pub struct Admission<'a> {
+    pub overload: &'a Overload,
+    pub metrics: &'a Metrics,
+}
+
+/// The first and the longest pause of an accept loop that failed for want
+/// of descriptors or memory: it must neither spin nor stay deaf for long.
+const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Whether an accept error means the process is out of a resource (and
+/// the next accept would fail the same way), rather than one connection
+/// going wrong before it was accepted.
+fn out_of_resources(error: &std::io::Error) -> bool {
+    use nix::errno::Errno;
+    error.raw_os_error().is_some_and(|code| {
+        [Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM]
+            .iter()
+            .any(|errno| *errno as i32 == code)
+    })
+}
+
+/// Accepts connections on `listener` until `shutdown`, serving each in its
+/// own task on `tracker` (so a drain can wait for them), with TCP_NODELAY
+/// and keep-alive set. A connection accepted while descriptors are within
+/// the reserve is closed at once. Accept errors are counted; when the
+/// process is out of descriptors the loop backs off (10 ms doubling to 1 s)
+/// instead of spinning.
+pub async fn accept_until<F, Fut>(
+    listener: TcpListener,
+    which: Listener,
+    admission: Admission<'_>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    mut serve: F,
+) where
+    F: FnMut(TcpStream, SocketAddr) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    // Set once on the listener, the options come with every accepted
+    // connection; otherwise each connection is tuned on its own.
+    let inherited = super::dial::tune_listener(&listener).is_ok();
+    let mut backoff = ACCEPT_BACKOFF_FIRST;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, remote)) => {
+                    backoff = ACCEPT_BACKOFF_FIRST;
+                    if !admission.overload.admit() {
+                        admission.metrics.limited(Limit::Descriptors, Transport::None);
+                        drop(stream);
+                        continue;
+                    }
+                    if !inherited {
+                        let _ = super::dial::tune_accepted(&stream);
+                    }
+                    tracker.spawn(serve(stream, remote));
+                }
+                Err(error) => {
+                    admission.metrics.accept_error(which);
+                    if !out_of_resources(&error) {
+                        tracing::debug!(%error, listener = which.as_str(), "accept failed");
+                        continue;
+                    }
+                    if backoff == ACCEPT_BACKOFF_FIRST {
+                        tracing::warn!(%error, listener = which.as_str(), "accept failed; backing off");
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        () = shutdown.cancelled() => return,
+                    }
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                }
+            },
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// How a splice's end counts in `strait_connections_closed_total`.
+pub fn closed_result(end: &SpliceEnd) -> ClosedResult {
+    match end {
+        SpliceEnd::Closed => ClosedResult::Ok,
+        SpliceEnd::IdleTimeout | SpliceEnd::Stalled => ClosedResult::Timeout,
+        SpliceEnd::Error(_) => ClosedResult::Error,
+    }
+}
