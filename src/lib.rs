@@ -1,10 +1,15 @@
 //! Strait: an east-west gateway for Kubernetes cluster sets that span more
 //! than one network.
 //!
-//! The core is pure: [`model`] (the cluster set), [`merge`] (the MCS rules)
-//! and [`routing`] (routes seen from one gateway). [`discovery`] turns
-//! Kubernetes objects into the model; [`config`] reads the gateway's own
-//! settings; [`cli`] is the command line.
+//! The core is pure: [`model`] (the cluster set), [`merge`] (the MCS rules),
+//! [`routing`] (routes seen from one gateway), and the planners
+//! [`imports`] and [`export_status`]. [`discovery`] reads Kubernetes objects
+//! into the model; [`controller`] writes what the planners want to the local
+//! cluster; the data plane is [`net`] (sockets) under [`tunnel`] (client
+//! pools) under [`state`] (what listeners share) under the listeners
+//! [`proxy`], [`ingress`] and [`dns`]; [`gateway`] wires one gateway,
+//! [`config`] reads its settings, and [`cli`] is the command line. Every
+//! module imports only those below it (`tests/module_graph.rs`).
 
 pub mod admin;
 pub mod backoff;

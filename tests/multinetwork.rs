@@ -94,6 +94,116 @@ fn a_c1_pod_reaches_c3_pods_only_through_the_gateways() {
     );
 }
 
+/// One connection from a c1 pod to c3's echo crosses two gateways, and each
+/// logs it as one span (`--log-format json`): on c1's, the access-log line
+/// is written by the splice's own task inside the `connection` span, whose
+/// id it names, with the listener, client, service port, backend and path
+/// recorded on it; on the c3 replica that dialled the pod, inside a
+/// `stream` span of the peer's `connection` span, which names the calling
+/// gateway's identity from its certificate.
+/// (Breaking either — the splice task left uninstrumented, or no span at
+/// the accept — loses the span fields these lines are checked for.)
+#[test]
+fn one_connection_is_one_span_on_each_gateway_it_crosses() {
+    netns::run(
+        "one_connection_is_one_span_on_each_gateway_it_crosses",
+        false,
+        |env| async move {
+            let mut world = World::start(
+                &env,
+                Options::services(|id| match id {
+                    "c3" => vec![service("echo", TCP_42, EARLY, &[("c3", 1)])],
+                    _ => Vec::new(),
+                }),
+            )
+            .await;
+            world.start_pod("c3", 1);
+            let client = world.ns("c1p1");
+            let greeting = client::once(&client, world.connect_address("c1"), ECHO)
+                .await
+                .expect("c1p1 reaches c3's echo");
+            let pod = SocketAddr::new(World::pod_ip("c3", 1), POD_PORT).to_string();
+
+            let c1 = world.gateway(&netns::topology::gateway_role("c1", 1));
+            let outbound = access_line(|| c1.log_lines(), "outbound").await;
+            let id = outbound["connection"]
+                .as_u64()
+                .expect("the access line names its connection");
+            let span = &outbound["span"];
+            assert_eq!(span["name"], "connection", "{outbound}");
+            assert_eq!(span["id"].as_u64(), Some(id), "{outbound}");
+            assert_eq!(span["listener"], "connect", "{outbound}");
+            assert_eq!(span["service"], "app/echo", "{outbound}");
+            assert_eq!(span["port"], 42, "{outbound}");
+            assert_eq!(span["path"], "tunnel", "{outbound}");
+            assert_eq!(span["backend"], pod.as_str(), "{outbound}");
+            let client_ip = World::pod_ip("c1", 1).to_string();
+            assert!(
+                span["client"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with(&client_ip)),
+                "{outbound}"
+            );
+
+            let n = (1..=2)
+                .find(|n| World::gateway_ip("c3", *n) == greeting.peer)
+                .expect("a c3 replica dialled the pod");
+            let c3 = world.gateway(&netns::topology::gateway_role("c3", n));
+            let inbound = access_line(|| c3.log_lines(), "inbound").await;
+            let stream = &inbound["span"];
+            assert_eq!(stream["name"], "stream", "{inbound}");
+            assert_eq!(stream["id"], inbound["connection"], "{inbound}");
+            assert_eq!(stream["backend"], pod.as_str(), "{inbound}");
+            // The tunnel request names the pod the c1 gateway chose.
+            assert_eq!(stream["authority"], pod.as_str(), "{inbound}");
+            let peer = inbound["spans"]
+                .as_array()
+                .and_then(|spans| spans.first())
+                .expect("the stream sits in its peer connection's span");
+            assert_eq!(peer["name"], "connection", "{inbound}");
+            // `tunnel_quic` or `tunnel` (HTTP/2), whichever carried it.
+            assert!(
+                peer["listener"]
+                    .as_str()
+                    .is_some_and(|l| l.starts_with("tunnel")),
+                "{inbound}"
+            );
+            assert!(
+                peer["peer"]
+                    .as_str()
+                    .is_some_and(|p| p.contains("/cluster/c1/")),
+                "the peer is named by its certificate: {inbound}"
+            );
+        },
+    );
+}
+
+/// Waits for one access-log line of `direction` (`outbound`: the egress
+/// side's, which has no direction field) in a gateway's JSON log.
+async fn access_line(
+    lines: impl Fn() -> Vec<serde_json::Value>,
+    direction: &str,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let found = lines().into_iter().find(|line| {
+            line["target"] == "strait::access"
+                && match direction {
+                    "inbound" => line["direction"] == "inbound",
+                    _ => line["direction"].is_null(),
+                }
+        });
+        if let Some(line) = found {
+            return line;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {direction} access-log line after 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// c1 → c2 (same network) goes direct. In Strait a client always talks to
 /// its own gateway's CONNECT listener, so "direct" means c1's gateway dials
 /// the c2 pod itself: the pod sees c1's replica address (not a c2 gateway),

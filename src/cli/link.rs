@@ -1,5 +1,5 @@
 //! `strait link` and `strait unlink`: connecting a remote cluster to this
-//! one's gateways (the work is `discovery::kube::link`'s).
+//! one's gateways (the work is `controller::link`'s).
 
 use std::io::Write;
 use std::path::PathBuf;

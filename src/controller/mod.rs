@@ -39,7 +39,7 @@ use crate::discovery::objects::MCS_GROUP;
 /// `status.conditions`, conditional on the resource version) and the Lease
 /// that elects the one replica that writes it (read, created, then renewed
 /// by replacing it, conditional on the resource version). What the
-/// gateway's RBAC must grant on top of [`WATCHED_RESOURCES`].
+/// gateway's RBAC must grant on top of [`WATCHED_RESOURCES`](crate::discovery::kube::WATCHED_RESOURCES).
 pub const WRITTEN_RESOURCES: &[ResourceAccess] = &[
     ResourceAccess {
         scope: AccessScope::Cluster,
@@ -55,7 +55,7 @@ pub const WRITTEN_RESOURCES: &[ResourceAccess] = &[
     },
 ];
 
-/// Everything the gateway uses on top of [`WATCHED_RESOURCES`] with
+/// Everything the gateway uses on top of [`WATCHED_RESOURCES`](crate::discovery::kube::WATCHED_RESOURCES) with
 /// `kube.manageImports`: the namespaces of the local cluster (an import
 /// goes only where its namespace exists), server-side applies (`patch`)
 /// and deletions of the ServiceImports (and their status), derived

@@ -295,7 +295,7 @@ impl Observed {
     }
 
     /// The import ports recorded on Strait's ServiceImports
-    /// ([`record`](super::record)). Only a ServiceImport Strait wrote
+    /// ([`import_record`](crate::model::import_record)). Only a ServiceImport Strait wrote
     /// before it recorded them (an older version) has its derived
     /// Services' `targetPort`s read instead, and then only of derived
     /// Services it owns: a tenant may edit or forge a Service in its

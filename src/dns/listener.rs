@@ -21,9 +21,12 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use tracing::Instrument;
+
 use super::counted::answer;
 use super::message::Transport;
 use super::zone::Zone;
+use crate::logging::connection::{ConnectionId, connection_span};
 use crate::state::GatewayState;
 
 /// Concurrent TCP clients; one more is closed as soon as it is accepted.
@@ -155,14 +158,19 @@ async fn serve_tcp(
             continue;
         };
         let (state, zone) = (state.clone(), zone.clone());
-        connections.spawn(async move {
-            let _slot = slot;
-            let served = tokio::time::timeout(TCP_MAX_AGE, serve_connection(stream, &state, &zone));
-            // Past the maximum age the connection is simply dropped.
-            if let Ok(Err(error)) = served.await {
-                tracing::debug!(%peer, %error, "dns: tcp connection ended");
+        let span = connection_span(ConnectionId::next(), "dns", peer);
+        connections.spawn(
+            async move {
+                let _slot = slot;
+                let served =
+                    tokio::time::timeout(TCP_MAX_AGE, serve_connection(stream, &state, &zone));
+                // Past the maximum age the connection is simply dropped.
+                if let Ok(Err(error)) = served.await {
+                    tracing::debug!(%peer, %error, "dns: tcp connection ended");
+                }
             }
-        });
+            .instrument(span),
+        );
     }
 }
 

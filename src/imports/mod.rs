@@ -1,7 +1,7 @@
 //! Desired imports: the objects that make a multi-cluster service reachable
 //! by unmodified pods of one cluster, as a pure function of the merged
 //! cluster set and what the cluster holds already. No I/O, no clock it is
-//! not given: `discovery::kube::imports` observes and writes, `strait
+//! not given: `discovery` observes and `controller::imports` writes, `strait
 //! imports` prints, and the gateway's import listeners read the allocation.
 //!
 //! For every multi-cluster service whose namespace exists locally:

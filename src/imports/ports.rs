@@ -4,7 +4,7 @@
 //! which service port a connection is for. Pure.
 //!
 //! The allocation is deterministic and needs no storage of its own: ports
-//! already recorded (on Strait's ServiceImports, [`super::record`]) keep their
+//! already recorded (on Strait's ServiceImports, [`crate::model::import_record`]) keep their
 //! number; a new service port prefers the slot its name hashes to and probes
 //! upwards from there, in service order, skipping ports that are taken or
 //! were released too recently to be handed out again. Two replicas, or a

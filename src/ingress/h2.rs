@@ -14,8 +14,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use tracing::Instrument;
+
 use super::inbound;
 use crate::admin::metrics::{Limit, Listener, RefusedReason, Transport};
+use crate::logging::connection::{ConnectionId, record_peer, stream_span};
 use crate::net::buffer::Chunk;
 use crate::routing::inbound::InboundRefusal;
 use crate::state::GatewayState;
@@ -34,7 +37,7 @@ pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: Ca
         state.clone().admission(),
         shutdown.clone(),
         tracker,
-        move |stream, remote| serve_connection(stream, remote, state.clone(), shutdown.clone()),
+        move |stream, remote, _| serve_connection(stream, remote, state.clone(), shutdown.clone()),
     )
     .await;
 }
@@ -80,6 +83,7 @@ async fn serve_connection(
             return;
         }
     };
+    record_peer(&caller);
     tracing::debug!(%remote, caller = %caller, "tunnel peer connected");
     let settings = &state.tunnel;
     let (tls, tripped) = Guarded::new(tls, settings.control_frames);
@@ -185,14 +189,19 @@ fn serve_request(
         respond.send_reset(Reason::INTERNAL_ERROR);
         return;
     }
-    state.connections.spawn(serve_stream(
-        recv,
-        respond,
-        authority,
-        caller.clone(),
-        remote,
-        state.clone(),
-    ));
+    let id = ConnectionId::next();
+    state.connections.spawn(
+        serve_stream(
+            recv,
+            respond,
+            authority,
+            caller.clone(),
+            remote,
+            id,
+            state.clone(),
+        )
+        .instrument(stream_span(id)),
+    );
 }
 
 /// Authorises and dials the target, answers, then splices until done. Not
@@ -208,6 +217,7 @@ fn serve_stream(
     authority: Option<String>,
     caller: Arc<Identity>,
     remote: SocketAddr,
+    id: ConnectionId,
     state: Arc<GatewayState>,
 ) -> impl Future<Output = ()> + Send {
     async move {
@@ -228,6 +238,7 @@ fn serve_stream(
             authority,
             &caller,
             remote,
+            id,
             Transport::H2,
         ));
         // A peer that resets the stream while the backend is being dialled

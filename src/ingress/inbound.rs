@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use crate::admin::metrics::{
     ClosedResult, ConnectionMetrics, Limit, RefusedReason, RoutePath, Transport,
 };
+use crate::logging::connection::ConnectionId;
 use crate::model::ClusterId;
 use crate::net::accept::closed_result;
 use crate::net::dial::dial;
@@ -38,6 +39,7 @@ pub struct Accepted {
 /// What an inbound stream's access-log line and metrics need once its
 /// splice ends; the splice holds it, and reports a stall through it.
 struct InboundFinish {
+    connection: ConnectionId,
     /// The calling gateway's cluster (shared, not copied per stream).
     caller: ClusterId,
     authority: String,
@@ -49,6 +51,7 @@ struct InboundFinish {
 impl InboundFinish {
     fn done(self, outcome: SpliceOutcome) {
         let InboundFinish {
+            connection,
             caller,
             authority,
             address,
@@ -58,6 +61,7 @@ impl InboundFinish {
         let result = closed_result(&outcome.end);
         tracing::info!(
             target: "strait::access",
+            connection = connection.get(),
             direction = "inbound",
             caller = %caller,
             authority = %authority,
@@ -147,9 +151,14 @@ pub async fn open(
     authority: Option<String>,
     caller: &Identity,
     remote: SocketAddr,
+    connection: ConnectionId,
     transport: Transport,
 ) -> Result<Accepted, Refusal> {
     let started = Instant::now();
+    let span = tracing::Span::current();
+    if let Some(authority) = &authority {
+        span.record("authority", authority.as_str());
+    }
     let table = state.routes.load_full();
     let plan = authorize(
         &table,
@@ -214,9 +223,11 @@ pub async fn open(
         match dial(state.overrides.backend(address), state.dial).await {
             Ok(backend) => {
                 metrics.dial(dial_started.elapsed());
+                span.record("backend", tracing::field::display(address));
                 return Ok(Accepted {
                     backend,
                     finish: InboundFinish {
+                        connection,
                         caller: caller.cluster.clone(),
                         authority: authority.unwrap_or_default(),
                         address,

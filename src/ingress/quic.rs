@@ -11,8 +11,11 @@ use std::time::{Duration, Instant};
 use quinn::{Endpoint, RecvStream, SendStream};
 use tokio_util::sync::CancellationToken;
 
+use tracing::Instrument;
+
 use super::inbound;
 use crate::admin::metrics::{Limit, RefusedReason, Transport};
+use crate::logging::connection::{ConnectionId, connection_span, record_peer, stream_span};
 use crate::routing::inbound::InboundRefusal;
 use crate::state::GatewayState;
 use crate::tls::{Identity, identity_of};
@@ -85,10 +88,15 @@ pub async fn serve(endpoint: Endpoint, state: Arc<GatewayState>, shutdown: Cance
         };
         let state = state.clone();
         let shutdown = shutdown.clone();
+        let span = connection_span(
+            ConnectionId::next(),
+            "tunnel_quic",
+            incoming.remote_address(),
+        );
         state
             .connections
             .clone()
-            .spawn(serve_connection(incoming, state, shutdown));
+            .spawn(serve_connection(incoming, state, shutdown).instrument(span));
     }
 }
 
@@ -137,6 +145,7 @@ async fn serve_connection(
             return;
         }
     };
+    record_peer(&caller);
     tracing::debug!(%remote, caller = %caller, "quic tunnel peer connected");
     // quinn counts the frames it receives; the count is sampled here.
     let mut bucket = TokenBucket::new(state.tunnel.control_frames, Instant::now());
@@ -167,13 +176,11 @@ async fn serve_connection(
             },
             () = shutdown.cancelled() => return,
         };
-        state.connections.spawn(serve_stream(
-            send,
-            recv,
-            caller.clone(),
-            remote,
-            state.clone(),
-        ));
+        let id = ConnectionId::next();
+        state.connections.spawn(
+            serve_stream(send, recv, caller.clone(), remote, id, state.clone())
+                .instrument(stream_span(id)),
+        );
     }
 }
 
@@ -189,6 +196,7 @@ fn serve_stream(
     mut recv: RecvStream,
     caller: Arc<Identity>,
     remote: SocketAddr,
+    id: ConnectionId,
     state: Arc<GatewayState>,
 ) -> impl Future<Output = ()> + Send {
     async move {
@@ -230,6 +238,7 @@ fn serve_stream(
             Some(authority),
             &caller,
             remote,
+            id,
             Transport::Quic,
         ));
         // A peer that resets or stops the stream while the backend is

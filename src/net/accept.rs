@@ -12,7 +12,10 @@ use tokio_util::task::TaskTracker;
 
 use super::overload::Overload;
 use super::splice::SpliceEnd;
+use tracing::Instrument;
+
 use crate::admin::metrics::{ClosedResult, Limit, Listener, Metrics, Transport};
+use crate::logging::connection::{ConnectionId, connection_span};
 
 /// What a listener admits new connections against, and counts them in.
 #[derive(Clone, Copy)]
@@ -39,7 +42,8 @@ fn out_of_resources(error: &std::io::Error) -> bool {
 }
 
 /// Accepts connections on `listener` until `shutdown`, serving each in its
-/// own task on `tracker` (so a drain can wait for them), with TCP_NODELAY
+/// own task on `tracker` (so a drain can wait for them) inside its own
+/// `connection` span (named by its id, passed to `serve`), with TCP_NODELAY
 /// and keep-alive set. A connection accepted while descriptors are within
 /// the reserve is closed at once. Accept errors are counted; when the
 /// process is out of descriptors the loop backs off (10 ms doubling to 1 s)
@@ -52,7 +56,7 @@ pub async fn accept_until<F, Fut>(
     tracker: TaskTracker,
     mut serve: F,
 ) where
-    F: FnMut(TcpStream, SocketAddr) -> Fut,
+    F: FnMut(TcpStream, SocketAddr, ConnectionId) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     // Set once on the listener, the options come with every accepted
@@ -72,7 +76,10 @@ pub async fn accept_until<F, Fut>(
                     if !inherited {
                         let _ = super::dial::tune_accepted(&stream);
                     }
-                    tracker.spawn(serve(stream, remote));
+                    // The connection's span, entered whenever its task runs.
+                    let id = ConnectionId::next();
+                    let span = connection_span(id, which.as_str(), remote);
+                    tracker.spawn(serve(stream, remote, id).instrument(span));
                 }
                 Err(error) => {
                     admission.metrics.accept_error(which);

@@ -17,9 +17,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+use tracing::Instrument;
+
 use super::Finish;
 use super::upstream::{OpenError, Selection, open};
 use crate::admin::metrics::Listener;
+use crate::logging::connection::{ConnectionId, record_service};
 use crate::model::Protocol;
 use crate::net::splice::splice;
 use crate::routing::target::{Target, parse_authority};
@@ -37,15 +40,20 @@ pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: Ca
         state.clone().admission(),
         shutdown,
         tracker,
-        move |stream, remote| serve_connection(stream, remote, state.clone()),
+        move |stream, remote, id| serve_connection(stream, remote, id, state.clone()),
     )
     .await;
 }
 
-async fn serve_connection(stream: TcpStream, remote: SocketAddr, state: Arc<GatewayState>) {
+async fn serve_connection(
+    stream: TcpStream,
+    remote: SocketAddr,
+    id: ConnectionId,
+    state: Arc<GatewayState>,
+) {
     let service = service_fn(move |request| {
         let state = state.clone();
-        async move { Ok::<_, Infallible>(handle(request, remote, state).await) }
+        async move { Ok::<_, Infallible>(handle(request, remote, id, state).await) }
     });
     let result = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -69,6 +77,7 @@ fn respond(status: StatusCode, message: impl Into<String>) -> Response<Full<Byte
 async fn handle(
     mut request: Request<Incoming>,
     remote: SocketAddr,
+    id: ConnectionId,
     state: Arc<GatewayState>,
 ) -> Response<Full<Bytes>> {
     let started = Instant::now();
@@ -100,6 +109,7 @@ async fn handle(
             port,
         } => (service, *port, Some((hostname.as_str(), cluster))),
     };
+    record_service(key, port);
     let table = state.routes.load_full();
     let Some(service) = table.service(&key.namespace, &key.name) else {
         return respond(
@@ -155,25 +165,28 @@ async fn handle(
         }
     };
     let on_upgrade = hyper::upgrade::on(&mut request);
-    let (upstream, finish) = Finish::split(opened, remote, key.clone(), port, started);
+    let (upstream, finish) = Finish::split(opened, id, remote, key.clone(), port, started);
     let (idle_timeout, stall_report) = (state.idle_timeout, state.stall_report);
     // This task lives as long as the connection: it holds the splice, and
     // the splice what the log line needs (see `Finish`).
-    state.connections.spawn(async move {
-        // Not a `match` around the splice: its scrutinee would be kept
-        // beside the splice for the connection's lifetime.
-        let upgraded = match on_upgrade.await {
-            Ok(upgraded) => upgraded,
-            Err(error) => {
-                tracing::debug!(client = %remote, %error, "connect upgrade failed");
-                return;
-            }
-        };
-        let mut splice =
-            splice(TokioIo::new(upgraded), upstream, idle_timeout).watch(stall_report, finish);
-        // By reference: awaiting by value would move it into a second slot.
-        let outcome = (&mut splice).await;
-        splice.into_watch().done(outcome);
-    });
+    state.connections.spawn(
+        async move {
+            // Not a `match` around the splice: its scrutinee would be kept
+            // beside the splice for the connection's lifetime.
+            let upgraded = match on_upgrade.await {
+                Ok(upgraded) => upgraded,
+                Err(error) => {
+                    tracing::debug!(client = %remote, %error, "connect upgrade failed");
+                    return;
+                }
+            };
+            let mut splice =
+                splice(TokioIo::new(upgraded), upstream, idle_timeout).watch(stall_report, finish);
+            // By reference: awaiting by value would move it into a second slot.
+            let outcome = (&mut splice).await;
+            splice.into_watch().done(outcome);
+        }
+        .instrument(tracing::Span::current()),
+    );
     Response::new(Full::new(Bytes::new()))
 }

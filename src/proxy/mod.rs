@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::admin::metrics::ConnectionMetrics;
+use crate::logging::connection::{ConnectionId, record_backend};
 use crate::model::ServiceKey;
 use crate::net::accept::closed_result;
 use crate::net::splice::{Flow, SpliceOutcome, StallWatch};
@@ -21,6 +22,7 @@ use upstream::{Opened, Reached, Upstream};
 /// splice ends. Kept apart from the upstream so a connection's task stores
 /// each of these once, beside the splice, rather than once per nested future.
 pub(crate) struct Finish {
+    connection: ConnectionId,
     client_address: SocketAddr,
     service: ServiceKey,
     port: u16,
@@ -35,6 +37,7 @@ impl Finish {
     /// Splits an opened upstream into the stream to splice and the rest.
     pub(crate) fn split(
         opened: Opened,
+        connection: ConnectionId,
         client_address: SocketAddr,
         service: ServiceKey,
         port: u16,
@@ -46,7 +49,9 @@ impl Finish {
             metrics,
             active,
         } = opened;
+        record_backend(backend.address, backend.path);
         let finish = Finish {
+            connection,
             client_address,
             service,
             port,
@@ -61,6 +66,7 @@ impl Finish {
     /// Writes the access-log line and closes the connection's metrics.
     pub(crate) fn done(self, outcome: SpliceOutcome) {
         let Finish {
+            connection,
             client_address,
             service,
             port,
@@ -73,6 +79,7 @@ impl Finish {
         let result = closed_result(&outcome.end);
         tracing::info!(
             target: "strait::access",
+            connection = connection.get(),
             client = %client_address,
             service = %service,
             port,

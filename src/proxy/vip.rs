@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::Finish;
 use super::upstream::{Selection, open};
 use crate::admin::metrics::Listener;
+use crate::logging::connection::{ConnectionId, record_service};
 use crate::model::Protocol;
 use crate::net::splice::splice;
 use crate::state::GatewayState;
@@ -60,7 +61,7 @@ pub(crate) async fn serve_with(
         state.clone().admission(),
         shutdown,
         tracker,
-        move |stream, remote| serve_connection(stream, remote, state.clone(), selector),
+        move |stream, remote, id| serve_connection(stream, remote, id, state.clone(), selector),
     )
     .await;
 }
@@ -86,6 +87,7 @@ fn dialled_address(stream: &TcpStream) -> Option<SocketAddr> {
 fn serve_connection(
     stream: TcpStream,
     remote: SocketAddr,
+    id: ConnectionId,
     state: Arc<GatewayState>,
     selector: Selector,
 ) -> impl Future<Output = ()> + Send {
@@ -116,6 +118,7 @@ fn serve_connection(
                 tracing::debug!(client = %remote, %dialled, "no service behind this address");
                 return;
             };
+            record_service(&service.key, route.port);
             // Boxed: opening (a dial, maybe a tunnel handshake) needs far
             // more state than the splice that follows.
             // A remote pod's address or import port reaches that pod only.
@@ -129,7 +132,7 @@ fn serve_connection(
             Box::pin(open(&state, &table, service, route, selection, remote.ip()))
                 .await
                 .map(|opened| {
-                    Finish::split(opened, remote, service.key.clone(), route.port, started)
+                    Finish::split(opened, id, remote, service.key.clone(), route.port, started)
                 })
             // The table is released here: a long connection must not pin old routes.
         };

@@ -107,6 +107,8 @@ impl GatewayProcess {
             ])
             .args(&self.args)
             .env("RUST_LOG", "info")
+            // One JSON object per line: the span tests read them.
+            .env("STRAIT_LOG_FORMAT", "json")
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
@@ -166,6 +168,14 @@ impl GatewayProcess {
     /// Lets the process run on after this handle is gone (STRAIT_KEEP_NETNS).
     pub fn detach(&mut self) {
         self.child.take();
+    }
+
+    /// Every JSON line of the process's log, parsed (other lines skipped).
+    pub fn log_lines(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
     }
 
     /// The last `lines` lines of the process's log.

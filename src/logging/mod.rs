@@ -5,6 +5,9 @@
 //! line per interval says how many were left out, by reason. The metrics
 //! still count every event. The budget is pure (the caller passes the
 //! clock); [`QuietLogs`] and [`LogBudget::check`] write the lines.
+//! [`connection`] gives every proxied connection a span and an id.
+
+pub mod connection;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
