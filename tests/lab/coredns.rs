@@ -133,8 +133,15 @@ pub fn multicluster_answers_from_mcs_objects(lab: &Lab) {
             "CoreDNS and Strait agree on {pod}"
         );
         let address = from_coredns.first().cloned().unwrap_or_default();
+        let url = format!("http://{address}:8080/");
+        // The name is answered as soon as the MCS slice is written; the
+        // per-pod Service behind the address is reachable once kube-proxy
+        // has programmed it (and refuses until then), as for any new Service.
+        wait_until(&format!("{pod} at {address} answers"), 60, || {
+            lab.curl("c1", ns, client, &url).is_ok()
+        });
         let answer = lab
-            .curl("c1", ns, client, &format!("http://{address}:8080/"))
+            .curl("c1", ns, client, &url)
             .unwrap_or_else(|e| panic!("{pod} at {address}: {e}"));
         assert!(
             answer.starts_with(&format!("{ns}/{name} ")),
