@@ -1,7 +1,12 @@
 //! Control-frame limits per tunnel connection. HTTP/2 and QUIC let a peer
 //! send control frames (PING, SETTINGS, WINDOW_UPDATE, PRIORITY,
-//! RST_STREAM, and QUIC's equivalents) as fast as it likes, and every one
-//! costs the server work; neither library limits their rate. A connection
+//! RST_STREAM, GOAWAY, and QUIC's equivalents) as fast as it likes, and
+//! every one costs the server work; neither library limits their rate.
+//! Frames that carry nothing cost work too (CVE-2019-9518): an empty DATA
+//! frame that does not end its stream, an empty HEADERS frame, and every
+//! HEADERS frame continued in CONTINUATION frames and each of those (a
+//! header block spread thin, CVE-2024-27316's class) count as control
+//! frames here. A connection
 //! gets a token bucket: a burst, refilled at a steady rate, one token per
 //! control frame. A peer that empties it is sent GOAWAY (HTTP/2,
 //! `ENHANCE_YOUR_CALM`) or closed (QUIC).
@@ -26,16 +31,22 @@ use tokio::sync::Notify;
 const PREFACE_LEN: usize = 24;
 const FRAME_HEADER_LEN: usize = 9;
 
-/// HTTP/2 frame types counted as control frames.
+/// HTTP/2 frame types, and the flags read here.
+const DATA: u8 = 0x0;
+const HEADERS: u8 = 0x1;
 const PRIORITY: u8 = 0x2;
 const RST_STREAM: u8 = 0x3;
 const SETTINGS: u8 = 0x4;
 const PING: u8 = 0x6;
+const GOAWAY: u8 = 0x7;
 const WINDOW_UPDATE: u8 = 0x8;
+const CONTINUATION: u8 = 0x9;
 /// The last frame type RFC 9113 defines (CONTINUATION); later ones are
 /// extensions h2 ignores, and count as control frames too.
 const LAST_KNOWN_TYPE: u8 = 0x9;
 const ACK_FLAG: u8 = 0x1;
+const END_STREAM_FLAG: u8 = 0x1;
+const END_HEADERS_FLAG: u8 = 0x4;
 
 /// The rate and burst of control frames one connection may send.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -139,7 +150,7 @@ impl FrameMeter {
                     }
                     let [l0, l1, l2, kind, flags, ..] = self.header;
                     let length = u32::from_be_bytes([0, l0, l1, l2]);
-                    if is_control(kind, flags) && !self.bucket.spend(1, now) {
+                    if costs_work(kind, flags, length) && !self.bucket.spend(1, now) {
                         return false;
                     }
                     self.position = if length == 0 {
@@ -165,11 +176,18 @@ impl FrameMeter {
     }
 }
 
-fn is_control(kind: u8, flags: u8) -> bool {
+/// Whether a frame is spent from the bucket: every control frame, and the
+/// frames a peer can send without moving a byte of any stream.
+fn costs_work(kind: u8, flags: u8, length: u32) -> bool {
     match kind {
-        PRIORITY | RST_STREAM | WINDOW_UPDATE => true,
+        PRIORITY | RST_STREAM | WINDOW_UPDATE | GOAWAY | CONTINUATION => true,
         // An acknowledgement answers a frame this side sent.
         SETTINGS | PING => flags & ACK_FLAG == 0,
+        // The empty DATA frame that ends a stream is the only useful one.
+        DATA => length == 0 && flags & END_STREAM_FLAG == 0,
+        // A request's headers in one frame are free; an empty or continued
+        // header block is not.
+        HEADERS => length == 0 || flags & END_HEADERS_FLAG == 0,
         kind => kind > LAST_KNOWN_TYPE,
     }
 }
@@ -314,6 +332,59 @@ mod tests {
         }
         assert!(meter.feed(&stream, now), "within the burst");
         assert!(!meter.feed(&frame(WINDOW_UPDATE, 0, &[0, 0, 0, 1]), now));
+    }
+
+    #[test]
+    fn frames_that_carry_nothing_count_and_useful_ones_do_not() {
+        let now = Instant::now();
+        let generous = ControlFrameLimit {
+            per_second: 1,
+            burst: 1_000,
+        };
+        let spent = |frames: &[Vec<u8>]| {
+            let mut meter = FrameMeter::new(generous, now);
+            let mut stream = preface();
+            for frame in frames {
+                stream.extend_from_slice(frame);
+            }
+            assert!(meter.feed(&stream, now));
+            1_000.0 - meter.bucket.tokens
+        };
+        let block = [0x82, 0x86, 0x84];
+        // A request in one HEADERS frame, its data, and the empty DATA
+        // frame that ends it: nothing spent.
+        let useful = [
+            frame(HEADERS, END_HEADERS_FLAG, &block),
+            frame(DATA, 0, &[1, 2, 3]),
+            frame(DATA, END_STREAM_FLAG, &[]),
+        ];
+        assert_eq!(spent(&useful), 0.0);
+        // Each of these costs one token.
+        for (what, costly) in [
+            ("empty DATA", frame(DATA, 0, &[])),
+            ("empty HEADERS", frame(HEADERS, END_HEADERS_FLAG, &[])),
+            ("HEADERS to be continued", frame(HEADERS, 0, &block)),
+            (
+                "CONTINUATION",
+                frame(CONTINUATION, END_HEADERS_FLAG, &block),
+            ),
+            ("empty CONTINUATION", frame(CONTINUATION, 0, &[])),
+            ("GOAWAY", frame(GOAWAY, 0, &[0; 8])),
+        ] {
+            assert_eq!(spent(&[costly]), 1.0, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_flood_of_empty_data_frames_trips() {
+        let now = Instant::now();
+        let mut meter = FrameMeter::new(LIMIT, now);
+        let mut stream = preface();
+        for _ in 0..5 {
+            stream.extend(frame(DATA, 0, &[]));
+        }
+        assert!(meter.feed(&stream, now), "within the burst");
+        assert!(!meter.feed(&frame(DATA, 0, &[]), now));
     }
 
     #[test]
