@@ -632,3 +632,93 @@ async fn idle_admin_connections_cannot_starve_the_health_probe() {
     }
     drop(idle);
 }
+
+fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A CONNECT from `source` to echo: the status line, and then the greeting.
+async fn connect_from(source: std::net::IpAddr, listener: SocketAddr) -> Result<String, String> {
+    let socket = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
+    socket
+        .bind(SocketAddr::new(source, 0))
+        .map_err(|e| e.to_string())?;
+    let mut stream = socket.connect(listener).await.map_err(|e| e.to_string())?;
+    let request = format!("CONNECT {ECHO} HTTP/1.1\r\nHost: {ECHO}\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut answer = vec![0; 256];
+    let read = stream.read(&mut answer).await.map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&answer[..read]).into_owned())
+}
+
+/// 2,000 connections of one pod address, each opened with `head` and held.
+async fn hold_heads(flooder: std::net::IpAddr, connect: SocketAddr, head: &str) -> Vec<TcpStream> {
+    let mut held = Vec::new();
+    for _ in 0..2_000 {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.bind(SocketAddr::new(flooder, 0)).expect("bind");
+        let Ok(mut stream) = socket.connect(connect).await else {
+            continue;
+        };
+        // A write may fail once the gateway has answered or closed.
+        let _ = tokio::time::timeout(
+            Duration::from_millis(200),
+            stream.write_all(head.as_bytes()),
+        )
+        .await;
+        held.push(stream);
+    }
+    held
+}
+
+/// One pod address floods the CONNECT listener twice with heads that never
+/// end: 2,000 connections sending 64 KiB of one header with no blank line,
+/// then 2,000 sending 1 KiB of it and waiting. The head cap (8 KiB) answers
+/// the first 431 and closes them instead of buffering each head; past
+/// `tuning.maxConnectionsPerSource` (1,024) the second are refused at
+/// accept. The process grows less than 64 MiB, and a client of another pod
+/// gets its CONNECT answered within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_ending_connect_heads_cost_a_bounded_amount() {
+    let _serial = SERIAL.lock().await;
+    let site = Site::start(settings(), None).await;
+    let connect = site.gateway.addresses().connect;
+    let flooder = pod_ip(1, 7);
+    let before = resident_kib();
+    let head = |pad: usize| format!("CONNECT {ECHO} HTTP/1.1\r\nX-Pad: {}", "a".repeat(pad));
+    let long = hold_heads(flooder, connect, &head(64 * 1024)).await;
+    let slow = hold_heads(flooder, connect, &head(1024)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let grown_mib = resident_kib().saturating_sub(before) / 1024;
+    let started = Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(1), connect_from(pod_ip(2, 7), connect))
+        .await
+        .expect("answered within a second")
+        .expect("a CONNECT of another pod");
+    let answered_in = started.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let metrics = site.metrics().await;
+    let per_source = metric(
+        &metrics,
+        "strait_limited_total{limit=\"per_source\",transport=\"none\"}",
+    );
+    println!(
+        "CONNECT HEADS: 4,000 from one pod; process grew {grown_mib} MiB; {per_source} refused \
+         at accept; another pod answered in {answered_in:?}"
+    );
+    assert!(grown_mib < 64, "the process grew {grown_mib} MiB");
+    assert!(
+        per_source >= 900,
+        "the source cap refused the slow heads past it: {per_source}"
+    );
+    drop((long, slow));
+}

@@ -25,6 +25,7 @@ use crate::discovery::kube::KubeOptions;
 use crate::discovery::translate::TranslateOptions;
 use crate::model::names::{GATEWAY_NAMESPACE, NETWORK_PROPERTY};
 use crate::model::{ClusterId, NetworkId, check_dns_subdomain};
+use crate::net::sources::SourceLimits;
 pub use crate::routing::balancer::{Balancer, Locality};
 
 /// The settings file's name inside a configuration directory.
@@ -192,6 +193,32 @@ pub struct Tuning {
     /// a sixteenth of the limit, 64 to 1,024.
     #[serde(default)]
     pub descriptor_reserve: Option<u64>,
+    /// Open connections one source address may hold on one listener
+    /// (CONNECT, ClusterSetIP, import ports, the tunnel port): one pod, or
+    /// one address before it has authenticated, cannot take every slot.
+    #[serde(default = "default_max_connections_per_source")]
+    pub max_connections_per_source: u32,
+    /// Open connections of one listener before only sources holding less
+    /// than their share are admitted (an eighth more at most).
+    #[serde(default = "default_max_connections_per_listener")]
+    pub max_connections_per_listener: u32,
+}
+
+fn default_max_connections_per_source() -> u32 {
+    1_024
+}
+fn default_max_connections_per_listener() -> u32 {
+    8_192
+}
+
+impl Tuning {
+    /// The per-source caps every listener gets.
+    pub fn source_limits(&self) -> SourceLimits {
+        SourceLimits {
+            per_source: self.max_connections_per_source,
+            total: self.max_connections_per_listener,
+        }
+    }
 }
 
 fn default_connect_timeout() -> Duration {
@@ -221,6 +248,8 @@ impl Default for Tuning {
             locality: Locality::default(),
             reload_debounce: default_reload_debounce(),
             descriptor_reserve: None,
+            max_connections_per_source: default_max_connections_per_source(),
+            max_connections_per_listener: default_max_connections_per_listener(),
         }
     }
 }

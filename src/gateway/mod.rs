@@ -326,6 +326,7 @@ impl Gateway {
             findings: std::sync::Mutex::new(Vec::new()),
             quiet: crate::logging::QuietLogs::default(),
             overload: crate::net::overload::Overload::for_process(tuning.descriptor_reserve),
+            sources: crate::state::ListenerSources::new(tuning.source_limits()),
             peer_budgets: Arc::new(crate::tunnel::limits::PeerBudgets::new(
                 options.tunnel.peer_limits,
             )),

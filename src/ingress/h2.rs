@@ -34,7 +34,7 @@ pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: Ca
     crate::net::accept::accept_until(
         listener,
         Listener::Tunnel,
-        state.clone().admission(),
+        state.clone().admission(Listener::Tunnel),
         shutdown.clone(),
         tracker,
         move |stream, remote, _| serve_connection(stream, remote, state.clone(), shutdown.clone()),

@@ -10,7 +10,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use std::sync::Arc;
+
 use super::overload::Overload;
+use super::sources::{SourceRefusal, SourceTable};
 use super::splice::SpliceEnd;
 use tracing::Instrument;
 
@@ -22,6 +25,8 @@ use crate::logging::connection::{ConnectionId, connection_span};
 pub struct Admission<'a> {
     pub overload: &'a Overload,
     pub metrics: &'a Metrics,
+    /// The listener's connections by source address, when it caps them.
+    pub sources: Option<&'a Arc<SourceTable>>,
 }
 
 /// The first and the longest pause of an accept loop that failed for want
@@ -73,13 +78,30 @@ pub async fn accept_until<F, Fut>(
                         drop(stream);
                         continue;
                     }
+                    // Held by the connection's task until it ends.
+                    let slot = match admission.sources.map(|table| table.admit(remote.ip())) {
+                        Some(Err(refusal)) => {
+                            admission.metrics.limited(limit_of(refusal), Transport::None);
+                            drop(stream);
+                            continue;
+                        }
+                        Some(Ok(slot)) => Some(slot),
+                        None => None,
+                    };
                     if !inherited {
                         let _ = super::dial::tune_accepted(&stream);
                     }
                     // The connection's span, entered whenever its task runs.
                     let id = ConnectionId::next();
                     let span = connection_span(id, which.as_str(), remote);
-                    tracker.spawn(serve(stream, remote, id).instrument(span));
+                    let served = serve(stream, remote, id);
+                    tracker.spawn(
+                        async move {
+                            let _slot = slot;
+                            served.await;
+                        }
+                        .instrument(span),
+                    );
                 }
                 Err(error) => {
                     admission.metrics.accept_error(which);
@@ -99,6 +121,13 @@ pub async fn accept_until<F, Fut>(
             },
             () = shutdown.cancelled() => return,
         }
+    }
+}
+
+fn limit_of(refusal: SourceRefusal) -> Limit {
+    match refusal {
+        SourceRefusal::PerSource => Limit::PerSource,
+        SourceRefusal::Total => Limit::ListenerConnections,
     }
 }
 

@@ -1,10 +1,12 @@
 //! The socket layer under every listener: dialling with the gateway's
 //! socket options, splicing two streams with bounded buffers, the
-//! descriptor budget new work is admitted against, and the accept loop.
+//! descriptor budget new work is admitted against, the per-source caps of
+//! each listener, and the accept loop.
 //! Knows nothing of routes, tunnels or services.
 
 pub mod accept;
 pub mod buffer;
 pub mod dial;
 pub mod overload;
+pub mod sources;
 pub mod splice;

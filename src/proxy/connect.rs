@@ -30,6 +30,12 @@ use crate::state::GatewayState;
 
 /// How long a client may take to send its CONNECT request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most a CONNECT request head may take in memory: hyper's smallest
+/// read buffer. A real one is a few hundred bytes; a longer one is refused
+/// (431) instead of growing to hyper's default of about 400 KB.
+const MAX_REQUEST_HEAD: usize = 8 * 1024;
+/// Header fields of one CONNECT request; more are refused.
+const MAX_REQUEST_HEADERS: usize = 32;
 
 /// Accepts local clients until `shutdown`.
 pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: CancellationToken) {
@@ -37,7 +43,7 @@ pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: Ca
     crate::net::accept::accept_until(
         listener,
         Listener::Connect,
-        state.clone().admission(),
+        state.clone().admission(Listener::Connect),
         shutdown,
         tracker,
         move |stream, remote, id| serve_connection(stream, remote, id, state.clone()),
@@ -58,6 +64,8 @@ async fn serve_connection(
     let result = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(REQUEST_TIMEOUT)
+        .max_buf_size(MAX_REQUEST_HEAD)
+        .max_headers(MAX_REQUEST_HEADERS)
         .serve_connection(TokioIo::new(stream), service)
         .with_upgrades()
         .await;

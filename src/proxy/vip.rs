@@ -58,7 +58,7 @@ pub(crate) async fn serve_with(
     crate::net::accept::accept_until(
         listener,
         selector.listener(),
-        state.clone().admission(),
+        state.clone().admission(selector.listener()),
         shutdown,
         tracker,
         move |stream, remote, id| serve_connection(stream, remote, id, state.clone(), selector),

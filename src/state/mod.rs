@@ -11,11 +11,12 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio_util::task::TaskTracker;
 
-use crate::admin::metrics::Metrics;
+use crate::admin::metrics::{Listener, Metrics};
 use crate::model::GatewayAddress;
 use crate::net::accept::Admission;
 use crate::net::dial::DialOptions;
 use crate::net::overload::Overload;
+use crate::net::sources::{SourceLimits, SourceTable};
 use crate::routing::RouteTable;
 use crate::routing::balancer::Chooser;
 use crate::routing::inbound::InboundGuard;
@@ -77,14 +78,47 @@ pub struct GatewayState {
     pub peer_budgets: Arc<crate::tunnel::limits::PeerBudgets>,
     /// Budgets of the lines a peer or a client can cause at will.
     pub quiet: crate::logging::QuietLogs,
+    /// Each listener's connections by source address.
+    pub sources: ListenerSources,
+}
+
+/// The per-source tables of the TCP listeners, one per kind (every
+/// ClusterSetIP listener shares one, every import port another).
+#[derive(Debug)]
+pub struct ListenerSources {
+    pub connect: Arc<SourceTable>,
+    pub tunnel: Arc<SourceTable>,
+    pub cluster_set_ip: Arc<SourceTable>,
+    pub import: Arc<SourceTable>,
+}
+
+impl ListenerSources {
+    pub fn new(limits: SourceLimits) -> Self {
+        Self {
+            connect: SourceTable::new(limits),
+            tunnel: SourceTable::new(limits),
+            cluster_set_ip: SourceTable::new(limits),
+            import: SourceTable::new(limits),
+        }
+    }
+
+    pub fn of(&self, listener: Listener) -> &Arc<SourceTable> {
+        match listener {
+            Listener::Connect => &self.connect,
+            Listener::Tunnel => &self.tunnel,
+            Listener::ClusterSetIp => &self.cluster_set_ip,
+            Listener::Import => &self.import,
+        }
+    }
 }
 
 impl GatewayState {
-    /// What the listeners admit new connections against.
-    pub fn admission(&self) -> Admission<'_> {
+    /// What `listener` admits new connections against.
+    pub fn admission(&self, listener: Listener) -> Admission<'_> {
         Admission {
             overload: &self.overload,
             metrics: &self.metrics,
+            sources: Some(self.sources.of(listener)),
         }
     }
 }

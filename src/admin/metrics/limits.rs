@@ -19,6 +19,12 @@ label_enum! {
         StalledStream => "stalled_stream",
         /// Descriptors near the process limit (`tuning.descriptorReserve`).
         Descriptors => "descriptors",
+        /// A source address at its cap on one listener
+        /// (`tuning.maxConnectionsPerSource`).
+        PerSource => "per_source",
+        /// A listener at its cap, refusing its heaviest sources
+        /// (`tuning.maxConnectionsPerListener`).
+        ListenerConnections => "listener_connections",
     }
 }
 
