@@ -722,3 +722,42 @@ async fn never_ending_connect_heads_cost_a_bounded_amount() {
     );
     drop((long, slow));
 }
+
+/// Opens `count` connections to `listener` at once (every SYN sent before
+/// the gateway has accepted many), holding them, and returns the longest
+/// any took to connect and how many took a SYN retransmission's second.
+async fn burst(listener: SocketAddr, count: usize) -> (Duration, usize) {
+    let connects = (0..count).map(|_| async move {
+        let started = Instant::now();
+        let stream = TcpStream::connect(listener).await.expect("connects");
+        (started.elapsed(), stream)
+    });
+    let done = futures_util::future::join_all(connects).await;
+    let longest = done.iter().map(|(took, _)| *took).max().unwrap_or_default();
+    let slow = done
+        .iter()
+        .filter(|(took, _)| *took >= Duration::from_millis(900))
+        .count();
+    (longest, slow)
+}
+
+/// 1,000 connections opened at once to the CONNECT listener, and
+/// 1,000 to the tunnel port: each listener's accept queue is the host's
+/// longest (`net.core.somaxconn`), so none loses its SYN and waits out a
+/// retransmission, though the gateway accepts slower than they arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_connections_waits_for_no_syn_retransmission() {
+    let _serial = SERIAL.lock().await;
+    let site = Site::start(settings(), None).await;
+    for (name, listener) in [
+        ("connect", site.gateway.addresses().connect),
+        ("tunnel", site.tunnel),
+    ] {
+        let (longest, slow) = burst(listener, 1_000).await;
+        println!("BURST {name}: 1,000 at once, longest connect {longest:?}, {slow} ≥ 0.9 s");
+        assert_eq!(
+            slow, 0,
+            "{name}: {slow} connections waited for a SYN retransmission"
+        );
+    }
+}

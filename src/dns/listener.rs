@@ -61,7 +61,7 @@ impl DnsSockets {
     pub async fn bind(address: SocketAddr) -> io::Result<Self> {
         let mut last_error = None;
         for _ in 0..BIND_ATTEMPTS {
-            let tcp = TcpListener::bind(address).await?;
+            let tcp = crate::net::listen::bind(address)?;
             match udp_socket(tcp.local_addr()?) {
                 Ok(udp) => return Ok(Self { udp, tcp }),
                 Err(error) if address.port() == 0 => last_error = Some(error),

@@ -85,13 +85,11 @@ impl Listeners {
     /// Binds every listener the settings name.
     pub async fn bind(settings: &GatewaySettings) -> Result<Self, GatewayError> {
         let bind = |what: &'static str, address: SocketAddr| async move {
-            TcpListener::bind(address)
-                .await
-                .map_err(|source| GatewayError::Bind {
-                    what,
-                    address,
-                    source,
-                })
+            crate::net::listen::bind(address).map_err(|source| GatewayError::Bind {
+                what,
+                address,
+                source,
+            })
         };
         let listeners = &settings.listeners;
         let mut cluster_set_ip = Vec::new();

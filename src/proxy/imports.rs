@@ -14,7 +14,6 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
-use socket2::{Domain, Protocol as SocketProtocol, Socket, Type};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -22,27 +21,9 @@ use tokio_util::sync::CancellationToken;
 use super::vip::{Selector, serve_with};
 use crate::state::GatewayState;
 
-/// How many connections may wait to be accepted on one import port.
-const BACKLOG: i32 = 1024;
-
-/// Binds one import port: address reuse, so a port freed by a restart can
-/// be bound again at once, and non-blocking for tokio. On `::` the socket
-/// takes both families: kube-proxy sends a derived Service's IPv4 and IPv6
-/// ClusterIPs to the one port.
+/// Binds one import port (see [`crate::net::listen::bind`]).
 pub fn bind(address: SocketAddr) -> io::Result<TcpListener> {
-    let socket = Socket::new(
-        Domain::for_address(address),
-        Type::STREAM,
-        Some(SocketProtocol::TCP),
-    )?;
-    if address.ip() == IpAddr::V6(Ipv6Addr::UNSPECIFIED) {
-        socket.set_only_v6(false)?;
-    }
-    socket.set_reuse_address(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&address.into())?;
-    socket.listen(BACKLOG)?;
-    TcpListener::from_std(socket.into())
+    crate::net::listen::bind(address)
 }
 
 /// Where import listeners bind when `imports.address` is not set: where the

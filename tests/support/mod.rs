@@ -409,11 +409,10 @@ pub fn certificates(dir: &Path, clusters: &[&str]) -> PathBuf {
 }
 
 /// Listeners of gateway number `n`, bound before the configuration is
-/// written so it can name their ports.
+/// written so it can name their ports, as `strait run` binds them.
 pub async fn bind_gateway(n: u8) -> Listeners {
     let bind = |port| async move {
-        TcpListener::bind(SocketAddr::new(gateway_ip(n), port))
-            .await
+        strait::net::listen::bind(SocketAddr::new(gateway_ip(n), port))
             .expect("bind gateway listener")
     };
     Listeners {
