@@ -468,8 +468,26 @@ async fn tcp_query(stream: &mut tokio::net::TcpStream, qname: &str) -> Option<Ve
     Some(answer)
 }
 
+/// A TCP DNS client from `source`, answered once (proof it holds a slot).
+async fn tcp_client_from(source: std::net::IpAddr, dns: SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind(SocketAddr::new(source, 0)).expect("bind");
+    let mut stream = socket.connect(dns).await.expect("connect");
+    assert!(
+        tcp_query(&mut stream, "echo.app.svc.clusterset.local.")
+            .await
+            .is_some(),
+        "answered"
+    );
+    stream
+}
+
+/// One address holds at most `MAX_TCP_PER_SOURCE` (32) TCP clients: the
+/// 33rd is closed and counted. Eight addresses then hold all 256 slots,
+/// idle: a 257th client of another address is answered, and the client
+/// idle the longest (the first) is the one closed for it.
 #[tokio::test]
-async fn tcp_clients_beyond_the_limit_are_closed_and_slots_come_back() {
+async fn tcp_slots_are_capped_per_source_and_the_idlest_makes_room() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("config");
     let certs = certificates(dir.path(), &["c41", "c42"]);
@@ -485,42 +503,52 @@ async fn tcp_clients_beyond_the_limit_are_closed_and_slots_come_back() {
     write_cluster(&config, "c42", &remote_yaml());
     let gateway = start_gateway(&config, &certs, "c41", n, listeners, TransportMode::H2).await;
     let dns = gateway.addresses().dns.expect("dns is on");
+    let per_source = strait::dns::MAX_TCP_PER_SOURCE;
+    let sources = strait::dns::MAX_TCP_CONNECTIONS / per_source;
+    let source = |k: usize| pod_ip(50, u8::try_from(k).expect("a few sources"));
 
     let mut held = Vec::new();
-    for _ in 0..strait::dns::MAX_TCP_CONNECTIONS {
-        let mut stream = tokio::net::TcpStream::connect(dns).await.expect("connect");
-        // An answer proves the connection holds a slot.
-        assert!(
-            tcp_query(&mut stream, "echo.app.svc.clusterset.local.")
-                .await
-                .is_some()
-        );
-        held.push(stream);
+    for k in 0..sources {
+        for _ in 0..per_source {
+            held.push(tcp_client_from(source(k), dns).await);
+        }
+        if k == 0 {
+            // Over its source's cap: closed, not left hanging.
+            let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+            socket.bind(SocketAddr::new(source(0), 0)).expect("bind");
+            let mut over = socket.connect(dns).await.expect("connect");
+            let refused = tokio::time::timeout(
+                Duration::from_secs(5),
+                tcp_query(&mut over, "echo.app.svc.clusterset.local."),
+            )
+            .await
+            .expect("closed, not left hanging");
+            assert!(
+                refused.is_none(),
+                "a connection over its source's cap is closed"
+            );
+        }
+        // Later clients are more recently active than earlier ones.
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let mut over = tokio::net::TcpStream::connect(dns).await.expect("connect");
-    let refused = tokio::time::timeout(
+    assert_eq!(held.len(), strait::dns::MAX_TCP_CONNECTIONS);
+    // Every slot is taken: a newcomer is answered all the same.
+    let _newcomer = tcp_client_from(source(sources), dns).await;
+    // The first client, idle the longest, was closed for it.
+    let first = tokio::time::timeout(
         Duration::from_secs(5),
-        tcp_query(&mut over, "echo.app.svc.clusterset.local."),
+        tcp_query(&mut held[0], "echo.app.svc.clusterset.local."),
     )
     .await
     .expect("closed, not left hanging");
-    assert!(refused.is_none(), "a connection over the limit is closed");
-
-    // A client that leaves frees its slot for the next.
-    drop(held.pop());
-    let mut answered = false;
-    for _ in 0..50 {
-        let mut stream = tokio::net::TcpStream::connect(dns).await.expect("connect");
-        if tcp_query(&mut stream, "echo.app.svc.clusterset.local.")
+    assert!(first.is_none(), "the idlest client made room");
+    let last = held.last_mut().expect("clients");
+    assert!(
+        tcp_query(last, "echo.app.svc.clusterset.local.")
             .await
-            .is_some()
-        {
-            answered = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(answered, "the freed slot serves a new client");
+            .is_some(),
+        "a recently active client keeps its slot"
+    );
     let metrics = admin_get(gateway.addresses().admin, "/metrics").await;
     assert!(
         metrics

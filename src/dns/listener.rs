@@ -4,8 +4,9 @@
 //! follow each route swap with no lock and no cache to invalidate.
 //!
 //! Bounds: a few UDP worker threads share the socket and answer in batches
-//! ([`super::udp`]); TCP takes at most
-//! [`MAX_TCP_CONNECTIONS`] clients at once (more are closed at accept), each
+//! ([`super::udp`]); TCP takes at most [`MAX_TCP_CONNECTIONS`] clients at
+//! once, [`MAX_TCP_PER_SOURCE`] of one address (past those the idlest
+//! client is closed for a newcomer; over its source's cap a newcomer is), each
 //! with an idle timeout between queries, a read and a write timeout per
 //! message, and a maximum age, so slow or idle clients cannot hold slots.
 
@@ -17,7 +18,6 @@ use std::time::Duration;
 use socket2::{Domain, Socket, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -25,11 +25,13 @@ use tracing::Instrument;
 
 use super::counted::answer;
 use super::message::Transport;
+use super::tcp_slots::{MAX_TCP_PER_SOURCE, TcpSlot, TcpSlots};
 use super::zone::Zone;
 use crate::logging::connection::{ConnectionId, connection_span};
 use crate::state::GatewayState;
 
-/// Concurrent TCP clients; one more is closed as soon as it is accepted.
+/// Concurrent TCP clients; past them, the idlest is closed for a newcomer
+/// ([`super::tcp_slots`]).
 pub const MAX_TCP_CONNECTIONS: usize = 256;
 /// How long a TCP client may stay silent between queries (RFC 7766 §6.2.3
 /// asks for seconds, not minutes).
@@ -137,7 +139,7 @@ async fn serve_tcp(
     zone: Arc<Zone>,
     stop: CancellationToken,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS));
+    let slots = TcpSlots::new(MAX_TCP_CONNECTIONS);
     let mut connections = JoinSet::new();
     loop {
         let (stream, peer) = tokio::select! {
@@ -152,21 +154,27 @@ async fn serve_tcp(
                 }
             },
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        let Some(slot) = slots.admit(peer.ip()) else {
             state.metrics.dns_tcp_refused();
-            tracing::debug!(%peer, limit = MAX_TCP_CONNECTIONS, "dns: tcp connection limit reached; closing");
+            tracing::debug!(%peer, limit = MAX_TCP_PER_SOURCE, "dns: tcp connections of this source at their cap; closing");
             continue;
         };
         let (state, zone) = (state.clone(), zone.clone());
         let span = connection_span(ConnectionId::next(), "dns", peer);
         connections.spawn(
             async move {
-                let _slot = slot;
-                let served =
-                    tokio::time::timeout(TCP_MAX_AGE, serve_connection(stream, &state, &zone));
+                let served = tokio::time::timeout(
+                    TCP_MAX_AGE,
+                    serve_connection(stream, &state, &zone, &slot),
+                );
                 // Past the maximum age the connection is simply dropped.
-                if let Ok(Err(error)) = served.await {
-                    tracing::debug!(%peer, %error, "dns: tcp connection ended");
+                tokio::select! {
+                    served = served => if let Ok(Err(error)) = served {
+                        tracing::debug!(%peer, %error, "dns: tcp connection ended");
+                    },
+                    () = slot.client().evicted() => {
+                        tracing::debug!(%peer, "dns: idlest tcp connection closed for a new client");
+                    }
                 }
             }
             .instrument(span),
@@ -180,6 +188,7 @@ async fn serve_connection(
     mut stream: TcpStream,
     state: &GatewayState,
     zone: &Zone,
+    slot: &TcpSlot,
 ) -> io::Result<()> {
     let _ = stream.set_nodelay(true);
     let mut query = Vec::new();
@@ -196,6 +205,7 @@ async fn serve_connection(
         }
         query.resize(length, 0);
         timed(stream.read_exact(&mut query)).await?;
+        slot.touch();
         let Some(reply) = answer(state, zone, &query, Transport::Tcp) else {
             return Ok(());
         };

@@ -19,6 +19,7 @@ mod counted;
 mod debug;
 mod listener;
 mod message;
+mod tcp_slots;
 mod udp;
 mod zone;
 
@@ -29,4 +30,5 @@ pub use answer::{Answer, ExplainedBackend, Explanation, answer, explain};
 pub use debug::{DebugError, lookup};
 pub use listener::{DnsSockets, MAX_TCP_CONNECTIONS, serve};
 pub use message::{MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, Reply, Transport, respond};
+pub use tcp_slots::MAX_TCP_PER_SOURCE;
 pub use zone::{Owner, Zone, ZoneError};

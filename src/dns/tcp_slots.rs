@@ -1,0 +1,164 @@
+//! Who holds the DNS listener's TCP slots. A source address may hold a few
+//! ([`MAX_TCP_PER_SOURCE`]); when every slot is taken, the connection idle
+//! the longest is closed for the newcomer rather than the newcomer refused
+//! (RFC 7766 §6.2.2 leaves the choice to the server): one pod opening
+//! connections and keeping them quiet cannot lock the rest of the cluster
+//! out of the TCP fallback of truncated answers.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+/// Open TCP connections of one source address.
+pub const MAX_TCP_PER_SOURCE: usize = 32;
+
+/// One TCP client: where from, when it last asked, and how to close it.
+#[derive(Debug)]
+pub struct TcpClient {
+    source: IpAddr,
+    /// Milliseconds since the table's epoch.
+    last_active: AtomicU64,
+    close: CancellationToken,
+}
+
+impl TcpClient {
+    /// Resolves when the client is closed to make room for another.
+    pub async fn evicted(&self) {
+        self.close.cancelled().await;
+    }
+}
+
+/// The listener's slots.
+#[derive(Debug)]
+pub struct TcpSlots {
+    capacity: usize,
+    epoch: Instant,
+    next_id: AtomicU64,
+    clients: Mutex<HashMap<u64, Arc<TcpClient>>>,
+}
+
+/// One admitted connection's slot, given back when dropped.
+#[derive(Debug)]
+pub struct TcpSlot {
+    slots: Arc<TcpSlots>,
+    id: u64,
+    client: Arc<TcpClient>,
+}
+
+impl TcpSlot {
+    pub fn client(&self) -> &TcpClient {
+        &self.client
+    }
+
+    /// Marks the client as active now (it asked a question).
+    pub fn touch(&self) {
+        self.client
+            .last_active
+            .store(self.slots.now_ms(), Ordering::Relaxed);
+    }
+}
+
+impl Drop for TcpSlot {
+    fn drop(&mut self) {
+        let mut clients = self.slots.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients.remove(&self.id);
+    }
+}
+
+impl TcpSlots {
+    pub fn new(capacity: usize) -> Arc<Self> {
+        Arc::new(Self {
+            capacity,
+            epoch: Instant::now(),
+            next_id: AtomicU64::new(0),
+            clients: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A slot for a client of `source`: `None` when that source holds its
+    /// cap. When every slot is taken, the idlest client is closed for it.
+    pub fn admit(self: &Arc<Self>, source: IpAddr) -> Option<TcpSlot> {
+        let source = source.to_canonical();
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let of_source = clients.values().filter(|c| c.source == source).count();
+        if of_source >= MAX_TCP_PER_SOURCE {
+            return None;
+        }
+        if clients.len() >= self.capacity {
+            let idlest = clients
+                .iter()
+                // Among the equally idle, the oldest connection.
+                .min_by_key(|(id, c)| (c.last_active.load(Ordering::Relaxed), **id))
+                .map(|(id, _)| *id);
+            if let Some(client) = idlest.and_then(|id| clients.remove(&id)) {
+                client.close.cancel();
+            }
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let client = Arc::new(TcpClient {
+            source,
+            last_active: AtomicU64::new(self.now_ms()),
+            close: CancellationToken::new(),
+        });
+        clients.insert(id, client.clone());
+        Some(TcpSlot {
+            slots: self.clone(),
+            id,
+            client,
+        })
+    }
+
+    /// Clients holding a slot.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.clients.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([10, 0, 1, last])
+    }
+
+    #[test]
+    fn a_source_holds_at_most_its_cap() {
+        let slots = TcpSlots::new(100);
+        let held: Vec<TcpSlot> = (0..MAX_TCP_PER_SOURCE)
+            .map(|_| slots.admit(ip(1)).expect("admitted"))
+            .collect();
+        assert!(slots.admit(ip(1)).is_none());
+        assert!(slots.admit(ip(2)).is_some(), "another source is admitted");
+        drop(held);
+        assert!(slots.admit(ip(1)).is_some(), "slots come back");
+    }
+
+    #[test]
+    fn when_full_the_idlest_client_is_closed_for_the_newcomer() {
+        let slots = TcpSlots::new(3);
+        let first = slots.admit(ip(1)).expect("admitted");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let second = slots.admit(ip(2)).expect("admitted");
+        let third = slots.admit(ip(3)).expect("admitted");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        // The first asks again: the second is now the idlest.
+        first.touch();
+        let fourth = slots.admit(ip(4)).expect("the newcomer gets a slot");
+        assert!(second.client().close.is_cancelled(), "the idlest is closed");
+        assert!(!first.client().close.is_cancelled());
+        assert!(!third.client().close.is_cancelled());
+        assert_eq!(slots.held(), 3);
+        drop((first, second, third, fourth));
+        assert_eq!(slots.held(), 0);
+    }
+}
