@@ -33,4 +33,5 @@ pub mod state;
 #[cfg(test)]
 mod testing;
 pub mod tls;
+pub mod token_bucket;
 pub mod tunnel;

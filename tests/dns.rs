@@ -559,3 +559,67 @@ async fn tcp_slots_are_capped_per_source_and_the_idlest_makes_room() {
     drop(held);
     gateway.shutdown(Duration::from_secs(1)).await;
 }
+
+/// One address floods the UDP listener with one question whose answer is
+/// larger than it (1,000 queries, as fast as they go): past the burst
+/// (`RESPONSE_BURST`, 40) its answers slip to the question alone with TC,
+/// no larger than the query, and are counted as truncated; `dig` from
+/// another address meanwhile gets the full answer.
+#[tokio::test]
+async fn a_udp_flood_from_one_address_gets_truncated_answers_and_others_full_ones() {
+    use hickory_proto::op::{Message, MessageType, OpCode, Query};
+    use hickory_proto::rr::{Name, RecordType};
+    let Some(run) = Running::start(48).await else {
+        return;
+    };
+    let flooder = tokio::net::UdpSocket::bind(SocketAddr::new(pod_ip(50, 201), 0))
+        .await
+        .expect("bind");
+    let mut message = Message::new(3, MessageType::Query, OpCode::Query);
+    message.add_query(Query::query(
+        Name::from_ascii("echo.app.svc.clusterset.local.").expect("name"),
+        RecordType::A,
+    ));
+    let query = message.to_vec().expect("encodes");
+    let (mut full, mut slipped, mut larger) = (0, 0, 0);
+    let mut buffer = [0u8; 2048];
+    for _ in 0..1_000 {
+        flooder.send_to(&query, run.dns).await.expect("send");
+        let Ok(Ok((length, _))) =
+            tokio::time::timeout(Duration::from_secs(1), flooder.recv_from(&mut buffer)).await
+        else {
+            continue;
+        };
+        let answer = Message::from_vec(&buffer[..length]).expect("an answer");
+        if answer.metadata.truncation {
+            slipped += 1;
+            assert!(answer.answers.is_empty());
+        } else {
+            full += 1;
+        }
+        if length > query.len() && answer.metadata.truncation {
+            larger += 1;
+        }
+    }
+    println!(
+        "UDP FLOOD: 1,000 queries of {} bytes: {full} full answers, {slipped} truncated",
+        query.len()
+    );
+    assert!(full >= 40, "the burst is answered in full: {full}");
+    assert!(full <= 100, "past the burst, the rate: {full} full answers");
+    assert!(slipped >= 900, "the rest slip: {slipped}");
+    assert_eq!(larger, 0, "no slipped answer is larger than its query");
+    assert_eq!(
+        run.short(&["echo.app.svc.clusterset.local"]).await,
+        ["240.0.0.10"],
+        "another address is answered in full"
+    );
+    let metrics = admin_get(run.gateway.addresses().admin, "/metrics").await;
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("strait_dns_truncated_total{transport=\"udp\"}")
+                && !l.ends_with(" 0")
+        ),
+        "{metrics}"
+    );
+}

@@ -511,6 +511,16 @@ impl Metrics {
     }
 
     /// Counts one DNS TCP connection refused for the connection limit.
+    /// Counts a UDP answer sent truncated because its source network was
+    /// over its response rate.
+    pub fn dns_slipped(&self) {
+        self.dns_truncated
+            .get_or_create(&DnsTransportLabels {
+                transport: DnsTransport::Udp,
+            })
+            .inc();
+    }
+
     pub fn dns_tcp_refused(&self) {
         self.dns_tcp_refused.inc();
     }

@@ -11,7 +11,9 @@
 //!   without EDNS, else its advertised payload, and never more than
 //!   [`MAX_UDP_PAYLOAD`]. One that does not fit is sent as the question
 //!   alone with TC set, so the client asks again over TCP; a reply is never
-//!   larger than the query's limit, so the responder cannot amplify.
+//!   larger than the query's limit. That limit still lets an answer be
+//!   many times its query: `super::rate` bounds how often one source
+//!   network gets such an answer to one question.
 
 use hickory_proto::op::{Edns, Header, Message, MessageType, Metadata, OpCode, ResponseCode};
 use hickory_proto::rr::{DNSClass, RecordType};

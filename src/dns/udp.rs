@@ -14,7 +14,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::socket::{
@@ -22,6 +22,7 @@ use nix::sys::socket::{
 };
 
 use super::message::Transport;
+use super::rate::ResponseRate;
 use super::zone::Zone;
 use crate::state::GatewayState;
 
@@ -44,19 +45,37 @@ pub(super) fn spawn(
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
     socket.set_nonblocking(false)?;
     socket.set_read_timeout(Some(STOP_POLL))?;
+    // One table for every worker: a source's queries reach any of them.
+    let rate = Arc::new(ResponseRate::default());
     (0..count)
         .map(|n| {
-            let (socket, state, zone, stop) =
-                (socket.clone(), state.clone(), zone.clone(), stop.clone());
+            let (socket, state, zone, stop, rate) = (
+                socket.clone(),
+                state.clone(),
+                zone.clone(),
+                stop.clone(),
+                rate.clone(),
+            );
             std::thread::Builder::new()
                 .name(format!("strait-dns-udp-{n}"))
-                .spawn(move || serve(&socket, &state, &zone, &stop))
+                .spawn(move || serve(&socket, &state, &zone, &rate, &stop))
         })
         .collect()
 }
 
 /// The address a query came from, when it can be answered: port 0 cannot
 /// be, and such a source is forged.
+fn ip_of(address: &SockaddrStorage) -> Option<std::net::IpAddr> {
+    address
+        .as_sockaddr_in()
+        .map(|v4| SocketAddr::from(*v4).ip())
+        .or_else(|| {
+            address
+                .as_sockaddr_in6()
+                .map(|v6| std::net::IpAddr::V6(v6.ip()))
+        })
+}
+
 fn answerable(address: Option<SockaddrStorage>) -> Option<SockaddrStorage> {
     let address = address?;
     let port = address
@@ -66,7 +85,13 @@ fn answerable(address: Option<SockaddrStorage>) -> Option<SockaddrStorage> {
     (port != 0).then_some(address)
 }
 
-fn serve(socket: &UdpSocket, state: &GatewayState, zone: &Zone, stop: &AtomicBool) {
+fn serve(
+    socket: &UdpSocket,
+    state: &GatewayState,
+    zone: &Zone,
+    rate: &ResponseRate,
+    stop: &AtomicBool,
+) {
     let fd = socket.as_raw_fd();
     let mut buffers = vec![[0u8; QUERY_BUFFER]; BATCH];
     let mut receive_headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, None);
@@ -106,7 +131,17 @@ fn serve(socket: &UdpSocket, state: &GatewayState, zone: &Zone, stop: &AtomicBoo
                 continue;
             };
             let query = buffer.get(..*length).unwrap_or_default();
-            if let Some(reply) = super::counted::answer(state, zone, query, Transport::Udp) {
+            let Some(reply) = super::counted::answer(state, zone, query, Transport::Udp) else {
+                continue;
+            };
+            let (reply, slipped) = match ip_of(&peer) {
+                Some(source) => rate.check(source, query, reply, Instant::now()),
+                None => (reply, false),
+            };
+            if slipped {
+                state.metrics.dns_slipped();
+            }
+            if !reply.is_empty() {
                 replies.push(reply);
                 peers.push(Some(peer));
             }

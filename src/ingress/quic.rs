@@ -19,7 +19,7 @@ use crate::logging::connection::{ConnectionId, connection_span, record_peer, str
 use crate::routing::inbound::InboundRefusal;
 use crate::state::GatewayState;
 use crate::tls::{Identity, identity_of};
-use crate::tunnel::frames::TokenBucket;
+use crate::token_bucket::TokenBucket;
 use crate::tunnel::quic::{
     QuicStream, encode_response, peer_certificate, read_request, server_config,
 };
@@ -148,7 +148,11 @@ async fn serve_connection(
     record_peer(&caller);
     tracing::debug!(%remote, caller = %caller, "quic tunnel peer connected");
     // quinn counts the frames it receives; the count is sampled here.
-    let mut bucket = TokenBucket::new(state.tunnel.control_frames, Instant::now());
+    let mut bucket = TokenBucket::new(
+        state.tunnel.control_frames.per_second,
+        state.tunnel.control_frames.burst,
+        Instant::now(),
+    );
     let mut counted = control_frames(&connection);
     let mut sample = tokio::time::interval(CONTROL_FRAME_SAMPLE);
     loop {

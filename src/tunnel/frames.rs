@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 
+use crate::token_bucket::TokenBucket;
+
 /// The client connection preface (RFC 9113 §3.4), which precedes frames.
 const PREFACE_LEN: usize = 24;
 const FRAME_HEADER_LEN: usize = 9;
@@ -70,35 +72,6 @@ impl Default for ControlFrameLimit {
     }
 }
 
-/// A token bucket: `burst` tokens, refilled at `per_second`.
-#[derive(Debug)]
-pub struct TokenBucket {
-    limit: ControlFrameLimit,
-    tokens: f64,
-    refilled: Instant,
-}
-
-impl TokenBucket {
-    pub fn new(limit: ControlFrameLimit, now: Instant) -> Self {
-        Self {
-            limit,
-            tokens: f64::from(limit.burst),
-            refilled: now,
-        }
-    }
-
-    /// Spends `count` tokens at `now`; `false` once the bucket is empty.
-    pub fn spend(&mut self, count: u64, now: Instant) -> bool {
-        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
-        self.refilled = now;
-        self.tokens = (self.tokens + elapsed * f64::from(self.limit.per_second))
-            .min(f64::from(self.limit.burst));
-        // Counts are small (frames since the last sample), so the cast is exact.
-        self.tokens -= count as f64;
-        self.tokens >= 0.0
-    }
-}
-
 #[derive(Debug, Clone, Copy)]
 enum Position {
     /// Bytes of the preface still to pass.
@@ -122,7 +95,7 @@ impl FrameMeter {
         Self {
             position: Position::Preface(PREFACE_LEN),
             header: [0; FRAME_HEADER_LEN],
-            bucket: TokenBucket::new(limit, now),
+            bucket: TokenBucket::new(limit.per_second, limit.burst, now),
         }
     }
 
@@ -348,7 +321,7 @@ mod tests {
                 stream.extend_from_slice(frame);
             }
             assert!(meter.feed(&stream, now));
-            1_000.0 - meter.bucket.tokens
+            1_000.0 - meter.bucket.tokens()
         };
         let block = [0x82, 0x86, 0x84];
         // A request in one HEADERS frame, its data, and the empty DATA
@@ -399,20 +372,5 @@ mod tests {
         let mut results = stream.iter().map(|byte| meter.feed(&[*byte], now));
         let tripped_at = results.position(|ok| !ok);
         assert_eq!(tripped_at, Some(stream.len() - 5 - 1));
-    }
-
-    #[test]
-    fn the_bucket_refills_at_its_rate() {
-        let start = Instant::now();
-        let mut bucket = TokenBucket::new(LIMIT, start);
-        assert!(bucket.spend(5, start));
-        assert!(!bucket.spend(1, start));
-        // 10 per second: half a second brings back five (one already owed).
-        assert!(bucket.spend(4, start + Duration::from_millis(500)));
-        assert!(!bucket.spend(1, start + Duration::from_millis(500)));
-        // Never more than the burst, however long the pause.
-        let later = start + Duration::from_secs(3600);
-        assert!(bucket.spend(5, later));
-        assert!(!bucket.spend(1, later));
     }
 }

@@ -1,0 +1,62 @@
+//! A token bucket: a burst, refilled at a steady rate. Pure: the caller
+//! passes the clock. Used for the tunnel's control frames and the DNS
+//! responder's response rate.
+
+use std::time::Instant;
+
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    per_second: f64,
+    burst: f64,
+    tokens: f64,
+    refilled: Instant,
+}
+
+impl TokenBucket {
+    /// A full bucket of `burst` tokens, refilled at `per_second`.
+    pub fn new(per_second: u32, burst: u32, now: Instant) -> Self {
+        Self {
+            per_second: f64::from(per_second),
+            burst: f64::from(burst),
+            tokens: f64::from(burst),
+            refilled: now,
+        }
+    }
+
+    /// Spends `count` tokens at `now`; `false` once the bucket is empty.
+    pub fn spend(&mut self, count: u64, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.refilled = now;
+        self.tokens = (self.tokens + elapsed * self.per_second).min(self.burst);
+        // Counts are small (frames since the last sample), so the cast is exact.
+        self.tokens -= count as f64;
+        self.tokens >= 0.0
+    }
+
+    /// Tokens left (negative once overspent).
+    pub fn tokens(&self) -> f64 {
+        self.tokens
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_bucket_refills_at_its_rate() {
+        let start = Instant::now();
+        let mut bucket = TokenBucket::new(10, 5, start);
+        assert!(bucket.spend(5, start));
+        assert!(!bucket.spend(1, start));
+        // 10 per second: half a second brings back five (one already owed).
+        assert!(bucket.spend(4, start + Duration::from_millis(500)));
+        assert!(!bucket.spend(1, start + Duration::from_millis(500)));
+        // Never more than the burst, however long the pause.
+        let later = start + Duration::from_secs(3600);
+        assert!(bucket.spend(5, later));
+        assert!(!bucket.spend(1, later));
+    }
+}
