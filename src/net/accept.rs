@@ -50,7 +50,8 @@ fn out_of_resources(error: &std::io::Error) -> bool {
 /// own task on `tracker` (so a drain can wait for them) inside its own
 /// `connection` span (named by its id, passed to `serve`), with TCP_NODELAY
 /// and keep-alive set. A connection accepted while descriptors are within
-/// the reserve is closed at once. Accept errors are counted; when the
+/// the reserve, or past its listener's caps per source address and in
+/// total ([`super::sources`]), is closed at once. Accept errors are counted; when the
 /// process is out of descriptors the loop backs off (10 ms doubling to 1 s)
 /// instead of spinning.
 pub async fn accept_until<F, Fut>(
