@@ -9,8 +9,9 @@
 //! client retries over TCP (which a forged source cannot) and a victim
 //! gets nothing larger than what was sent in its name.
 //!
-//! The table holds at most [`MAX_TRACKED`] entries; past it, it starts
-//! over (a forger spraying questions resets its own counts, and can still
+//! The table is split in [`SHARDS`] by key, so the UDP workers seldom wait
+//! for one another on it. It holds at most [`MAX_TRACKED`] entries; past
+//! that, a shard starts over (a forger spraying questions resets its own counts, and can still
 //! reflect no more than one full answer per question per burst).
 
 use std::collections::HashMap;
@@ -29,6 +30,8 @@ pub const RESPONSES_PER_SECOND: u32 = 20;
 pub const RESPONSE_BURST: u32 = 40;
 /// Entries tracked before the table starts over.
 pub const MAX_TRACKED: usize = 100_000;
+/// Independently locked parts of the table.
+pub const SHARDS: usize = 16;
 
 /// What a source network and a question are counted under.
 type Key = (u128, u64);
@@ -36,7 +39,7 @@ type Key = (u128, u64);
 /// The per-(source network, question) buckets.
 #[derive(Debug, Default)]
 pub struct ResponseRate {
-    buckets: Mutex<HashMap<Key, TokenBucket>>,
+    shards: [Mutex<HashMap<Key, TokenBucket>>; SHARDS],
 }
 
 impl ResponseRate {
@@ -58,9 +61,11 @@ impl ResponseRate {
             return (reply, false);
         };
         let key = (network_of(source), question);
+        // The question hash is already uniform: its low bits pick the shard.
+        let shard = &self.shards[(question as usize) % SHARDS];
         let within = {
-            let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-            if buckets.len() >= MAX_TRACKED && !buckets.contains_key(&key) {
+            let mut buckets = shard.lock().unwrap_or_else(|e| e.into_inner());
+            if buckets.len() >= MAX_TRACKED / SHARDS && !buckets.contains_key(&key) {
                 buckets.clear();
             }
             buckets

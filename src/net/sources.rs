@@ -102,7 +102,8 @@ impl SourceTable {
     }
 
     /// Open connections: the listener's, and `source`'s.
-    pub fn held(&self, source: IpAddr) -> (u32, u32) {
+    #[cfg(test)]
+    fn held(&self, source: IpAddr) -> (u32, u32) {
         let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         let of_source = counts
             .by_source
