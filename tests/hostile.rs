@@ -20,6 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rustls_pki_types::pem::PemObject;
 use strait::gateway::Gateway;
 use strait::model::ClusterId;
 use strait::tls::TlsMaterial;
@@ -32,6 +33,9 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+#[path = "hostile/lifetime.rs"]
+mod lifetime;
+
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const ECHO: &str = "echo.app.svc.clusterset.local:42";
@@ -40,6 +44,8 @@ const HOLE: &str = "hole.app.svc.clusterset.local:42";
 struct Site {
     _dir: tempfile::TempDir,
     certs: std::path::PathBuf,
+    /// Each cluster's CA, to sign a revocation list with.
+    cas: std::collections::HashMap<String, strait::tls::CertificateAuthority>,
     gateway: Gateway,
     tunnel: SocketAddr,
     _echo: Backend,
@@ -102,7 +108,7 @@ impl Site {
     async fn start(tunnel: TunnelSettings, descriptor_headroom: Option<u64>) -> Site {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("config");
-        let certs = certificates(dir.path(), &["c1", "c2", "c3"]);
+        let (certs, cas) = certificates_keeping_cas(dir.path(), &["c1", "c2", "c3"]);
         let echo = Backend::start("c3-echo", SocketAddr::new(pod_ip(3, 0), 0)).await;
         let (socket, fillers, hole) = black_hole(pod_ip(3, 1));
         let bound = bind_gateway(3).await;
@@ -132,6 +138,7 @@ impl Site {
         Site {
             _dir: dir,
             certs,
+            cas,
             gateway,
             tunnel: tunnel_address,
             _echo: echo,
@@ -183,6 +190,24 @@ impl Site {
             .await
             .expect("quic handshake");
         (endpoint, connection)
+    }
+
+    /// Lists `cluster`'s certificate in the gateway's `tls.crl` and has it
+    /// read the change now.
+    fn revoke(&self, cluster: &str) {
+        let leaf = std::fs::read(self.certs.join(cluster).join(strait::tls::CERT_FILE))
+            .expect("the cluster's certificate");
+        let leaf = rustls_pki_types::CertificateDer::from_pem_slice(&leaf).expect("pem");
+        let crl = strait::tls::revocation_list(&self.cas[cluster], &[&leaf]).expect("crl");
+        std::fs::write(self.certs.join("c3").join(strait::tls::CRL_FILE), crl).expect("tls.crl");
+        assert!(
+            self.gateway
+                .state()
+                .tls
+                .reload_now()
+                .expect("the list is valid"),
+            "the gateway took the new list"
+        );
     }
 
     fn usage(&self, cluster: &str) -> (usize, usize) {

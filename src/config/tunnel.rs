@@ -50,6 +50,39 @@ pub struct TunnelConfig {
     /// read (a zero flow-control window) before it is closed.
     #[serde(default = "default_stream_stall_timeout", with = "humantime_serde")]
     pub stream_stall_timeout: Duration,
+    /// Handshakes in flight on each transport of the tunnel port; past it
+    /// the oldest is shed for a newcomer.
+    #[serde(default = "default_max_handshakes")]
+    pub max_handshakes: usize,
+    /// Handshakes in flight from one source address; past it a newcomer
+    /// is refused.
+    #[serde(default = "default_max_handshakes_per_source")]
+    pub max_handshakes_per_source: usize,
+    /// `auto` (a QUIC Retry once handshakes pile up) or `always`.
+    #[serde(default)]
+    pub quic_retry: crate::tunnel::limits::QuicRetry,
+    /// How long a peer's connection may live (less up to a tenth at random).
+    #[serde(default = "default_max_connection_age", with = "humantime_serde")]
+    pub max_connection_age: Duration,
+    /// How long the open streams of a connection being ended may run.
+    #[serde(default = "default_close_grace", with = "humantime_serde")]
+    pub close_grace: Duration,
+}
+
+fn default_max_connection_age() -> Duration {
+    TunnelSettings::default().max_connection_age
+}
+
+fn default_close_grace() -> Duration {
+    TunnelSettings::default().close_grace
+}
+
+fn default_max_handshakes() -> usize {
+    crate::tunnel::limits::HandshakeLimits::default().max
+}
+
+fn default_max_handshakes_per_source() -> usize {
+    crate::tunnel::limits::HandshakeLimits::default().per_source
 }
 
 fn default_stream_stall_timeout() -> Duration {
@@ -94,6 +127,11 @@ impl Default for TunnelConfig {
             max_control_frames_per_second: default_control_frames_per_second(),
             control_frame_burst: default_control_frame_burst(),
             stream_stall_timeout: default_stream_stall_timeout(),
+            max_handshakes: default_max_handshakes(),
+            max_handshakes_per_source: default_max_handshakes_per_source(),
+            quic_retry: crate::tunnel::limits::QuicRetry::default(),
+            max_connection_age: default_max_connection_age(),
+            close_grace: default_close_grace(),
         }
     }
 }
@@ -117,6 +155,13 @@ impl TunnelConfig {
                 burst: self.control_frame_burst.max(1),
             },
             stream_stall_timeout: self.stream_stall_timeout,
+            handshakes: crate::tunnel::limits::HandshakeLimits {
+                max: self.max_handshakes.max(1),
+                per_source: self.max_handshakes_per_source.max(1),
+                quic_retry: self.quic_retry,
+            },
+            max_connection_age: self.max_connection_age,
+            close_grace: self.close_grace,
             ..TunnelSettings::default()
         }
     }

@@ -25,14 +25,16 @@ use tracing::Instrument;
 
 use super::counted::answer;
 use super::message::Transport;
-use super::tcp_slots::{MAX_TCP_PER_SOURCE, TcpSlot, TcpSlots};
 use super::zone::Zone;
 use crate::logging::connection::{ConnectionId, connection_span};
+use crate::net::slots::{Slot, Slots};
 use crate::state::GatewayState;
 
 /// Concurrent TCP clients; past them, the idlest is closed for a newcomer
-/// ([`super::tcp_slots`]).
+/// ([`crate::net::slots`]).
 pub const MAX_TCP_CONNECTIONS: usize = 256;
+/// Open TCP connections of one source address.
+pub const MAX_TCP_PER_SOURCE: usize = 32;
 /// How long a TCP client may stay silent between queries (RFC 7766 §6.2.3
 /// asks for seconds, not minutes).
 const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -139,7 +141,7 @@ async fn serve_tcp(
     zone: Arc<Zone>,
     stop: CancellationToken,
 ) {
-    let slots = TcpSlots::new(MAX_TCP_CONNECTIONS);
+    let slots = Slots::new(MAX_TCP_CONNECTIONS, MAX_TCP_PER_SOURCE);
     let mut connections = JoinSet::new();
     loop {
         let (stream, peer) = tokio::select! {
@@ -188,7 +190,7 @@ async fn serve_connection(
     mut stream: TcpStream,
     state: &GatewayState,
     zone: &Zone,
-    slot: &TcpSlot,
+    slot: &Slot,
 ) -> io::Result<()> {
     let _ = stream.set_nodelay(true);
     let mut query = Vec::new();

@@ -20,7 +20,6 @@ mod debug;
 mod listener;
 mod message;
 mod rate;
-mod tcp_slots;
 mod udp;
 mod zone;
 
@@ -29,8 +28,7 @@ mod fixture;
 
 pub use answer::{Answer, ExplainedBackend, Explanation, answer, explain};
 pub use debug::{DebugError, lookup};
-pub use listener::{DnsSockets, MAX_TCP_CONNECTIONS, serve};
+pub use listener::{DnsSockets, MAX_TCP_CONNECTIONS, MAX_TCP_PER_SOURCE, serve};
 pub use message::{MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, Reply, Transport, respond};
 pub use rate::{RESPONSE_BURST, RESPONSES_PER_SECOND};
-pub use tcp_slots::MAX_TCP_PER_SOURCE;
 pub use zone::{Owner, Zone, ZoneError};

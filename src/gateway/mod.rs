@@ -325,6 +325,7 @@ impl Gateway {
             quiet: crate::logging::QuietLogs::default(),
             overload: crate::net::overload::Overload::for_process(tuning.descriptor_reserve),
             sources: crate::state::ListenerSources::new(tuning.source_limits()),
+            handshakes: crate::state::Handshakes::new(options.tunnel.handshakes),
             peer_budgets: Arc::new(crate::tunnel::limits::PeerBudgets::new(
                 options.tunnel.peer_limits,
             )),

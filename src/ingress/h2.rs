@@ -17,7 +17,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::inbound;
+use super::lifetime::PeerLifetime;
 use crate::admin::metrics::{Limit, Listener, RefusedReason, Transport};
+use crate::backoff::sleep_until;
 use crate::logging::connection::{ConnectionId, record_peer, stream_span};
 use crate::net::buffer::Chunk;
 use crate::routing::inbound::InboundRefusal;
@@ -48,28 +50,51 @@ async fn serve_connection(
     state: Arc<GatewayState>,
     shutdown: CancellationToken,
 ) {
+    // Until it has authenticated, a client holds one of the handshake
+    // slots: a source at its cap is refused, and when all are taken the
+    // oldest handshake is closed for this one.
+    let Some(slot) = state.handshakes.tls.admit(remote.ip()) else {
+        state
+            .metrics
+            .limited(Limit::HandshakesPerSource, Transport::H2);
+        if state.quiet.tunnel_handshakes.check("per_source") {
+            tracing::info!(%remote, "tunnel handshakes of this source at their cap; closed");
+        }
+        return;
+    };
     let acceptor = TlsAcceptor::from(state.tls.current().server_config());
-    let tls =
-        match tokio::time::timeout(state.tunnel.handshake_timeout, acceptor.accept(stream)).await {
-            Ok(Ok(mut tls)) => {
-                tls.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER));
-                tls
+    let handshake = tokio::time::timeout(state.tunnel.handshake_timeout, acceptor.accept(stream));
+    let outcome = tokio::select! {
+        outcome = handshake => outcome,
+        () = slot.client().evicted() => {
+            state.metrics.limited(Limit::HandshakeShed, Transport::H2);
+            if state.quiet.tunnel_handshakes.check("shed") {
+                tracing::info!(%remote, "oldest tunnel handshake closed for a newer one");
             }
-            Ok(Err(error)) => {
-                state.metrics.refused(RefusedReason::Unauthenticated);
-                if state.quiet.tunnel_handshakes.check("tls") {
-                    tracing::info!(%remote, %error, "tunnel handshake refused");
-                }
-                return;
+            return;
+        }
+    };
+    drop(slot);
+    let tls = match outcome {
+        Ok(Ok(mut tls)) => {
+            tls.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER));
+            tls
+        }
+        Ok(Err(error)) => {
+            state.metrics.refused(RefusedReason::Unauthenticated);
+            if state.quiet.tunnel_handshakes.check("tls") {
+                tracing::info!(%remote, %error, "tunnel handshake refused");
             }
-            Err(_) => {
-                state.metrics.refused(RefusedReason::Unauthenticated);
-                if state.quiet.tunnel_handshakes.check("timeout") {
-                    tracing::info!(%remote, "tunnel handshake timed out");
-                }
-                return;
+            return;
+        }
+        Err(_) => {
+            state.metrics.refused(RefusedReason::Unauthenticated);
+            if state.quiet.tunnel_handshakes.check("timeout") {
+                tracing::info!(%remote, "tunnel handshake timed out");
             }
-        };
+            return;
+        }
+    };
     let caller = match peer_identity(tls.get_ref().1).and_then(|identity| {
         state.tls.current().check_trust_domain(&identity)?;
         Ok(identity)
@@ -85,6 +110,16 @@ async fn serve_connection(
     };
     record_peer(&caller);
     tracing::debug!(%remote, caller = %caller, "tunnel peer connected");
+    let Some(leaf) = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(<[_]>::first)
+        .map(|leaf| leaf.clone().into_owned())
+    else {
+        return;
+    };
+    let mut lifetime = PeerLifetime::new(leaf, &state.tls, state.tunnel.max_connection_age);
     let settings = &state.tunnel;
     let (tls, tripped) = Guarded::new(tls, settings.control_frames);
     let handshake = h2::server::Builder::new()
@@ -111,7 +146,11 @@ async fn serve_connection(
         settings.keepalive_timeout,
     );
     tokio::pin!(keepalive);
+    let retired = lifetime.retired(&state.tls);
+    tokio::pin!(retired);
     let mut draining = false;
+    // When a connection being ended drops the streams still open on it.
+    let mut grace_ends = None;
     loop {
         tokio::select! {
             () = tripped.wait() => {
@@ -139,6 +178,19 @@ async fn serve_connection(
             },
             error = &mut keepalive => {
                 tracing::debug!(%remote, caller = %caller, %error, "tunnel connection dropped");
+                return;
+            }
+            retirement = &mut retired, if !draining => {
+                // GOAWAY: the peer opens new streams on a new connection
+                // (and authenticates again); the open ones get the grace.
+                draining = true;
+                state.metrics.limited(retirement.limit(), Transport::H2);
+                tracing::info!(%remote, caller = %caller, reason = %retirement, "ending a tunnel connection; GOAWAY");
+                connection.graceful_shutdown();
+                grace_ends = Some(tokio::time::Instant::now() + settings.close_grace);
+            }
+            () = sleep_until(grace_ends) => {
+                tracing::debug!(%remote, caller = %caller, "grace over; closing the tunnel connection with its open streams");
                 return;
             }
             () = shutdown.cancelled(), if !draining => {

@@ -14,8 +14,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::inbound;
+use super::lifetime::PeerLifetime;
 use crate::admin::metrics::{Limit, RefusedReason, Transport};
+use crate::backoff::sleep_until;
 use crate::logging::connection::{ConnectionId, connection_span, record_peer, stream_span};
+use crate::net::slots::Slot;
 use crate::routing::inbound::InboundRefusal;
 use crate::state::GatewayState;
 use crate::tls::{Identity, identity_of};
@@ -26,6 +29,11 @@ use crate::tunnel::quic::{
 
 /// The application error code of a connection closed for going over a limit.
 const OVER_LIMIT: u32 = 2;
+/// The application error code of a connection ended with its streams done
+/// (or its grace over): its certificate or its age.
+const DRAINED: u32 = 3;
+/// The status of a stream opened on a connection being ended.
+pub const MISDIRECTED: u16 = 421;
 /// How often a connection's received control frames are counted.
 const CONTROL_FRAME_SAMPLE: Duration = Duration::from_millis(250);
 
@@ -86,27 +94,77 @@ pub async fn serve(endpoint: Endpoint, state: Arc<GatewayState>, shutdown: Cance
                 return;
             }
         };
+        let Some(slot) = admit(incoming, &state) else {
+            continue;
+        };
         let state = state.clone();
         let shutdown = shutdown.clone();
         let span = connection_span(
             ConnectionId::next(),
             "tunnel_quic",
-            incoming.remote_address(),
+            slot.incoming.remote_address(),
         );
         state
             .connections
             .clone()
-            .spawn(serve_connection(incoming, state, shutdown).instrument(span));
+            .spawn(serve_connection(slot, state, shutdown).instrument(span));
     }
 }
 
-async fn serve_connection(
+/// A QUIC client let in to handshake, holding its handshake slot.
+struct Admitted {
     incoming: quinn::Incoming,
+    slot: Slot,
+}
+
+/// Whether a new QUIC client may handshake now. One whose address is not
+/// validated is sent a Retry when `tunnel.quicRetry` wants it: no state is
+/// kept for it until it answers from that address, and nothing larger than
+/// its Initial goes to an address it may have forged. A validated address
+/// holds a handshake slot like a TLS client does (at its source's cap it
+/// is refused; when every slot is taken the oldest is shed).
+fn admit(incoming: quinn::Incoming, state: &GatewayState) -> Option<Admitted> {
+    let limits = &state.tunnel.handshakes;
+    if !incoming.remote_address_validated()
+        && incoming.may_retry()
+        && limits.quic_retry_wanted(state.handshakes.quic.held())
+    {
+        state.metrics.limited(Limit::QuicRetry, Transport::Quic);
+        // Fails only when the client already answered a Retry.
+        let _ = incoming.retry();
+        return None;
+    }
+    let Some(slot) = state.handshakes.quic.admit(incoming.remote_address().ip()) else {
+        state
+            .metrics
+            .limited(Limit::HandshakesPerSource, Transport::Quic);
+        incoming.refuse();
+        return None;
+    };
+    Some(Admitted { incoming, slot })
+}
+
+async fn serve_connection(
+    admitted: Admitted,
     state: Arc<GatewayState>,
     shutdown: CancellationToken,
 ) {
+    let Admitted { incoming, slot } = admitted;
     let remote = incoming.remote_address();
-    let connection = match tokio::time::timeout(state.tunnel.handshake_timeout, incoming).await {
+    let handshake = tokio::time::timeout(state.tunnel.handshake_timeout, incoming);
+    let outcome = tokio::select! {
+        outcome = handshake => outcome,
+        () = slot.client().evicted() => {
+            // Dropping the handshake closes the connection.
+            state.metrics.limited(Limit::HandshakeShed, Transport::Quic);
+            if state.quiet.tunnel_handshakes.check("shed") {
+                tracing::info!(%remote, "oldest quic handshake closed for a newer one");
+            }
+            return;
+        }
+    };
+    drop(slot);
+    let connection = match outcome {
         Ok(Ok(connection)) => connection,
         Ok(Err(error)) => {
             state.metrics.refused(RefusedReason::Unauthenticated);
@@ -123,9 +181,13 @@ async fn serve_connection(
             return;
         }
     };
-    let caller = match peer_certificate(&connection)
-        .ok_or_else(|| "no peer certificate".to_owned())
-        .and_then(|cert| identity_of(&cert).map_err(|e| e.to_string()))
+    let Some(leaf) = peer_certificate(&connection) else {
+        state.metrics.refused(RefusedReason::Unauthenticated);
+        connection.close(1u32.into(), b"unauthenticated");
+        return;
+    };
+    let caller = match identity_of(&leaf)
+        .map_err(|e| e.to_string())
         .and_then(|identity| {
             state
                 .tls
@@ -155,12 +217,27 @@ async fn serve_connection(
     );
     let mut counted = control_frames(&connection);
     let mut sample = tokio::time::interval(CONTROL_FRAME_SAMPLE);
+    let mut lifetime = PeerLifetime::new(leaf, &state.tls, state.tunnel.max_connection_age);
+    let retired = lifetime.retired(&state.tls);
+    tokio::pin!(retired);
+    // Once the connection is being ended: why, and when its open streams
+    // are dropped.
+    let mut draining: Option<(&'static str, tokio::time::Instant)> = None;
+    // Held by every stream's task: the connection is idle when only this
+    // one is left.
+    let in_flight = Arc::new(());
     loop {
         let (send, recv) = tokio::select! {
             _ = sample.tick() => {
                 let now_counted = control_frames(&connection);
                 let spent = now_counted.saturating_sub(counted);
                 counted = now_counted;
+                if let Some((why, _)) = draining
+                    && Arc::strong_count(&in_flight) == 1
+                {
+                    connection.close(DRAINED.into(), why.as_bytes());
+                    return;
+                }
                 if !bucket.spend(spent, Instant::now()) {
                     state.metrics.limited(Limit::ControlFrames, Transport::Quic);
                     if state.quiet.tunnel_requests.check("control_frames") {
@@ -171,7 +248,29 @@ async fn serve_connection(
                 }
                 continue;
             }
+            retirement = &mut retired, if draining.is_none() => {
+                // QUIC has no GOAWAY: new streams are answered 421, which
+                // sends the client to a new connection; the open ones get
+                // the grace.
+                state.metrics.limited(retirement.limit(), Transport::Quic);
+                tracing::info!(%remote, caller = %caller, reason = %retirement, "ending a quic tunnel connection");
+                draining = Some((
+                    retirement.as_str(),
+                    tokio::time::Instant::now() + state.tunnel.close_grace,
+                ));
+                continue;
+            }
+            () = sleep_until(draining.map(|(_, ends)| ends)) => {
+                let why = draining.map_or("", |(why, _)| why);
+                connection.close(DRAINED.into(), why.as_bytes());
+                return;
+            }
             stream = connection.accept_bi() => match stream {
+                Ok((send, _)) if draining.is_some() => {
+                    let why = draining.map_or("", |(why, _)| why);
+                    tokio::spawn(move_along(send, why));
+                    continue;
+                }
                 Ok(stream) => stream,
                 Err(error) => {
                     tracing::debug!(%remote, caller = %caller, %error, "quic tunnel connection ended");
@@ -182,10 +281,30 @@ async fn serve_connection(
         };
         let id = ConnectionId::next();
         state.connections.spawn(
-            serve_stream(send, recv, caller.clone(), remote, id, state.clone())
-                .instrument(stream_span(id)),
+            serve_stream(
+                send,
+                recv,
+                caller.clone(),
+                remote,
+                id,
+                state.clone(),
+                in_flight.clone(),
+            )
+            .instrument(stream_span(id)),
         );
     }
+}
+
+/// Answers a stream opened on a connection being ended: 421, so the client
+/// opens it again on a new connection.
+async fn move_along(mut send: SendStream, why: &'static str) {
+    let _ = send
+        .write_all(&encode_response(
+            MISDIRECTED,
+            &format!("connection closing: {why}"),
+        ))
+        .await;
+    let _ = send.finish();
 }
 
 /// Serves one stream: reads the request, authorises and dials, answers,
@@ -202,8 +321,10 @@ fn serve_stream(
     remote: SocketAddr,
     id: ConnectionId,
     state: Arc<GatewayState>,
+    in_flight: Arc<()>,
 ) -> impl Future<Output = ()> + Send {
     async move {
+        let _in_flight = in_flight;
         // Held for the stream's lifetime, whatever ends it.
         let _stream = match inbound::stream_slot(&state, &caller, None) {
             Ok(permit) => permit,

@@ -51,7 +51,8 @@ fn out_of_resources(error: &std::io::Error) -> bool {
 /// `connection` span (named by its id, passed to `serve`), with TCP_NODELAY
 /// and keep-alive set. A connection accepted while descriptors are within
 /// the reserve, or past its listener's caps per source address and in
-/// total ([`super::sources`]), is closed at once. Accept errors are counted; when the
+/// total, or past its listener's share of the descriptors
+/// ([`super::sources`]), is closed at once. Accept errors are counted; when the
 /// process is out of descriptors the loop backs off (10 ms doubling to 1 s)
 /// instead of spinning.
 pub async fn accept_until<F, Fut>(
@@ -80,7 +81,8 @@ pub async fn accept_until<F, Fut>(
                         continue;
                     }
                     // Held by the connection's task until it ends.
-                    let slot = match admission.sources.map(|table| table.admit(remote.ip())) {
+                    let share = admission.overload.listener_share();
+                    let slot = match admission.sources.map(|table| table.admit(remote.ip(), share)) {
                         Some(Err(refusal)) => {
                             admission.metrics.limited(limit_of(refusal), Transport::None);
                             drop(stream);
@@ -129,6 +131,7 @@ fn limit_of(refusal: SourceRefusal) -> Limit {
     match refusal {
         SourceRefusal::PerSource => Limit::PerSource,
         SourceRefusal::Total => Limit::ListenerConnections,
+        SourceRefusal::Share => Limit::ListenerShare,
     }
 }
 

@@ -1,7 +1,8 @@
 //! The socket layer under every listener: dialling with the gateway's
 //! socket options, splicing two streams with bounded buffers, the
 //! descriptor budget new work is admitted against, the per-source caps of
-//! each listener, and the accept loop.
+//! each listener, the slots of clients that cost by the connection (DNS
+//! over TCP, tunnel handshakes), and the accept loop.
 //! Knows nothing of routes, tunnels or services.
 
 pub mod accept;
@@ -9,5 +10,6 @@ pub mod buffer;
 pub mod dial;
 pub mod listen;
 pub mod overload;
+pub mod slots;
 pub mod sources;
 pub mod splice;

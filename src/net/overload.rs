@@ -46,6 +46,13 @@ impl Overload {
         self.limit
     }
 
+    /// The descriptors one listener kind's connections may hold: half of
+    /// those outside the reserve. A flood of one listener then leaves the
+    /// other half to the rest, however the flood is spread over sources.
+    pub fn listener_share(&self) -> u64 {
+        self.limit.saturating_sub(self.reserve) / 2
+    }
+
     /// Whether one more descriptor may be spent on new work; counts it when so.
     pub fn admit(&self) -> bool {
         let open = self.open.fetch_add(1, Ordering::Relaxed).saturating_add(1);
@@ -98,6 +105,12 @@ mod tests {
         // At least stdin, stdout and stderr; the exact count moves with
         // the other tests of this process.
         assert!(overload.sample() >= 3);
+    }
+
+    #[test]
+    fn a_listener_may_hold_half_of_what_the_reserve_leaves() {
+        assert_eq!(Overload::new(1024, 64).listener_share(), 480);
+        assert_eq!(Overload::new(10, 64).listener_share(), 0);
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub enum SourceRefusal {
     /// The listener holds its cap and the source its share of it, or the
     /// listener is at the hard ceiling.
     Total,
+    /// The same, at the listener's share of the process's descriptors.
+    Share,
 }
 
 /// Whether a new connection of a source holding `held` is admitted to a
@@ -86,13 +88,34 @@ impl SourceTable {
         })
     }
 
-    /// Admits a connection of `source`, or says why not.
-    pub fn admit(self: &Arc<Self>, source: IpAddr) -> Result<SourceSlot, SourceRefusal> {
+    /// Admits a connection of `source`, or says why not. `descriptor_share`
+    /// is the most descriptors this listener may hold
+    /// ([`super::overload::Overload::listener_share`]): where it is below
+    /// the listener's cap, it is the cap, with the same fair refusal.
+    pub fn admit(
+        self: &Arc<Self>,
+        source: IpAddr,
+        descriptor_share: u64,
+    ) -> Result<SourceSlot, SourceRefusal> {
         // `::ffff:10.1.2.3` is the same client as `10.1.2.3`.
         let source = source.to_canonical();
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         let held = counts.by_source.get(&source).copied().unwrap_or(0);
-        decide(held, counts.total, counts.by_source.len(), self.limits)?;
+        let share = u32::try_from(descriptor_share).unwrap_or(u32::MAX);
+        let limits = if share < self.limits.total {
+            SourceLimits {
+                total: share,
+                ..self.limits
+            }
+        } else {
+            self.limits
+        };
+        decide(held, counts.total, counts.by_source.len(), limits).map_err(
+            |refusal| match refusal {
+                SourceRefusal::Total if share < self.limits.total => SourceRefusal::Share,
+                other => other,
+            },
+        )?;
         *counts.by_source.entry(source).or_insert(0) += 1;
         counts.total += 1;
         Ok(SourceSlot {
@@ -144,12 +167,20 @@ mod tests {
     fn a_source_stops_at_its_cap_and_others_go_on() {
         let table = SourceTable::new(LIMITS);
         let held: Vec<SourceSlot> = (0..4)
-            .map(|_| table.admit(ip(1)).expect("admitted"))
+            .map(|_| table.admit(ip(1), u64::MAX).expect("admitted"))
             .collect();
-        assert_eq!(table.admit(ip(1)).err(), Some(SourceRefusal::PerSource));
-        let other = table.admit(ip(2)).expect("another source is admitted");
+        assert_eq!(
+            table.admit(ip(1), u64::MAX).err(),
+            Some(SourceRefusal::PerSource)
+        );
+        let other = table
+            .admit(ip(2), u64::MAX)
+            .expect("another source is admitted");
         drop(held);
-        assert!(table.admit(ip(1)).is_ok(), "slots come back when dropped");
+        assert!(
+            table.admit(ip(1), u64::MAX).is_ok(),
+            "slots come back when dropped"
+        );
         drop(other);
     }
 
@@ -158,15 +189,24 @@ mod tests {
         let table = SourceTable::new(LIMITS);
         let mut held = Vec::new();
         for source in [1, 1, 1, 1, 2, 2, 2, 3] {
-            held.push(table.admit(ip(source)).expect("under the total"));
+            held.push(table.admit(ip(source), u64::MAX).expect("under the total"));
         }
         // 8 held by 3 sources: the share is 2. Sources 1 and 2 are over it.
-        assert_eq!(table.admit(ip(2)).err(), Some(SourceRefusal::Total));
-        assert_eq!(table.admit(ip(1)).err(), Some(SourceRefusal::PerSource));
+        assert_eq!(
+            table.admit(ip(2), u64::MAX).err(),
+            Some(SourceRefusal::Total)
+        );
+        assert_eq!(
+            table.admit(ip(1), u64::MAX).err(),
+            Some(SourceRefusal::PerSource)
+        );
         // A new source (none held) still gets in, up to the ceiling of 9.
-        held.push(table.admit(ip(4)).expect("a new source"));
+        held.push(table.admit(ip(4), u64::MAX).expect("a new source"));
         assert_eq!(table.held(ip(4)), (9, 1));
-        assert_eq!(table.admit(ip(3)).err(), Some(SourceRefusal::Total));
+        assert_eq!(
+            table.admit(ip(3), u64::MAX).err(),
+            Some(SourceRefusal::Total)
+        );
     }
 
     #[test]
@@ -177,10 +217,24 @@ mod tests {
         });
         // Nine sources of one connection each: the ceiling is 8 + 1.
         let held: Vec<SourceSlot> = (1..=9)
-            .map(|n| table.admit(ip(n)).expect("admitted"))
+            .map(|n| table.admit(ip(n), u64::MAX).expect("admitted"))
             .collect();
-        assert_eq!(table.admit(ip(10)).err(), Some(SourceRefusal::Total));
+        assert_eq!(
+            table.admit(ip(10), u64::MAX).err(),
+            Some(SourceRefusal::Total)
+        );
         assert_eq!(held.len(), 9);
+    }
+
+    #[test]
+    fn a_descriptor_share_below_the_cap_is_the_cap_and_says_so() {
+        let table = SourceTable::new(LIMITS);
+        // A share of 2: past it the heaviest source is refused, a new one
+        // still gets in up to the ceiling (2 + 2/8 = 2).
+        let _first = table.admit(ip(1), 2).expect("under the share");
+        let _second = table.admit(ip(2), 2).expect("under the share");
+        assert_eq!(table.admit(ip(3), 2).err(), Some(SourceRefusal::Share));
+        assert!(table.admit(ip(3), u64::MAX).is_ok(), "the share moved up");
     }
 
     #[test]
@@ -188,9 +242,12 @@ mod tests {
         let table = SourceTable::new(LIMITS);
         let mapped: IpAddr = "::ffff:10.0.0.1".parse().expect("an address");
         let _held: Vec<SourceSlot> = (0..2)
-            .flat_map(|_| [table.admit(ip(1)), table.admit(mapped)])
+            .flat_map(|_| [table.admit(ip(1), u64::MAX), table.admit(mapped, u64::MAX)])
             .map(|slot| slot.expect("admitted"))
             .collect();
-        assert_eq!(table.admit(mapped).err(), Some(SourceRefusal::PerSource));
+        assert_eq!(
+            table.admit(mapped, u64::MAX).err(),
+            Some(SourceRefusal::PerSource)
+        );
     }
 }

@@ -16,6 +16,7 @@ use crate::model::GatewayAddress;
 use crate::net::accept::Admission;
 use crate::net::dial::DialOptions;
 use crate::net::overload::Overload;
+use crate::net::slots::Slots;
 use crate::net::sources::{SourceLimits, SourceTable};
 use crate::routing::RouteTable;
 use crate::routing::balancer::Chooser;
@@ -23,6 +24,7 @@ use crate::routing::inbound::InboundGuard;
 use crate::tls::ReloadingTls;
 use crate::tunnel::TunnelSettings;
 use crate::tunnel::client::TunnelPool;
+use crate::tunnel::limits::HandshakeLimits;
 use crate::tunnel::quic::client::QuicPool;
 
 /// Where to really dial an address the configuration names. Empty in
@@ -80,6 +82,25 @@ pub struct GatewayState {
     pub quiet: crate::logging::QuietLogs,
     /// Each listener's connections by source address.
     pub sources: ListenerSources,
+    /// Tunnel handshakes in flight, by transport.
+    pub handshakes: Handshakes,
+}
+
+/// The tunnel port's handshakes in flight: the slots of clients that have
+/// not authenticated yet ([`crate::net::slots`]), one table per transport.
+#[derive(Debug)]
+pub struct Handshakes {
+    pub tls: Arc<Slots>,
+    pub quic: Arc<Slots>,
+}
+
+impl Handshakes {
+    pub fn new(limits: HandshakeLimits) -> Self {
+        Self {
+            tls: Slots::new(limits.max, limits.per_source),
+            quic: Slots::new(limits.max, limits.per_source),
+        }
+    }
 }
 
 /// The per-source tables of the TCP listeners, one per kind (every

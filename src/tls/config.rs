@@ -37,6 +37,9 @@ pub struct TlsMaterial {
     not_after: SystemTime,
     server: Arc<ServerConfig>,
     client: Arc<ClientConfig>,
+    /// What the server checks a peer's certificate with, kept to check a
+    /// live connection's peer again when the material changes.
+    client_verifier: Arc<GatewayClientVerifier>,
 }
 
 impl fmt::Debug for TlsMaterial {
@@ -217,7 +220,7 @@ impl TlsMaterial {
 
         let mut server = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13])?
-            .with_client_cert_verifier(client_verifier)
+            .with_client_cert_verifier(client_verifier.clone())
             .with_single_cert(chain.clone(), key.clone_key())?;
         server.alpn_protocols = vec![ALPN_H2.to_vec()];
 
@@ -239,6 +242,7 @@ impl TlsMaterial {
             not_after,
             server: Arc::new(server),
             client: Arc::new(client),
+            client_verifier,
         })
     }
 
@@ -272,6 +276,21 @@ impl TlsMaterial {
     pub fn check_trust_domain(&self, peer: &Identity) -> Result<(), TlsError> {
         check_trust_domain(&self.identity.trust_domain, peer)
     }
+
+    /// Checks a connected peer's certificate again, as a handshake would
+    /// now: against this material's CAs and revocation list, at this
+    /// moment. A live connection whose peer fails it is ended.
+    pub fn still_trusts(&self, leaf: &CertificateDer<'_>) -> Result<(), TlsError> {
+        self.client_verifier
+            .verify_client_cert(leaf, &[], UnixTime::now())
+            .map(|_| ())
+            .map_err(TlsError::NoLongerTrusted)
+    }
+}
+
+/// When a certificate expires.
+pub fn certificate_not_after(cert: &CertificateDer<'_>) -> Result<SystemTime, TlsError> {
+    not_after(cert)
 }
 
 /// The identity of the peer of an established connection (either side),

@@ -369,9 +369,10 @@ pub(super) fn sign_leaf_with_uris(
     Ok(params.signed_by(&key, &issuer)?.der().clone())
 }
 
-/// A revocation list signed by `ca` that lists `revoked`, as PEM.
-#[cfg(test)]
-pub(super) fn sign_crl(
+/// A revocation list signed by `ca` that lists `revoked`, as PEM: the
+/// `tls.crl` of gateways that must refuse those certificates, and end the
+/// connections that presented them.
+pub fn revocation_list(
     ca: &CertificateAuthority,
     revoked: &[&CertificateDer<'_>],
 ) -> Result<String, TlsError> {

@@ -20,11 +20,11 @@ use std::path::PathBuf;
 
 use crate::model::{ClusterId, IdError};
 
-pub use config::{ALPN_H2, TlsMaterial, peer_identity};
+pub use config::{ALPN_H2, TlsMaterial, certificate_not_after, peer_identity};
 pub use generate::{
     CA_FILE, CERT_FILE, CertificateAuthority, DEFAULT_LEAF_VALIDITY, KEY_FILE, LeafPem,
     cluster_set_files, generate_ca, generate_cluster_ca, generate_leaf, generate_leaf_valid_for,
-    write_cluster_set, write_cluster_set_valid_for,
+    revocation_list, write_cluster_set, write_cluster_set_valid_for,
 };
 pub use identity::{Identity, MAX_TRUST_DOMAIN_LEN, identity_of};
 pub use reload::ReloadingTls;
@@ -56,6 +56,8 @@ pub enum TlsError {
     Generate(#[from] rcgen::Error),
     #[error("building the tls configuration: {0}")]
     Config(#[from] rustls::Error),
+    #[error("the peer's certificate is no longer trusted: {0}")]
+    NoLongerTrusted(rustls::Error),
 }
 
 /// What is wrong with one file of the key material.

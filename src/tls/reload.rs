@@ -4,8 +4,10 @@
 //!
 //! Kubernetes updates a secret volume by swapping a `..data` symlink, which
 //! leaves the visible files' mtimes meaningless, so changes are detected by
-//! comparing contents. Established connections keep the configuration they
-//! were made with; new handshakes use [`ReloadingTls::current`].
+//! comparing contents. New handshakes use [`ReloadingTls::current`];
+//! established connections keep the configuration they were made with, and
+//! the tunnel server checks their peers again at every change
+//! ([`ReloadingTls::changes`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,6 +27,8 @@ pub struct ReloadingTls {
     current: ArcSwap<TlsMaterial>,
     /// The contents last looked at, good or bad: only a change is acted on.
     seen: Mutex<SecretFiles>,
+    /// Bumped at every swap: live connections check their peer again.
+    generation: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for ReloadingTls {
@@ -47,6 +51,7 @@ impl ReloadingTls {
             paths,
             current: ArcSwap::from_pointee(material),
             seen: Mutex::new(files),
+            generation: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -58,6 +63,13 @@ impl ReloadingTls {
     /// The material to use for a new handshake.
     pub fn current(&self) -> Arc<TlsMaterial> {
         self.current.load_full()
+    }
+
+    /// Changes whenever new material is swapped in (a renewed certificate,
+    /// another CA bundle, a revocation list): connections made with the
+    /// old one check their peer against the new.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
     }
 
     /// Reads the files once. Returns `Ok(true)` when their contents changed
@@ -76,6 +88,7 @@ impl ReloadingTls {
         }
         let material = TlsMaterial::from_files(&self.paths, &files)?;
         self.current.store(Arc::new(material));
+        self.generation.send_modify(|generation| *generation += 1);
         Ok(true)
     }
 

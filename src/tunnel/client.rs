@@ -166,7 +166,33 @@ impl TunnelPool {
         authority: &str,
     ) -> Result<TunnelStream, TunnelError> {
         let peer = self.peer(gateway);
-        let connection = self.connection(&peer, gateway, dial_to, allowed).await?;
+        match self
+            .connect_once(&peer, gateway, dial_to, allowed, authority)
+            .await
+        {
+            // A GOAWAY (the server is ending that connection: its age, or
+            // a certificate) or a stream it refused unprocessed: the
+            // connection takes no new streams, and this one goes once
+            // more, on another.
+            Err(TunnelError::Http { source, .. })
+                if source.is_go_away() || source.reason() == Some(h2::Reason::REFUSED_STREAM) =>
+            {
+                self.connect_once(&peer, gateway, dial_to, allowed, authority)
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    async fn connect_once(
+        &self,
+        peer: &Arc<Peer>,
+        gateway: &GatewayAddress,
+        dial_to: Option<SocketAddr>,
+        allowed: &[ClusterId],
+        authority: &str,
+    ) -> Result<TunnelStream, TunnelError> {
+        let connection = self.connection(peer, gateway, dial_to, allowed).await?;
         let guard = StreamGuard::new(connection.clone(), peer.metrics.clone());
         let request = Request::builder()
             .method(Method::CONNECT)
@@ -182,7 +208,7 @@ impl TunnelPool {
             // A connection that failed a request (GOAWAY, I/O, a protocol
             // error) takes no new streams; those already open finish on it.
             // A reset of this one stream says nothing about the connection.
-            if !source.is_reset() {
+            if !source.is_reset() || source.reason() == Some(h2::Reason::REFUSED_STREAM) {
                 connection.closed.cancel();
             }
             TunnelError::Http {

@@ -1,6 +1,8 @@
-//! What one peer may cost the tunnel server: concurrent streams and pending
-//! backend dials per caller cluster, counted over all of its connections
-//! and both transports. A permit is held while the work lasts and given
+//! What one peer may cost the tunnel server. Before it has authenticated:
+//! handshakes in flight, in total and per source address
+//! ([`HandshakeLimits`], held in [`crate::net::slots`]), and QUIC address
+//! validation. After: concurrent streams and pending backend dials per
+//! caller cluster, counted over all of its connections and both transports. A permit is held while the work lasts and given
 //! back when dropped, so a stream that ends in any way (served, refused,
 //! reset by the peer) frees its slot. Over a cap the request is refused
 //! before any socket is opened.
@@ -26,6 +28,57 @@ impl Default for PeerLimits {
             max_pending_dials: 256,
         }
     }
+}
+
+/// What an unauthenticated client may hold: a pending TLS handshake holds
+/// a descriptor and up to ~80 KB of TLS buffers until it completes or
+/// times out, a QUIC handshake its connection state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandshakeLimits {
+    /// Handshakes in flight on one transport; past it the oldest is shed
+    /// for the newcomer (`tunnel.maxHandshakes`).
+    pub max: usize,
+    /// Handshakes in flight from one source address; past it the newcomer
+    /// is refused (`tunnel.maxHandshakesPerSource`).
+    pub per_source: usize,
+    /// When a QUIC client must prove its address with a Retry first.
+    pub quic_retry: QuicRetry,
+}
+
+impl Default for HandshakeLimits {
+    fn default() -> Self {
+        Self {
+            max: 256,
+            per_source: 16,
+            quic_retry: QuicRetry::Auto,
+        }
+    }
+}
+
+impl HandshakeLimits {
+    /// Whether a QUIC client whose address is not validated yet is sent a
+    /// Retry, with `pending` handshakes in flight. `auto` validates once a
+    /// sixteenth of the cap is pending: an idle gateway answers at once (a
+    /// Retry costs a round trip), a flooded one keeps no state for a
+    /// source until it answers the Retry from that address, and sends a
+    /// Retry smaller than the Initial it answers.
+    pub fn quic_retry_wanted(&self, pending: usize) -> bool {
+        match self.quic_retry {
+            QuicRetry::Always => true,
+            QuicRetry::Auto => pending >= (self.max / 16).max(1),
+        }
+    }
+}
+
+/// `tunnel.quicRetry`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuicRetry {
+    /// A Retry once handshakes pile up.
+    #[default]
+    Auto,
+    /// A Retry for every new client.
+    Always,
 }
 
 /// Which cap a request went over.
@@ -160,6 +213,21 @@ mod tests {
         assert_eq!(budgets.usage(&c1), (1, 0));
         let _again = budgets.stream(&c1).expect("a slot was given back");
         assert!(budgets.dial(&c1).is_ok());
+    }
+
+    #[test]
+    fn quic_retry_starts_at_a_sixteenth_of_the_handshake_cap() {
+        let auto = HandshakeLimits::default();
+        assert!(!auto.quic_retry_wanted(0));
+        assert!(!auto.quic_retry_wanted(15));
+        assert!(auto.quic_retry_wanted(16));
+        let small = HandshakeLimits { max: 4, ..auto };
+        assert!(small.quic_retry_wanted(1), "at least one pending");
+        let always = HandshakeLimits {
+            quic_retry: QuicRetry::Always,
+            ..auto
+        };
+        assert!(always.quic_retry_wanted(0));
     }
 
     #[test]

@@ -80,6 +80,14 @@ pub struct TunnelSettings {
     pub denied_networks: Vec<ipnet::IpNet>,
     /// What one caller cluster may have in flight on the tunnel server.
     pub peer_limits: limits::PeerLimits,
+    /// What unauthenticated clients may have in flight.
+    pub handshakes: limits::HandshakeLimits,
+    /// How long a peer's connection to the tunnel server may live (less
+    /// up to a tenth at random) before it is asked to move to a new one.
+    pub max_connection_age: Duration,
+    /// How long the open streams of a connection being ended (maximum
+    /// age, an expired or revoked certificate) may still run.
+    pub close_grace: Duration,
     /// Control frames one tunnel connection may send the server.
     pub control_frames: frames::ControlFrameLimit,
     /// How long an inbound tunnel stream may hold backend bytes its peer
@@ -110,6 +118,9 @@ impl Default for TunnelSettings {
             admit_own_cluster: false,
             denied_networks: Vec::new(),
             peer_limits: limits::PeerLimits::default(),
+            handshakes: limits::HandshakeLimits::default(),
+            max_connection_age: Duration::from_secs(24 * 3600),
+            close_grace: Duration::from_secs(60),
             control_frames: frames::ControlFrameLimit::default(),
             stream_stall_timeout: Duration::from_secs(300),
         }

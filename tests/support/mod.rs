@@ -408,6 +408,42 @@ pub fn certificates(dir: &Path, clusters: &[&str]) -> PathBuf {
     out
 }
 
+/// As [`certificates`], keeping each cluster's CA (by cluster id) to sign
+/// what a test needs later, such as a revocation list.
+pub fn certificates_keeping_cas(
+    dir: &Path,
+    clusters: &[&str],
+) -> (
+    PathBuf,
+    std::collections::HashMap<String, strait::tls::CertificateAuthority>,
+) {
+    let out = dir.join("certs");
+    let cas: Vec<(ClusterId, strait::tls::CertificateAuthority)> = clusters
+        .iter()
+        .map(|c| {
+            let id = ClusterId::new(c).expect("cluster id");
+            let ca = strait::tls::generate_cluster_ca(CLUSTERSET, &id).expect("cluster CA");
+            (id, ca)
+        })
+        .collect();
+    let bundle: String = cas.iter().map(|(_, ca)| ca.cert_pem()).collect();
+    std::fs::create_dir_all(&out).expect("certs dir");
+    std::fs::write(out.join(strait::tls::CA_FILE), &bundle).expect("ca bundle");
+    for (id, ca) in &cas {
+        let leaf = strait::tls::generate_leaf(ca, id).expect("leaf");
+        let folder = out.join(id.as_str());
+        std::fs::create_dir_all(&folder).expect("cluster dir");
+        std::fs::write(folder.join(strait::tls::CERT_FILE), &leaf.cert_pem).expect("cert");
+        std::fs::write(folder.join(strait::tls::KEY_FILE), &leaf.key_pem).expect("key");
+        std::fs::write(folder.join(strait::tls::CA_FILE), &bundle).expect("ca");
+    }
+    let cas = cas
+        .into_iter()
+        .map(|(id, ca)| (id.as_str().to_owned(), ca))
+        .collect();
+    (out, cas)
+}
+
 /// Listeners of gateway number `n`, bound before the configuration is
 /// written so it can name their ports, as `strait run` binds them.
 pub async fn bind_gateway(n: u8) -> Listeners {

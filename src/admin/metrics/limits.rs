@@ -25,6 +25,24 @@ label_enum! {
         /// A listener at its cap, refusing its heaviest sources
         /// (`tuning.maxConnectionsPerListener`).
         ListenerConnections => "listener_connections",
+        /// A listener holding its share of the descriptors left for new
+        /// work, while another may still need them.
+        ListenerShare => "listener_share",
+        /// A source address with its cap of handshakes in flight
+        /// (`tunnel.maxHandshakesPerSource`).
+        HandshakesPerSource => "handshakes_per_source",
+        /// The oldest handshake in flight, closed for a newcomer at
+        /// `tunnel.maxHandshakes`.
+        HandshakeShed => "handshake_shed",
+        /// A QUIC client sent a Retry to prove its address (`tunnel.quicRetry`).
+        QuicRetry => "quic_retry",
+        /// A peer connection ended: its certificate is no longer trusted
+        /// (revoked, or its CA removed).
+        Revoked => "revoked",
+        /// A peer connection ended: its certificate expired.
+        CertificateExpired => "certificate_expired",
+        /// A peer connection ended at `tunnel.maxConnectionAge`.
+        MaxConnectionAge => "max_connection_age",
     }
 }
 

@@ -12,8 +12,8 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use super::*;
 use crate::model::ClusterId;
 use crate::tls::generate::{
-    CertificateAuthority, LeafPem, generate_ca, generate_cluster_ca, generate_leaf, sign_crl,
-    sign_intermediate, sign_leaf, sign_leaf_with_uris, write_cluster_set,
+    CertificateAuthority, LeafPem, generate_ca, generate_cluster_ca, generate_leaf,
+    revocation_list, sign_intermediate, sign_leaf, sign_leaf_with_uris, write_cluster_set,
 };
 
 fn cluster(id: &str) -> ClusterId {
@@ -281,6 +281,7 @@ fn presenting(honest: &TlsMaterial, leaf: &LeafPem) -> TlsMaterial {
         not_after: honest.not_after,
         server: Arc::new(server),
         client: Arc::new(client),
+        client_verifier: honest.client_verifier.clone(),
     }
 }
 
@@ -562,13 +563,13 @@ fn write_layout(dir: &Path, ca: &CertificateAuthority, leaf: &LeafPem, crl: Opti
 #[tokio::test]
 async fn a_revoked_leaf_is_refused_by_both_sides() {
     let pki = pki();
-    let c3 = generate_leaf(&pki.ca, &cluster("c3")).expect("c3");
-    let crl = sign_crl(&pki.ca, &[&pki.c2.cert_der()]).expect("crl");
+    let c3_leaf = generate_leaf(&pki.ca, &cluster("c3")).expect("c3");
+    let crl = revocation_list(&pki.ca, &[&pki.c2.cert_der()]).expect("crl");
     let dir = tempfile::tempdir().expect("dir");
     write_layout(&dir.path().join("c1"), &pki.ca, &pki.c1, Some(&crl));
     let c1 = TlsMaterial::load(&dir.path().join("c1")).expect("c1 loads with its crl");
     let c2 = material(&pki.ca, &pki.c2);
-    let c3 = material(&pki.ca, &c3);
+    let c3 = material(&pki.ca, &c3_leaf);
 
     let outcome = handshake(&c1, &c2).await;
     let err = outcome
@@ -584,6 +585,16 @@ async fn a_revoked_leaf_is_refused_by_both_sides() {
     assert_eq!(outcome.server, Ok(c3.identity().clone()));
     let outcome = handshake(&c3, &c1).await;
     assert_eq!(outcome.client, Ok(c3.identity().clone()));
+    // A live connection's peer is checked again the same way.
+    let err = c1
+        .still_trusts(&pki.c2.cert_der())
+        .expect_err("c2 is listed");
+    assert!(err.to_string().contains("Revoked"), "{err}");
+    assert!(c1.still_trusts(&c3_leaf.cert_der()).is_ok());
+    assert!(
+        c2.still_trusts(&pki.c2.cert_der()).is_ok(),
+        "no list, no refusal"
+    );
 
     // A tls.crl that is not a CRL is an error naming the file.
     write_layout(&dir.path().join("bad"), &pki.ca, &pki.c1, Some("garbage\n"));

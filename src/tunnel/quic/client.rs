@@ -82,7 +82,32 @@ impl QuicPool {
         authority: &str,
     ) -> Result<QuicStream, TunnelError> {
         let peer = self.peer(gateway);
-        let connection = self.connection(&peer, gateway, dial_to, allowed).await?;
+        match self
+            .connect_once(&peer, gateway, dial_to, allowed, authority)
+            .await
+        {
+            // The server is ending that connection (its age, or our
+            // certificate changed): the stream was not served, and goes
+            // once more, on a new connection.
+            Err(TunnelError::Refused { status, .. })
+                if status == StatusCode::MISDIRECTED_REQUEST =>
+            {
+                self.connect_once(&peer, gateway, dial_to, allowed, authority)
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    async fn connect_once(
+        &self,
+        peer: &Arc<Peer>,
+        gateway: &GatewayAddress,
+        dial_to: Option<SocketAddr>,
+        allowed: &[ClusterId],
+        authority: &str,
+    ) -> Result<QuicStream, TunnelError> {
+        let connection = self.connection(peer, gateway, dial_to, allowed).await?;
         let failed = |reason: String| TunnelError::Quic {
             gateway: peer.label.clone(),
             reason,
@@ -104,6 +129,9 @@ impl QuicPool {
                 Ok(Err(reason)) => return Err(failed(reason)),
                 Err(_) => return Err(failed("no answer from the peer".to_owned())),
             };
+        if status == StatusCode::MISDIRECTED_REQUEST.as_u16() {
+            peer.retire(&connection);
+        }
         if status != 200 {
             return Err(TunnelError::Refused {
                 gateway: peer.label.clone(),
@@ -250,6 +278,17 @@ impl QuicPool {
 }
 
 impl Peer {
+    /// Takes no new stream to `connection`; its open streams go on.
+    fn retire(&self, connection: &Connection) {
+        let mut current = self.connection.lock().unwrap_or_else(|e| e.into_inner());
+        if current
+            .as_ref()
+            .is_some_and(|(c, _)| c.stable_id() == connection.stable_id())
+        {
+            *current = None;
+        }
+    }
+
     fn live(&self, allowed: &[ClusterId]) -> Option<Connection> {
         let connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         connection

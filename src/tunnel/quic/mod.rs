@@ -83,6 +83,10 @@ pub fn server_config(
     let crypto = QuicServerConfig::try_from(tls).map_err(|e| QuicError::Tls(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(Arc::new(transport(settings, true)));
+    // Clients quinn holds before the accept loop has looked at them; the
+    // loop admits or refuses each at once, so a few times the handshake
+    // cap is plenty.
+    config.max_incoming(settings.handshakes.max.saturating_mul(4).max(64));
     Ok(config)
 }
 

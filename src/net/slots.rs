@@ -1,9 +1,12 @@
-//! Who holds the DNS listener's TCP slots. A source address may hold a few
-//! ([`MAX_TCP_PER_SOURCE`]); when every slot is taken, the connection idle
-//! the longest is closed for the newcomer rather than the newcomer refused
-//! (RFC 7766 §6.2.2 leaves the choice to the server): one pod opening
-//! connections and keeping them quiet cannot lock the rest of the cluster
-//! out of the TCP fallback of truncated answers.
+//! Slots held by clients that have not earned a connection of their own
+//! yet, or whose cost is by the connection rather than by the request: DNS
+//! over TCP clients, and tunnel handshakes not yet complete. A source
+//! address may hold a few; when every slot is taken, the client idle the
+//! longest (for a handshake: the oldest, it is never touched) is closed
+//! for the newcomer rather than the newcomer refused. One address opening
+//! connections and keeping them quiet cannot lock every other client out:
+//! its own oldest connections are the ones closed. RFC 7766 §6.2.2 leaves
+//! the choice to a DNS server; a TLS server has the same choice.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -13,44 +16,42 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-/// Open TCP connections of one source address.
-pub const MAX_TCP_PER_SOURCE: usize = 32;
-
-/// One TCP client: where from, when it last asked, and how to close it.
+/// One client: where from, when it last asked, and how to close it.
 #[derive(Debug)]
-pub struct TcpClient {
+pub struct Client {
     source: IpAddr,
     /// Milliseconds since the table's epoch.
     last_active: AtomicU64,
     close: CancellationToken,
 }
 
-impl TcpClient {
+impl Client {
     /// Resolves when the client is closed to make room for another.
     pub async fn evicted(&self) {
         self.close.cancelled().await;
     }
 }
 
-/// The listener's slots.
+/// A listener's slots.
 #[derive(Debug)]
-pub struct TcpSlots {
+pub struct Slots {
     capacity: usize,
+    per_source: usize,
     epoch: Instant,
     next_id: AtomicU64,
-    clients: Mutex<HashMap<u64, Arc<TcpClient>>>,
+    clients: Mutex<HashMap<u64, Arc<Client>>>,
 }
 
-/// One admitted connection's slot, given back when dropped.
+/// One admitted client's slot, given back when dropped.
 #[derive(Debug)]
-pub struct TcpSlot {
-    slots: Arc<TcpSlots>,
+pub struct Slot {
+    slots: Arc<Slots>,
     id: u64,
-    client: Arc<TcpClient>,
+    client: Arc<Client>,
 }
 
-impl TcpSlot {
-    pub fn client(&self) -> &TcpClient {
+impl Slot {
+    pub fn client(&self) -> &Client {
         &self.client
     }
 
@@ -62,17 +63,19 @@ impl TcpSlot {
     }
 }
 
-impl Drop for TcpSlot {
+impl Drop for Slot {
     fn drop(&mut self) {
         let mut clients = self.slots.clients.lock().unwrap_or_else(|e| e.into_inner());
         clients.remove(&self.id);
     }
 }
 
-impl TcpSlots {
-    pub fn new(capacity: usize) -> Arc<Self> {
+impl Slots {
+    /// `capacity` slots in all, at most `per_source` for one address.
+    pub fn new(capacity: usize, per_source: usize) -> Arc<Self> {
         Arc::new(Self {
-            capacity,
+            capacity: capacity.max(1),
+            per_source: per_source.max(1),
             epoch: Instant::now(),
             next_id: AtomicU64::new(0),
             clients: Mutex::new(HashMap::new()),
@@ -85,11 +88,11 @@ impl TcpSlots {
 
     /// A slot for a client of `source`: `None` when that source holds its
     /// cap. When every slot is taken, the idlest client is closed for it.
-    pub fn admit(self: &Arc<Self>, source: IpAddr) -> Option<TcpSlot> {
+    pub fn admit(self: &Arc<Self>, source: IpAddr) -> Option<Slot> {
         let source = source.to_canonical();
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         let of_source = clients.values().filter(|c| c.source == source).count();
-        if of_source >= MAX_TCP_PER_SOURCE {
+        if of_source >= self.per_source {
             return None;
         }
         if clients.len() >= self.capacity {
@@ -103,13 +106,13 @@ impl TcpSlots {
             }
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let client = Arc::new(TcpClient {
+        let client = Arc::new(Client {
             source,
             last_active: AtomicU64::new(self.now_ms()),
             close: CancellationToken::new(),
         });
         clients.insert(id, client.clone());
-        Some(TcpSlot {
+        Some(Slot {
             slots: self.clone(),
             id,
             client,
@@ -117,8 +120,7 @@ impl TcpSlots {
     }
 
     /// Clients holding a slot.
-    #[cfg(test)]
-    fn held(&self) -> usize {
+    pub fn held(&self) -> usize {
         self.clients.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
@@ -133,8 +135,8 @@ mod tests {
 
     #[test]
     fn a_source_holds_at_most_its_cap() {
-        let slots = TcpSlots::new(100);
-        let held: Vec<TcpSlot> = (0..MAX_TCP_PER_SOURCE)
+        let slots = Slots::new(100, 32);
+        let held: Vec<Slot> = (0..32)
             .map(|_| slots.admit(ip(1)).expect("admitted"))
             .collect();
         assert!(slots.admit(ip(1)).is_none());
@@ -145,7 +147,7 @@ mod tests {
 
     #[test]
     fn when_full_the_idlest_client_is_closed_for_the_newcomer() {
-        let slots = TcpSlots::new(3);
+        let slots = Slots::new(3, 32);
         let first = slots.admit(ip(1)).expect("admitted");
         std::thread::sleep(std::time::Duration::from_millis(5));
         let second = slots.admit(ip(2)).expect("admitted");
