@@ -33,6 +33,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+#[path = "hostile/handshakes.rs"]
+mod handshakes;
 #[path = "hostile/lifetime.rs"]
 mod lifetime;
 

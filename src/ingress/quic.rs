@@ -24,7 +24,7 @@ use crate::state::GatewayState;
 use crate::tls::{Identity, identity_of};
 use crate::token_bucket::TokenBucket;
 use crate::tunnel::quic::{
-    QuicStream, encode_response, peer_certificate, read_request, server_config,
+    QuicStream, encode_response, peer_certificate, read_request, server_config, server_streams,
 };
 
 /// The application error code of a connection closed for going over a limit.
@@ -208,6 +208,8 @@ async fn serve_connection(
         }
     };
     record_peer(&caller);
+    // Authenticated: now it may open streams.
+    connection.set_max_concurrent_bi_streams(server_streams(&state.tunnel));
     tracing::debug!(%remote, caller = %caller, "quic tunnel peer connected");
     // quinn counts the frames it receives; the count is sampled here.
     let mut bucket = TokenBucket::new(

@@ -4,9 +4,16 @@
 //! listener, DNS and the connections already open keep working when a
 //! flood would otherwise take every descriptor. The count is sampled from
 //! `/proc/self/fd` and every admission since the last sample is added to
-//! it, so between samples the estimate errs high, never low.
+//! it, so between samples the estimate errs high, never low. Before work
+//! is refused on the estimate, the count is sampled again (at most every
+//! 10 ms): a flood of short connections, each closed soon after it was
+//! admitted, is not refused for descriptors it no longer holds.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often a refusal may sample the count again.
+const RESAMPLE_EVERY: Duration = Duration::from_millis(10);
 
 /// Descriptors kept free when the configuration does not say: a sixteenth
 /// of the limit, at least 64 and at most 1,024.
@@ -20,6 +27,9 @@ pub struct Overload {
     reserve: u64,
     /// The last sample plus every admission since.
     open: AtomicU64,
+    created: Instant,
+    /// When the count was last sampled, in milliseconds since `created`.
+    sampled_at_ms: AtomicU64,
 }
 
 impl Overload {
@@ -39,7 +49,13 @@ impl Overload {
             limit,
             reserve,
             open: AtomicU64::new(0),
+            created: Instant::now(),
+            sampled_at_ms: AtomicU64::new(0),
         }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     pub fn limit(&self) -> u64 {
@@ -55,6 +71,21 @@ impl Overload {
 
     /// Whether one more descriptor may be spent on new work; counts it when so.
     pub fn admit(&self) -> bool {
+        if self.try_admit() {
+            return true;
+        }
+        // The estimate may be high by every connection closed since the
+        // last sample; look again before refusing, unless just looked.
+        let now = self.now_ms();
+        let last = self.sampled_at_ms.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < RESAMPLE_EVERY.as_millis() as u64 {
+            return false;
+        }
+        self.sample();
+        self.try_admit()
+    }
+
+    fn try_admit(&self) -> bool {
         let open = self.open.fetch_add(1, Ordering::Relaxed).saturating_add(1);
         if open.saturating_add(self.reserve) > self.limit {
             self.open.fetch_sub(1, Ordering::Relaxed);
@@ -71,15 +102,18 @@ impl Overload {
                 // The directory being read holds a descriptor of its own.
                 let open = (entries.count() as u64).saturating_sub(1);
                 self.open.store(open, Ordering::Relaxed);
+                self.sampled_at_ms.store(self.now_ms(), Ordering::Relaxed);
                 open
             }
             Err(_) => self.open.load(Ordering::Relaxed),
         }
     }
 
+    /// A pretend sample, taken now.
     #[cfg(test)]
     fn set_open(&self, open: u64) {
         self.open.store(open, Ordering::Relaxed);
+        self.sampled_at_ms.store(self.now_ms(), Ordering::Relaxed);
     }
 }
 
@@ -97,6 +131,17 @@ mod tests {
         assert!(!overload.admit(), "a refusal spends nothing");
         overload.set_open(50);
         assert!(overload.admit());
+    }
+
+    #[test]
+    fn a_refusal_looks_again_when_the_last_sample_is_old() {
+        let real = Overload::new(u64::MAX, 0).sample();
+        let overload = Overload::new(real + 1_000, 10);
+        // An estimate of connections long closed.
+        overload.set_open(real + 995);
+        assert!(!overload.admit(), "refused on a fresh estimate");
+        std::thread::sleep(RESAMPLE_EVERY * 2);
+        assert!(overload.admit(), "the count is sampled again and has room");
     }
 
     #[test]

@@ -56,7 +56,9 @@ pub struct TunnelSettings {
     pub quic_idle_timeout: Duration,
     /// Streams a QUIC server accepts on one connection: the client keeps one
     /// connection per peer, so this bounds concurrent tunnelled connections
-    /// to one peer (stream state is allocated only when a stream opens).
+    /// to one peer. quinn allocates a small entry for each stream the peer
+    /// may open as soon as it may (granted after authentication only, and
+    /// never past `tunnel.maxStreamsPerPeer`: [`quic::server_streams`]).
     pub quic_max_concurrent_streams: u32,
     /// Streams one pooled connection carries before the pool opens another.
     pub max_streams_per_connection: usize,

@@ -53,7 +53,7 @@ pub enum QuicError {
 /// Bytes a QUIC connection queues for sending over all its streams.
 const SEND_WINDOW: u64 = 16 * 1024 * 1024;
 
-fn transport(settings: &TunnelSettings, server: bool) -> TransportConfig {
+fn transport(settings: &TunnelSettings) -> TransportConfig {
     let mut transport = TransportConfig::default();
     transport
         .stream_receive_window(VarInt::from_u32(settings.stream_window))
@@ -63,13 +63,22 @@ fn transport(settings: &TunnelSettings, server: bool) -> TransportConfig {
         .max_concurrent_uni_streams(VarInt::from_u32(0))
         .keep_alive_interval(Some(settings.quic_keepalive))
         .max_idle_timeout(IdleTimeout::try_from(settings.quic_idle_timeout).ok());
-    let streams = if server {
-        settings.quic_max_concurrent_streams
-    } else {
-        0
-    };
-    transport.max_concurrent_bidi_streams(VarInt::from_u32(streams));
+    // No stream before the peer has authenticated: quinn allocates the
+    // state of every stream a peer may open as soon as it may open it
+    // (about 150 bytes each, ~10 MiB at 65,536), so a handshake that
+    // promised them would cost that much to anyone sending an Initial.
+    // The server grants streams once the peer's certificate is checked
+    // ([`server_streams`]); the client never accepts any.
+    transport.max_concurrent_bidi_streams(VarInt::from_u32(0));
     transport
+}
+
+/// The streams an authenticated peer may have open on one connection:
+/// `tunnel.maxStreamsPerPeer` bounds them over all its connections anyway.
+pub fn server_streams(settings: &TunnelSettings) -> VarInt {
+    let streams = u64::from(settings.quic_max_concurrent_streams)
+        .min(u64::try_from(settings.peer_limits.max_streams).unwrap_or(u64::MAX));
+    VarInt::from_u64(streams).unwrap_or(VarInt::MAX)
 }
 
 /// The server side: our certificate, peers must present one of our CA.
@@ -82,7 +91,7 @@ pub fn server_config(
     tls.max_early_data_size = 0;
     let crypto = QuicServerConfig::try_from(tls).map_err(|e| QuicError::Tls(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(Arc::new(transport(settings, true)));
+    config.transport_config(Arc::new(transport(settings)));
     // Clients quinn holds before the accept loop has looked at them; the
     // loop admits or refuses each at once, so a few times the handshake
     // cap is plenty.
@@ -100,7 +109,7 @@ pub fn client_config(
     tls.enable_early_data = false;
     let crypto = QuicClientConfig::try_from(tls).map_err(|e| QuicError::Tls(e.to_string()))?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(Arc::new(transport(settings, false)));
+    config.transport_config(Arc::new(transport(settings)));
     Ok(config)
 }
 
