@@ -37,6 +37,8 @@ use tokio_rustls::client::TlsStream;
 mod handshakes;
 #[path = "hostile/lifetime.rs"]
 mod lifetime;
+#[path = "hostile/memory.rs"]
+mod memory;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -298,6 +300,7 @@ fn settings() -> TunnelSettings {
         peer_limits: PeerLimits {
             max_streams: 1_000,
             max_pending_dials: 50,
+            max_buffered: None,
         },
         ..TunnelSettings::default()
     }
@@ -581,6 +584,7 @@ async fn the_descriptor_reserve_keeps_health_and_open_streams_working() {
             peer_limits: PeerLimits {
                 max_streams: 10_000,
                 max_pending_dials: 10_000,
+                max_buffered: None,
             },
             ..settings()
         },

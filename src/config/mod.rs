@@ -202,6 +202,10 @@ pub struct Tuning {
     /// than their share are admitted (an eighth more at most).
     #[serde(default = "default_max_connections_per_listener")]
     pub max_connections_per_listener: u32,
+    /// The process's memory limit, half of which buffers may hold
+    /// (`768Mi`, `2GiB`, bytes). `None`: the cgroup's `memory.max`, else 2 GiB.
+    #[serde(default)]
+    pub memory_limit: Option<bytesize::ByteSize>,
 }
 
 fn default_max_connections_per_source() -> u32 {
@@ -212,6 +216,17 @@ fn default_max_connections_per_listener() -> u32 {
 }
 
 impl Tuning {
+    /// The memory limit the buffers' budget is half of, and where it came from.
+    pub fn memory_limit(&self) -> (u64, &'static str) {
+        if let Some(limit) = self.memory_limit {
+            return (limit.as_u64(), "tuning.memoryLimit");
+        }
+        match crate::net::memory::cgroup_limit() {
+            Some(limit) => (limit, "cgroup memory.max"),
+            None => (crate::net::memory::DEFAULT_LIMIT, "default"),
+        }
+    }
+
     /// The per-source caps every listener gets.
     pub fn source_limits(&self) -> SourceLimits {
         SourceLimits {
@@ -250,6 +265,7 @@ impl Default for Tuning {
             descriptor_reserve: None,
             max_connections_per_source: default_max_connections_per_source(),
             max_connections_per_listener: default_max_connections_per_listener(),
+            memory_limit: None,
         }
     }
 }

@@ -39,6 +39,10 @@ pub struct TunnelConfig {
     /// Backend dials one caller cluster may have in flight.
     #[serde(default = "default_max_pending_dials_per_peer")]
     pub max_pending_dials_per_peer: usize,
+    /// Bytes one caller cluster's streams may hold (`64Mi`); `None`: half
+    /// of the memory budget.
+    #[serde(default)]
+    pub max_buffered_bytes_per_peer: Option<bytesize::ByteSize>,
     /// Control frames (PING, SETTINGS, WINDOW_UPDATE, PRIORITY,
     /// RST_STREAM; QUIC's equivalents) a peer's connection may send per
     /// second once its burst is spent; past it the connection is closed.
@@ -124,6 +128,7 @@ impl Default for TunnelConfig {
             denied_networks: Vec::new(),
             max_streams_per_peer: default_max_streams_per_peer(),
             max_pending_dials_per_peer: default_max_pending_dials_per_peer(),
+            max_buffered_bytes_per_peer: None,
             max_control_frames_per_second: default_control_frames_per_second(),
             control_frame_burst: default_control_frame_burst(),
             stream_stall_timeout: default_stream_stall_timeout(),
@@ -149,6 +154,7 @@ impl TunnelConfig {
             peer_limits: crate::tunnel::limits::PeerLimits {
                 max_streams: self.max_streams_per_peer.max(1),
                 max_pending_dials: self.max_pending_dials_per_peer.max(1),
+                max_buffered: self.max_buffered_bytes_per_peer.map(|bytes| bytes.as_u64()),
             },
             control_frames: crate::tunnel::frames::ControlFrameLimit {
                 per_second: self.max_control_frames_per_second,

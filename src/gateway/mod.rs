@@ -294,6 +294,14 @@ impl Gateway {
         own_listeners.push(SocketAddr::new(import_address, 0));
         own_listeners.extend(&addresses.cluster_set_ip);
         own_listeners.extend(addresses.dns);
+        let (memory_limit, limit_from) = tuning.memory_limit();
+        let memory = Arc::new(crate::net::memory::MemoryBudget::for_limit(memory_limit));
+        tracing::info!(
+            memory_limit,
+            from = limit_from,
+            buffer_budget = memory.budget(),
+            "memory budget"
+        );
         let state = Arc::new(GatewayState {
             chooser: Chooser::new(
                 tuning.balancer,
@@ -323,11 +331,15 @@ impl Gateway {
             route_updates: tokio::sync::Notify::new(),
             findings: std::sync::Mutex::new(Vec::new()),
             quiet: crate::logging::QuietLogs::default(),
-            overload: crate::net::overload::Overload::for_process(tuning.descriptor_reserve),
+            overload: crate::net::overload::Overload::for_process(
+                tuning.descriptor_reserve,
+                memory.clone(),
+            ),
             sources: crate::state::ListenerSources::new(tuning.source_limits()),
             handshakes: crate::state::Handshakes::new(options.tunnel.handshakes),
             peer_budgets: Arc::new(crate::tunnel::limits::PeerBudgets::new(
                 options.tunnel.peer_limits,
+                memory.budget(),
             )),
         });
         reload::report_findings(&state, findings, options.kube.is_none());
@@ -487,7 +499,7 @@ fn local(listener: &TcpListener) -> SocketAddr {
 /// meets the reserve within a fraction of a second.
 const DESCRIPTOR_SAMPLE_INTERVAL: Duration = Duration::from_millis(250);
 
-/// Samples the descriptor budget and writes the quiet logs' summaries.
+/// Samples the descriptor and memory budgets and writes the quiet logs' summaries.
 async fn housekeeping(state: Arc<GatewayState>, stop: CancellationToken) {
     let mut sample = tokio::time::interval(DESCRIPTOR_SAMPLE_INTERVAL);
     sample.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -498,6 +510,9 @@ async fn housekeeping(state: Arc<GatewayState>, stop: CancellationToken) {
             _ = sample.tick() => {
                 let open = state.overload.sample();
                 state.metrics.set_descriptors(open, state.overload.limit());
+                let memory = state.overload.memory();
+                let resident = memory.sample();
+                state.metrics.set_memory(resident, memory.limit(), memory.held());
             }
             _ = summaries.tick() => state.quiet.flush(),
             () = stop.cancelled() => return,

@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
@@ -15,13 +16,18 @@ use crate::admin::metrics::{
 use crate::logging::connection::ConnectionId;
 use crate::model::ClusterId;
 use crate::net::accept::closed_result;
+use crate::net::buffer::BUFFER_SIZE;
 use crate::net::dial::dial;
-use crate::net::splice::{Flow, SpliceEnd, SpliceIo, SpliceOutcome, StallWatch, splice};
+use crate::net::memory::MemoryBudget;
+use crate::net::splice::{
+    Flow, MemoryCharge, SpliceEnd, SpliceIo, SpliceOutcome, StallWatch, splice,
+};
 use crate::routing::Path;
 use crate::routing::balancer::BackendId;
 use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize, never_dialled};
 use crate::state::GatewayState;
 use crate::tls::Identity;
+use crate::tunnel::limits::PeerBudgets;
 
 /// A refused request: the status and the reason sent back to the peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +52,76 @@ struct InboundFinish {
     address: SocketAddr,
     metrics: ConnectionMetrics,
     started: Instant,
+    /// What the stream is charged while it holds bytes: its caller's
+    /// budget and the gateway's.
+    memory: InboundCharge,
+}
+
+/// The most an inbound stream holds while a direction is pushed back: its
+/// flow-control window, which the peer may fill while the backend does
+/// not read, and a copy buffer.
+struct InboundCharge {
+    peers: Arc<PeerBudgets>,
+    budget: Arc<MemoryBudget>,
+    hold: u64,
+}
+
+impl InboundCharge {
+    fn of(state: &GatewayState) -> Self {
+        Self {
+            peers: state.peer_budgets.clone(),
+            budget: state.overload.memory().clone(),
+            hold: u64::from(state.tunnel.stream_window) + BUFFER_SIZE as u64,
+        }
+    }
+
+    /// Charges `caller` and the gateway for what one stream may hold;
+    /// which budget had no room when not.
+    fn charge(&self, caller: &ClusterId) -> Result<(), &'static str> {
+        if !self.peers.charge(caller, self.hold) {
+            return Err("the caller's (tunnel.maxBufferedBytesPerPeer)");
+        }
+        if !self.budget.charge(self.hold) {
+            self.peers.release(caller, self.hold);
+            return Err("the gateway's (tuning.memoryLimit)");
+        }
+        Ok(())
+    }
+
+    fn release(&self, caller: &ClusterId) {
+        self.peers.release(caller, self.hold);
+        self.budget.release(self.hold);
+    }
+}
+
+/// A stream's charge while its backend is dialled: the peer may fill the
+/// stream's window before it is answered, and that is held until the
+/// splice starts reading it. Given back when dropped.
+struct DialCharge<'a> {
+    charge: InboundCharge,
+    caller: &'a ClusterId,
+}
+
+impl Drop for DialCharge<'_> {
+    fn drop(&mut self) {
+        self.charge.release(self.caller);
+    }
+}
+
+impl MemoryCharge for InboundFinish {
+    fn holding(&mut self, holds: bool) -> bool {
+        if !holds {
+            self.memory.release(&self.caller);
+            return true;
+        }
+        match self.memory.charge(&self.caller) {
+            Ok(()) => true,
+            Err(budget) => {
+                tracing::debug!(caller = %self.caller, authority = %self.authority, budget, "inbound stream holding bytes past a memory budget; closed");
+                false
+            }
+        }
+    }
 }
 
 impl InboundFinish {
@@ -57,6 +133,7 @@ impl InboundFinish {
             address,
             metrics,
             started,
+            memory: _,
         } = self;
         let result = closed_result(&outcome.end);
         tracing::info!(
@@ -177,14 +254,29 @@ pub async fn open(
             InboundRefusal::OverLimit(over.to_string()),
         )
     })?;
-    // The backend socket is new work: refused while descriptors are short.
-    if !state.overload.admit() {
-        state.metrics.limited(Limit::Descriptors, transport);
+    let charge = InboundCharge::of(state);
+    if let Err(budget) = charge.charge(&caller.cluster) {
+        state.metrics.limited(Limit::Memory, transport);
         return Err(refuse(
             state,
             caller,
             authority.as_deref(),
-            InboundRefusal::OverLimit("this gateway is short of descriptors".to_owned()),
+            InboundRefusal::OverLimit(format!("no room in {budget} memory budget")),
+        ));
+    }
+    let _charged = DialCharge {
+        charge,
+        caller: &caller.cluster,
+    };
+    // The backend socket is new work: refused while descriptors or
+    // memory are short.
+    if let Err(short) = state.overload.admit() {
+        state.metrics.limited(short.limit(), transport);
+        return Err(refuse(
+            state,
+            caller,
+            authority.as_deref(),
+            InboundRefusal::OverLimit(short.reason().to_owned()),
         ));
     }
     let metrics = state.metrics.connection(RoutePath::Inbound, transport);
@@ -233,6 +325,7 @@ pub async fn open(
                         address,
                         metrics,
                         started,
+                        memory: InboundCharge::of(state),
                     },
                 });
             }
@@ -284,8 +377,10 @@ impl Accepted {
         async move {
             // By reference: awaiting by value would move it into a second slot.
             let outcome = (&mut splice).await;
-            if matches!(outcome.end, SpliceEnd::Stalled) {
-                limits.limited(Limit::StalledStream, transport);
+            match outcome.end {
+                SpliceEnd::Stalled => limits.limited(Limit::StalledStream, transport),
+                SpliceEnd::OverBudget => limits.limited(Limit::Memory, transport),
+                _ => {}
             }
             splice.into_watch().done(outcome);
         }

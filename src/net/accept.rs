@@ -75,8 +75,8 @@ pub async fn accept_until<F, Fut>(
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => {
                     backoff = ACCEPT_BACKOFF_FIRST;
-                    if !admission.overload.admit() {
-                        admission.metrics.limited(Limit::Descriptors, Transport::None);
+                    if let Err(short) = admission.overload.admit() {
+                        admission.metrics.limited(short.limit(), Transport::None);
                         drop(stream);
                         continue;
                     }
@@ -140,6 +140,6 @@ pub fn closed_result(end: &SpliceEnd) -> ClosedResult {
     match end {
         SpliceEnd::Closed => ClosedResult::Ok,
         SpliceEnd::IdleTimeout | SpliceEnd::Stalled => ClosedResult::Timeout,
-        SpliceEnd::Error(_) => ClosedResult::Error,
+        SpliceEnd::OverBudget | SpliceEnd::Error(_) => ClosedResult::Error,
     }
 }

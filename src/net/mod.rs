@@ -1,6 +1,6 @@
 //! The socket layer under every listener: dialling with the gateway's
 //! socket options, splicing two streams with bounded buffers, the
-//! descriptor budget new work is admitted against, the per-source caps of
+//! descriptor and memory budgets new work is admitted against, the per-source caps of
 //! each listener, the slots of clients that cost by the connection (DNS
 //! over TCP, tunnel handshakes), and the accept loop.
 //! Knows nothing of routes, tunnels or services.
@@ -9,6 +9,7 @@ pub mod accept;
 pub mod buffer;
 pub mod dial;
 pub mod listen;
+pub mod memory;
 pub mod overload;
 pub mod slots;
 pub mod sources;

@@ -1,6 +1,8 @@
-//! The gateway's descriptor budget: new work (an accepted connection, a
+//! The gateway's overload manager: new work (an accepted connection, a
 //! tunnel stream's backend dial) is refused while the process's open
-//! descriptors are within a reserve of its limit, so that the admin
+//! descriptors are within a reserve of its limit, or while buffers hold
+//! most of the memory budget ([`super::memory`]). Descriptors are kept
+//! within the reserve so that the admin
 //! listener, DNS and the connections already open keep working when a
 //! flood would otherwise take every descriptor. The count is sampled from
 //! `/proc/self/fd` and every admission since the last sample is added to
@@ -9,7 +11,11 @@
 //! 10 ms): a flood of short connections, each closed soon after it was
 //! admitted, is not refused for descriptors it no longer holds.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::memory::MemoryBudget;
+use crate::admin::metrics::Limit;
 use std::time::{Duration, Instant};
 
 /// How often a refusal may sample the count again.
@@ -21,8 +27,33 @@ pub fn default_reserve(limit: u64) -> u64 {
     (limit / 16).clamp(64, 1024)
 }
 
+/// Which resource is short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Short {
+    Descriptors,
+    Memory,
+}
+
+impl Short {
+    /// How a refusal for it counts in `strait_limited_total`.
+    pub fn limit(self) -> Limit {
+        match self {
+            Short::Descriptors => Limit::Descriptors,
+            Short::Memory => Limit::Memory,
+        }
+    }
+
+    pub fn reason(self) -> &'static str {
+        match self {
+            Short::Descriptors => "this gateway is short of descriptors",
+            Short::Memory => "this gateway is short of memory",
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Overload {
+    memory: Arc<MemoryBudget>,
     limit: u64,
     reserve: u64,
     /// The last sample plus every admission since.
@@ -35,17 +66,21 @@ pub struct Overload {
 impl Overload {
     /// A budget under the process's soft `RLIMIT_NOFILE` (unbounded when
     /// it cannot be read) keeping `reserve` descriptors free.
-    pub fn for_process(reserve: Option<u64>) -> Self {
+    /// with `memory` as its buffers' budget.
+    pub fn for_process(reserve: Option<u64>, memory: Arc<MemoryBudget>) -> Self {
         let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .map_or(u64::MAX, |(soft, _)| soft);
         let reserve = reserve.unwrap_or_else(|| default_reserve(limit));
-        let overload = Self::new(limit, reserve);
+        let mut overload = Self::new(limit, reserve);
+        overload.memory = memory;
         overload.sample();
         overload
     }
 
+    /// A descriptor budget alone (an unbounded memory budget).
     pub fn new(limit: u64, reserve: u64) -> Self {
         Self {
+            memory: Arc::new(MemoryBudget::for_limit(u64::MAX)),
             limit,
             reserve,
             open: AtomicU64::new(0),
@@ -62,6 +97,11 @@ impl Overload {
         self.limit
     }
 
+    /// The buffers' memory budget.
+    pub fn memory(&self) -> &Arc<MemoryBudget> {
+        &self.memory
+    }
+
     /// The descriptors one listener kind's connections may hold: half of
     /// those outside the reserve. A flood of one listener then leaves the
     /// other half to the rest, however the flood is spread over sources.
@@ -69,8 +109,20 @@ impl Overload {
         self.limit.saturating_sub(self.reserve) / 2
     }
 
-    /// Whether one more descriptor may be spent on new work; counts it when so.
-    pub fn admit(&self) -> bool {
+    /// Whether new work may start: memory is not pressed, and one more
+    /// descriptor may be spent (counted when so).
+    pub fn admit(&self) -> Result<(), Short> {
+        if self.memory.pressed() {
+            return Err(Short::Memory);
+        }
+        if self.admit_descriptor() {
+            Ok(())
+        } else {
+            Err(Short::Descriptors)
+        }
+    }
+
+    fn admit_descriptor(&self) -> bool {
         if self.try_admit() {
             return true;
         }
@@ -125,12 +177,16 @@ mod tests {
     fn work_is_refused_within_the_reserve_and_admitted_after_a_sample_shows_room() {
         let overload = Overload::new(100, 10);
         overload.set_open(88);
-        assert!(overload.admit(), "89 open, 11 free");
-        assert!(overload.admit(), "90 open, 10 free");
-        assert!(!overload.admit(), "the reserve is kept");
-        assert!(!overload.admit(), "a refusal spends nothing");
+        assert!(overload.admit().is_ok(), "89 open, 11 free");
+        assert!(overload.admit().is_ok(), "90 open, 10 free");
+        assert_eq!(
+            overload.admit(),
+            Err(Short::Descriptors),
+            "the reserve is kept"
+        );
+        assert!(overload.admit().is_err(), "a refusal spends nothing");
         overload.set_open(50);
-        assert!(overload.admit());
+        assert!(overload.admit().is_ok());
     }
 
     #[test]
@@ -139,9 +195,12 @@ mod tests {
         let overload = Overload::new(real + 1_000, 10);
         // An estimate of connections long closed.
         overload.set_open(real + 995);
-        assert!(!overload.admit(), "refused on a fresh estimate");
+        assert!(overload.admit().is_err(), "refused on a fresh estimate");
         std::thread::sleep(RESAMPLE_EVERY * 2);
-        assert!(overload.admit(), "the count is sampled again and has room");
+        assert!(
+            overload.admit().is_ok(),
+            "the count is sampled again and has room"
+        );
     }
 
     #[test]
@@ -150,6 +209,16 @@ mod tests {
         // At least stdin, stdout and stderr; the exact count moves with
         // the other tests of this process.
         assert!(overload.sample() >= 3);
+    }
+
+    #[test]
+    fn new_work_is_refused_while_memory_is_pressed() {
+        let mut overload = Overload::new(u64::MAX, 0);
+        overload.memory = Arc::new(MemoryBudget::for_limit(100));
+        overload.memory().set_resident(80);
+        assert_eq!(overload.admit(), Err(Short::Memory));
+        overload.memory().set_resident(70);
+        assert!(overload.admit().is_ok());
     }
 
     #[test]

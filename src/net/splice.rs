@@ -33,6 +33,8 @@ pub enum SpliceEnd {
     IdleTimeout,
     /// A side held bytes the other would not take for the stall timeout.
     Stalled,
+    /// A side began holding bytes the memory budget had no room for.
+    OverBudget,
     Error(io::Error),
 }
 
@@ -70,6 +72,21 @@ impl StallWatch for () {
     fn resumed(&mut self, _stalled_for: Duration) {}
 }
 
+/// Charged for what a spliced connection may hold while it holds bytes
+/// ([`super::memory`]): told when a direction starts holding bytes its
+/// writer pushed back (`true`), and when neither does any more or the
+/// splice ends (`false`). Refusing the charge (returning `false` when told
+/// `true`) ends the splice ([`SpliceEnd::OverBudget`]).
+pub trait MemoryCharge {
+    fn holding(&mut self, holds: bool) -> bool;
+}
+
+impl MemoryCharge for () {
+    fn holding(&mut self, _holds: bool) -> bool {
+        true
+    }
+}
+
 /// What a splice moved, and how it ended.
 #[derive(Debug)]
 pub struct SpliceOutcome {
@@ -100,6 +117,7 @@ where
         watch_armed: false,
         stalled: None,
         stalled_periods: 0,
+        charged: false,
     }
 }
 
@@ -133,6 +151,8 @@ pub struct Splice<C, B, W = ()> {
     stalled: Option<Flow>,
     /// Watch periods the stall has lasted: its length, to a period.
     stalled_periods: u32,
+    /// The watch is charged for bytes held ([`MemoryCharge`]).
+    charged: bool,
 }
 
 impl<C, B> Splice<C, B> {
@@ -155,6 +175,7 @@ impl<C, B> Splice<C, B> {
             watch_armed: false,
             stalled: None,
             stalled_periods: 0,
+            charged: false,
         }
     }
 }
@@ -181,7 +202,7 @@ impl<C, B, W> Future for Splice<C, B, W>
 where
     C: SpliceIo,
     B: SpliceIo,
-    W: StallWatch + Unpin,
+    W: StallWatch + MemoryCharge + Unpin,
 {
     type Output = SpliceOutcome;
 
@@ -189,6 +210,10 @@ where
         let this = self.get_mut();
         let end = ready!(this.poll_end(cx));
         this.end_stall();
+        if this.charged {
+            this.charged = false;
+            this.watch.holding(false);
+        }
         Poll::Ready(SpliceOutcome {
             client_to_backend: this.up.bytes,
             backend_to_client: this.down.bytes,
@@ -201,7 +226,7 @@ impl<C, B, W> Splice<C, B, W>
 where
     C: SpliceIo,
     B: SpliceIo,
-    W: StallWatch,
+    W: StallWatch + MemoryCharge,
 {
     fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<SpliceEnd> {
         let moved = self.moved();
@@ -215,6 +240,15 @@ where
         }
         if self.up.done && self.down.done {
             return Poll::Ready(SpliceEnd::Closed);
+        }
+        // Charged on the change only: a flow whose writer keeps up never
+        // holds bytes across a poll, and is never charged.
+        let holds = self.holds_unsent();
+        if holds != self.charged {
+            if !self.watch.holding(holds) {
+                return Poll::Ready(SpliceEnd::OverBudget);
+            }
+            self.charged = holds;
         }
         if self.moved() != moved {
             self.last_activity = Instant::now();

@@ -273,6 +273,101 @@ impl StallWatch for Recorded {
     }
 }
 
+impl MemoryCharge for Recorded {
+    fn holding(&mut self, _holds: bool) -> bool {
+        true
+    }
+}
+
+/// What a [`MemoryCharge`] was asked, shared with the test; it refuses
+/// every charge when `refuse`.
+#[derive(Clone, Default)]
+struct Charges {
+    refuse: bool,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
+}
+
+impl StallWatch for Charges {
+    fn stalled(&mut self, _flow: Flow, _held: usize) {}
+    fn resumed(&mut self, _stalled_for: Duration) {}
+}
+
+impl MemoryCharge for Charges {
+    fn holding(&mut self, holds: bool) -> bool {
+        self.asked.lock().expect("not poisoned").push(holds);
+        !(holds && self.refuse)
+    }
+}
+
+/// A connection whose writer keeps up is never charged; one whose writer
+/// pushes back is charged while it holds bytes and released when it does
+/// not; and a refused charge ends the splice.
+#[tokio::test]
+async fn a_splice_is_charged_only_while_it_holds_bytes() {
+    let (mut client, client_end) = duplex(BUFFER_SIZE);
+    let (backend_end, mut backend) = duplex(BUFFER_SIZE);
+    let charges = Charges::default();
+    let flowing = tokio::spawn(
+        splice(client_end, backend_end, Duration::from_secs(3600))
+            .watch(Duration::from_secs(10), charges.clone()),
+    );
+    client.write_all(b"hello").await.expect("write");
+    let mut received = [0u8; 5];
+    backend.read_exact(&mut received).await.expect("read");
+    assert!(
+        charges.asked.lock().expect("lock").is_empty(),
+        "kept up: never charged"
+    );
+
+    // 16 bytes fit on the way to this backend, which reads nothing yet.
+    drop((client, backend));
+    let _ = flowing.await;
+    let (mut client, client_end) = duplex(BUFFER_SIZE);
+    let (backend_end, mut backend) = duplex(16);
+    let charges = Charges::default();
+    let slow = tokio::spawn(
+        splice(client_end, backend_end, Duration::from_secs(3600))
+            .watch(Duration::from_secs(10), charges.clone()),
+    );
+    client.write_all(&[7u8; 100]).await.expect("write");
+    let mut received = [0u8; 100];
+    backend.read_exact(&mut received).await.expect("read");
+    drop((client, backend));
+    let outcome = slow.await.expect("splice");
+    assert!(matches!(
+        outcome.end,
+        SpliceEnd::Closed | SpliceEnd::Error(_)
+    ));
+    let asked = charges.asked.lock().expect("lock").clone();
+    assert_eq!(
+        asked.first(),
+        Some(&true),
+        "charged when pushed back: {asked:?}"
+    );
+    assert_eq!(asked.last(), Some(&false), "released in the end: {asked:?}");
+
+    let (mut client, client_end) = duplex(BUFFER_SIZE);
+    let (backend_end, _backend) = duplex(16);
+    let refused = Charges {
+        refuse: true,
+        ..Charges::default()
+    };
+    let over = tokio::spawn(
+        splice(client_end, backend_end, Duration::from_secs(3600))
+            .watch(Duration::from_secs(10), refused),
+    );
+    client.write_all(&[7u8; 100]).await.expect("write");
+    let outcome = tokio::time::timeout(Duration::from_secs(5), over)
+        .await
+        .expect("ended at once")
+        .expect("splice");
+    assert!(
+        matches!(outcome.end, SpliceEnd::OverBudget),
+        "{:?}",
+        outcome.end
+    );
+}
+
 /// A backend that takes none of the client's bytes is reported once,
 /// within two watch periods, and again as moving once it reads; the splice
 /// is not ended for it.

@@ -173,7 +173,8 @@ async fn handle(
         }
     };
     let on_upgrade = hyper::upgrade::on(&mut request);
-    let (upstream, finish) = Finish::split(opened, id, remote, key.clone(), port, started);
+    let charge = super::EgressCharge::of(&state);
+    let (upstream, finish) = Finish::split(opened, id, remote, key.clone(), port, started, charge);
     let (idle_timeout, stall_report) = (state.idle_timeout, state.stall_report);
     // This task lives as long as the connection: it holds the splice, and
     // the splice what the log line needs (see `Finish`).

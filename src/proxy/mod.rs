@@ -8,14 +8,19 @@ pub mod upstream;
 pub mod vip;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::admin::metrics::ConnectionMetrics;
 use crate::logging::connection::{ConnectionId, record_backend};
 use crate::model::ServiceKey;
 use crate::net::accept::closed_result;
-use crate::net::splice::{Flow, SpliceOutcome, StallWatch};
+use crate::net::buffer::BUFFER_SIZE;
+use crate::net::memory::MemoryBudget;
+use crate::net::splice::{Flow, MemoryCharge, SpliceOutcome, StallWatch};
+use crate::routing::Path;
 use crate::routing::balancer::ActiveGuard;
+use crate::state::GatewayState;
 use upstream::{Opened, Reached, Upstream};
 
 /// What a relayed connection's access-log line and metrics need once its
@@ -31,6 +36,37 @@ pub(crate) struct Finish {
     metrics: ConnectionMetrics,
     /// Counts the connection as active on its backend until the splice ends.
     active: ActiveGuard,
+    /// The gateway's memory budget, charged while the connection holds bytes.
+    memory: Arc<MemoryBudget>,
+    /// What it is charged: a copy buffer, and through a tunnel its
+    /// stream's receive window, which the peer may fill while the client
+    /// does not read.
+    hold: u64,
+}
+
+/// The budget egress connections are charged to, and a tunnel stream's window.
+pub(crate) struct EgressCharge {
+    pub budget: Arc<MemoryBudget>,
+    pub tunnel_window: u32,
+}
+
+impl EgressCharge {
+    pub(crate) fn of(state: &GatewayState) -> Self {
+        Self {
+            budget: state.overload.memory().clone(),
+            tunnel_window: state.tunnel.stream_window,
+        }
+    }
+}
+
+impl MemoryCharge for Finish {
+    fn holding(&mut self, holds: bool) -> bool {
+        if !holds {
+            self.memory.release(self.hold);
+            return true;
+        }
+        self.memory.charge(self.hold)
+    }
 }
 
 impl Finish {
@@ -42,6 +78,7 @@ impl Finish {
         service: ServiceKey,
         port: u16,
         started: Instant,
+        charge: EgressCharge,
     ) -> (Upstream, Finish) {
         let Opened {
             upstream,
@@ -50,6 +87,11 @@ impl Finish {
             active,
         } = opened;
         record_backend(backend.address, backend.path);
+        let window = if backend.path == Path::Direct.as_str() {
+            0
+        } else {
+            u64::from(charge.tunnel_window)
+        };
         let finish = Finish {
             connection,
             client_address,
@@ -59,6 +101,8 @@ impl Finish {
             backend,
             metrics,
             active,
+            memory: charge.budget,
+            hold: BUFFER_SIZE as u64 + window,
         };
         (upstream, finish)
     }
@@ -74,6 +118,8 @@ impl Finish {
             backend,
             metrics,
             active,
+            memory: _,
+            hold: _,
         } = self;
         drop(active);
         let result = closed_result(&outcome.end);

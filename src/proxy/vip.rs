@@ -132,7 +132,15 @@ fn serve_connection(
             Box::pin(open(&state, &table, service, route, selection, remote.ip()))
                 .await
                 .map(|opened| {
-                    Finish::split(opened, id, remote, service.key.clone(), route.port, started)
+                    Finish::split(
+                        opened,
+                        id,
+                        remote,
+                        service.key.clone(),
+                        route.port,
+                        started,
+                        super::EgressCharge::of(&state),
+                    )
                 })
             // The table is released here: a long connection must not pin old routes.
         };

@@ -19,6 +19,9 @@ pub struct PeerLimits {
     pub max_streams: usize,
     /// Backend dials one caller cluster may have in flight at once.
     pub max_pending_dials: usize,
+    /// Bytes one caller cluster's streams may hold at once
+    /// ([`crate::net::memory`]); `None`: half of the memory budget.
+    pub max_buffered: Option<u64>,
 }
 
 impl Default for PeerLimits {
@@ -26,6 +29,7 @@ impl Default for PeerLimits {
         Self {
             max_streams: 16_384,
             max_pending_dials: 256,
+            max_buffered: None,
         }
     }
 }
@@ -96,12 +100,22 @@ pub enum OverLimit {
 struct Usage {
     streams: usize,
     dials: usize,
+    /// Bytes charged by its streams that hold bytes.
+    buffered: u64,
+}
+
+impl Usage {
+    fn idle(&self) -> bool {
+        self.streams == 0 && self.dials == 0 && self.buffered == 0
+    }
 }
 
 /// The usage of every caller cluster with work in flight.
 #[derive(Debug, Default)]
 pub struct PeerBudgets {
     limits: PeerLimits,
+    /// `limits.max_buffered`, resolved against the memory budget.
+    max_buffered: u64,
     usage: Mutex<HashMap<ClusterId, Usage>>,
 }
 
@@ -120,10 +134,44 @@ enum Kind {
 }
 
 impl PeerBudgets {
-    pub fn new(limits: PeerLimits) -> Self {
+    /// Budgets with these limits, a caller's buffered bytes capped at
+    /// `limits.max_buffered`, or else at half of `memory_budget`.
+    pub fn new(limits: PeerLimits, memory_budget: u64) -> Self {
         Self {
             limits,
+            max_buffered: limits.max_buffered.unwrap_or(memory_budget / 2),
             usage: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The bytes one caller's streams may hold.
+    pub fn max_buffered(&self) -> u64 {
+        self.max_buffered
+    }
+
+    /// Charges `caller` for `bytes` its streams may hold; refused (nothing
+    /// charged) when they do not fit in the caller's budget.
+    pub fn charge(&self, caller: &ClusterId, bytes: u64) -> bool {
+        let mut usage = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = usage.entry(caller.clone()).or_default();
+        if entry.buffered.saturating_add(bytes) > self.max_buffered {
+            if entry.idle() {
+                usage.remove(caller);
+            }
+            return false;
+        }
+        entry.buffered += bytes;
+        true
+    }
+
+    /// Gives back `bytes` charged to `caller`.
+    pub fn release(&self, caller: &ClusterId, bytes: u64) {
+        let mut usage = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = usage.get_mut(caller) {
+            entry.buffered = entry.buffered.saturating_sub(bytes);
+            if entry.idle() {
+                usage.remove(caller);
+            }
         }
     }
 
@@ -179,7 +227,7 @@ impl Drop for Permit {
             Kind::Stream => entry.streams = entry.streams.saturating_sub(1),
             Kind::Dial => entry.dials = entry.dials.saturating_sub(1),
         }
-        if entry.streams == 0 && entry.dials == 0 {
+        if entry.idle() {
             // Callers come and go: an idle one holds no entry.
             usage.remove(&self.caller);
         }
@@ -196,10 +244,14 @@ mod tests {
 
     #[test]
     fn each_caller_has_its_own_caps_and_permits_give_back() {
-        let budgets = Arc::new(PeerBudgets::new(PeerLimits {
-            max_streams: 2,
-            max_pending_dials: 1,
-        }));
+        let budgets = Arc::new(PeerBudgets::new(
+            PeerLimits {
+                max_streams: 2,
+                max_pending_dials: 1,
+                max_buffered: None,
+            },
+            1 << 20,
+        ));
         let (c1, c2) = (cluster("c1"), cluster("c2"));
         let first = budgets.stream(&c1).expect("first stream");
         let _second = budgets.stream(&c1).expect("second stream");
@@ -228,6 +280,21 @@ mod tests {
             ..auto
         };
         assert!(always.quic_retry_wanted(0));
+    }
+
+    #[test]
+    fn each_caller_has_its_own_byte_budget() {
+        let budgets = PeerBudgets::new(PeerLimits::default(), 200);
+        assert_eq!(budgets.max_buffered(), 100, "half the memory budget");
+        let (c1, c2) = (cluster("c1"), cluster("c2"));
+        assert!(budgets.charge(&c1, 60));
+        assert!(!budgets.charge(&c1, 60), "past c1's budget");
+        assert!(budgets.charge(&c2, 60), "c2 has its own");
+        budgets.release(&c1, 60);
+        assert!(budgets.charge(&c1, 100));
+        budgets.release(&c1, 100);
+        budgets.release(&c2, 60);
+        assert!(budgets.usage.lock().expect("lock").is_empty());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use super::*;
 
 /// One `strait run` process serving c3 on loopback.
-struct Process {
+pub(super) struct Process {
     child: Child,
     connect: SocketAddr,
     tunnel: SocketAddr,
@@ -17,6 +17,46 @@ struct Process {
     _dir: tempfile::TempDir,
     certs: std::path::PathBuf,
     _echo: Backend,
+    /// A backend that accepts and never reads.
+    pub sink: Sink,
+}
+
+/// A listener whose accepted connections are held and never read, with
+/// small receive buffers: a backend that stopped reading.
+pub struct Sink {
+    pub address: SocketAddr,
+    pub accepted: Arc<std::sync::atomic::AtomicUsize>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl Sink {
+    fn start(ip: std::net::IpAddr) -> Sink {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+        socket.set_recv_buffer_size(4096).expect("rcvbuf");
+        socket.set_reuse_address(true).expect("reuse");
+        socket
+            .bind(&SocketAddr::new(ip, 0).into())
+            .expect("bind sink");
+        socket.listen(4096).expect("listen");
+        socket.set_nonblocking(true).expect("nonblocking");
+        let listener = tokio::net::TcpListener::from_std(socket.into()).expect("tokio listener");
+        let address = listener.local_addr().expect("address");
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = accepted.clone();
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                held.push(stream);
+            }
+        });
+        Sink {
+            address,
+            accepted,
+            _task: task,
+        }
+    }
 }
 
 impl Drop for Process {
@@ -38,7 +78,7 @@ fn free_port(ip: std::net::IpAddr) -> SocketAddr {
 impl Process {
     /// Starts c3's gateway with `tunnel_yaml` as its `tunnel:` settings,
     /// under `ulimit -n 1024`, and waits until it is ready.
-    async fn start(tunnel_yaml: &str) -> Process {
+    pub(super) async fn start(tunnel_yaml: &str) -> Process {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("config");
         let certs = certificates(dir.path(), &["c1", "c2", "c3"]);
@@ -53,7 +93,10 @@ impl Process {
                 &cluster_yaml(&format!("c{n}"), network, gateway, &[]),
             );
         }
-        let c3 = cluster_yaml("c3", "net-b", tunnel, &[]) + &service_yaml("echo", echo.address);
+        let sink = Sink::start(pod_ip(3, 2));
+        let c3 = cluster_yaml("c3", "net-b", tunnel, &[])
+            + &service_yaml("echo", echo.address)
+            + &service_yaml("sink", sink.address);
         write_cluster(&config, "c3", &c3);
         std::fs::write(
             config.join("gateway.yaml"),
@@ -86,6 +129,7 @@ impl Process {
             _dir: dir,
             certs,
             _echo: echo,
+            sink,
         };
         let started = Instant::now();
         while TcpStream::connect(admin).await.is_err()
@@ -102,7 +146,7 @@ impl Process {
         process
     }
 
-    fn resident_kib(&self) -> u64 {
+    pub(super) fn resident_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
         status
@@ -113,13 +157,34 @@ impl Process {
             .unwrap_or(0)
     }
 
-    async fn metrics(&self) -> String {
+    pub(super) async fn metrics(&self) -> String {
         admin_get(self.admin, "/metrics").await
+    }
+
+    /// An HTTP/2 connection to the tunnel port as `cluster`, driven in the
+    /// background, with a 1 MiB window of its own.
+    pub(super) async fn h2(&self, cluster: &str) -> h2::client::SendRequest<bytes::Bytes> {
+        let material = TlsMaterial::load(&self.certs.join(cluster)).expect("certificate");
+        let connector = TlsConnector::from(material.client_config());
+        let tcp = TcpStream::connect(self.tunnel).await.expect("reach tunnel");
+        let tls = connector
+            .connect("gateway".try_into().expect("name"), tcp)
+            .await
+            .expect("tls handshake");
+        let (send, connection) = h2::client::Builder::new()
+            .initial_window_size(1 << 20)
+            .handshake(tls)
+            .await
+            .expect("h2 handshake");
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        send.ready().await.expect("ready")
     }
 
     /// A full TLS handshake to the tunnel port as `cluster`, then an h2
     /// CONNECT to echo: the greeting.
-    async fn tunnel_peer(&self, cluster: &str) -> Result<String, String> {
+    pub(super) async fn tunnel_peer(&self, cluster: &str) -> Result<String, String> {
         let material = TlsMaterial::load(&self.certs.join(cluster)).map_err(|e| e.to_string())?;
         let connector = TlsConnector::from(material.client_config());
         let tcp = TcpStream::connect(self.tunnel)
@@ -141,7 +206,7 @@ impl Process {
 }
 
 /// The test process needs a descriptor per held connection.
-fn raise_own_descriptor_limit() {
+pub(super) fn raise_own_descriptor_limit() {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
         let _ = setrlimit(Resource::RLIMIT_NOFILE, hard.min(65_536), hard);

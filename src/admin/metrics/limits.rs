@@ -19,6 +19,10 @@ label_enum! {
         StalledStream => "stalled_stream",
         /// Descriptors near the process limit (`tuning.descriptorReserve`).
         Descriptors => "descriptors",
+        /// Buffers holding most of the memory budget (`tuning.memoryLimit`),
+        /// or a connection or tunnel stream that began holding bytes past
+        /// it (or past its peer's, `tunnel.maxBufferedBytesPerPeer`).
+        Memory => "memory",
         /// A source address at its cap on one listener
         /// (`tuning.maxConnectionsPerSource`).
         PerSource => "per_source",
@@ -80,6 +84,9 @@ pub(super) struct LimitMetrics {
     accept_errors: Family<ListenerLabels, Counter>,
     open_descriptors: Gauge,
     descriptor_limit: Gauge,
+    resident_memory: Gauge,
+    memory_limit: Gauge,
+    buffers_charged: Gauge,
 }
 
 impl LimitMetrics {
@@ -108,6 +115,21 @@ impl LimitMetrics {
             "descriptor_limit",
             "The process's descriptor limit (RLIMIT_NOFILE)",
             self.descriptor_limit.clone(),
+        );
+        registry.register(
+            "resident_memory_bytes",
+            "The process's resident memory, as last sampled",
+            self.resident_memory.clone(),
+        );
+        registry.register(
+            "memory_limit_bytes",
+            "The memory limit the budget is taken from (tuning.memoryLimit, the cgroup's memory.max, or 2 GiB)",
+            self.memory_limit.clone(),
+        );
+        registry.register(
+            "buffers_charged_bytes",
+            "The most the connections holding bytes may hold, as charged to the memory budget (half the limit)",
+            self.buffers_charged.clone(),
         );
     }
 }
@@ -142,5 +164,13 @@ impl super::Metrics {
         let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
         self.limits.open_descriptors.set(gauge(open));
         self.limits.descriptor_limit.set(gauge(limit));
+    }
+
+    /// Records the last memory sample.
+    pub fn set_memory(&self, resident: u64, limit: u64, charged: u64) {
+        let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        self.limits.resident_memory.set(gauge(resident));
+        self.limits.memory_limit.set(gauge(limit));
+        self.limits.buffers_charged.set(gauge(charged));
     }
 }
