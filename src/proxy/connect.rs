@@ -21,10 +21,10 @@ use tracing::Instrument;
 
 use super::Finish;
 use super::upstream::{OpenError, Selection, open};
-use crate::admin::metrics::Listener;
+use crate::admin::metrics::{Limit, Listener, Transport};
 use crate::logging::connection::{ConnectionId, record_service};
 use crate::model::Protocol;
-use crate::net::splice::splice;
+use crate::net::splice::{SpliceEnd, splice};
 use crate::routing::target::{Target, parse_authority};
 use crate::state::GatewayState;
 
@@ -176,6 +176,7 @@ async fn handle(
     let charge = super::EgressCharge::of(&state);
     let (upstream, finish) = Finish::split(opened, id, remote, key.clone(), port, started, charge);
     let (idle_timeout, stall_report) = (state.idle_timeout, state.stall_report);
+    let limits = state.metrics.clone();
     // This task lives as long as the connection: it holds the splice, and
     // the splice what the log line needs (see `Finish`).
     state.connections.spawn(
@@ -193,6 +194,9 @@ async fn handle(
                 splice(TokioIo::new(upgraded), upstream, idle_timeout).watch(stall_report, finish);
             // By reference: awaiting by value would move it into a second slot.
             let outcome = (&mut splice).await;
+            if matches!(outcome.end, SpliceEnd::OverBudget) {
+                limits.limited(Limit::Memory, Transport::None);
+            }
             splice.into_watch().done(outcome);
         }
         .instrument(tracing::Span::current()),

@@ -18,10 +18,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::Finish;
 use super::upstream::{Selection, open};
-use crate::admin::metrics::Listener;
+use crate::admin::metrics::{Limit, Listener, Transport};
 use crate::logging::connection::{ConnectionId, record_service};
 use crate::model::Protocol;
-use crate::net::splice::splice;
+use crate::net::splice::{SpliceEnd, splice};
 use crate::state::GatewayState;
 
 /// What selects the service of a connection.
@@ -158,6 +158,9 @@ fn serve_connection(
             splice(stream, upstream, state.idle_timeout).watch(state.stall_report, finish);
         // By reference: awaiting by value would move it into a second slot.
         let outcome = (&mut splice).await;
+        if matches!(outcome.end, SpliceEnd::OverBudget) {
+            state.metrics.limited(Limit::Memory, Transport::None);
+        }
         splice.into_watch().done(outcome);
     }
 }
