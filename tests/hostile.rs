@@ -665,7 +665,12 @@ async fn idle_admin_connections_cannot_starve_the_health_probe() {
 }
 
 fn resident_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    resident_kib_of("self")
+}
+
+/// `VmRSS` of process `pid` (a number, or `self`), in KiB; 0 when unknown.
+fn resident_kib_of(pid: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))

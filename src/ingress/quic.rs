@@ -33,7 +33,7 @@ const OVER_LIMIT: u32 = 2;
 /// (or its grace over): its certificate or its age.
 const DRAINED: u32 = 3;
 /// The status of a stream opened on a connection being ended.
-pub const MISDIRECTED: u16 = 421;
+const MISDIRECTED: u16 = 421;
 /// How often a connection's received control frames are counted.
 const CONTROL_FRAME_SAMPLE: Duration = Duration::from_millis(250);
 
@@ -270,7 +270,7 @@ async fn serve_connection(
             stream = connection.accept_bi() => match stream {
                 Ok((send, _)) if draining.is_some() => {
                     let why = draining.map_or("", |(why, _)| why);
-                    tokio::spawn(move_along(send, why));
+                    state.connections.spawn(move_along(send, why));
                     continue;
                 }
                 Ok(stream) => stream,

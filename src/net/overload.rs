@@ -71,16 +71,19 @@ impl Overload {
         let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .map_or(u64::MAX, |(soft, _)| soft);
         let reserve = reserve.unwrap_or_else(|| default_reserve(limit));
-        let mut overload = Self::new(limit, reserve);
-        overload.memory = memory;
+        let overload = Self::with_memory(limit, reserve, memory);
         overload.sample();
         overload
     }
 
     /// A descriptor budget alone (an unbounded memory budget).
     pub fn new(limit: u64, reserve: u64) -> Self {
+        Self::with_memory(limit, reserve, Arc::new(MemoryBudget::for_limit(u64::MAX)))
+    }
+
+    fn with_memory(limit: u64, reserve: u64, memory: Arc<MemoryBudget>) -> Self {
         Self {
-            memory: Arc::new(MemoryBudget::for_limit(u64::MAX)),
+            memory,
             limit,
             reserve,
             open: AtomicU64::new(0),
@@ -213,8 +216,7 @@ mod tests {
 
     #[test]
     fn new_work_is_refused_while_memory_is_pressed() {
-        let mut overload = Overload::new(u64::MAX, 0);
-        overload.memory = Arc::new(MemoryBudget::for_limit(100));
+        let overload = Overload::with_memory(u64::MAX, 0, Arc::new(MemoryBudget::for_limit(100)));
         overload.memory().set_resident(80);
         assert_eq!(overload.admit(), Err(Short::Memory));
         overload.memory().set_resident(70);

@@ -147,14 +147,7 @@ impl Process {
     }
 
     pub(super) fn resident_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|kib| kib.parse().ok())
-            .unwrap_or(0)
+        resident_kib_of(&self.child.id().to_string())
     }
 
     pub(super) async fn metrics(&self) -> String {
