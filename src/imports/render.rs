@@ -148,11 +148,15 @@ pub fn desired_objects(
             status: false,
             complete: !has_children || children_rendered,
         });
-        objects.push(DesiredObject::leaf(
+        // The status goes after the children, so a consumer never reads
+        // `Ready` before the slices that make the ClusterSetIP answer are
+        // written in the same round.
+        let status = DesiredObject::leaf(
             import_status(planned, api_version, current.map(|c| &c.raw), now),
             true,
-        ));
+        );
         if !children_rendered {
+            objects.push(status);
             continue;
         }
         for slice in mcs_slices(planned, api_version, import_uid) {
@@ -173,6 +177,7 @@ pub fn desired_objects(
                 objects.push(DesiredObject::leaf(slice, false));
             }
         }
+        objects.push(status);
     }
     objects
 }

@@ -423,3 +423,39 @@ fn an_adopted_import_keeps_its_derived_service_and_clustersetip() {
     let (plan, _) = desired_with(&set, &observed);
     assert!(plan.imports.is_empty());
 }
+
+#[test]
+fn an_imports_status_is_written_after_its_slices_so_ready_never_comes_first() {
+    let east1 = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .exported_at(10)
+        .endpoint("10.1.0.5");
+    let east2 = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .exported_at(20)
+        .endpoint("10.2.0.5");
+    let west = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .exported_at(30)
+        .endpoint("10.1.0.5");
+    let mut observed = Observed::default();
+    with_gateways(&mut observed);
+    let (_, objects) = desired_with(&three(east1, east2, west), &observed);
+    let status = objects
+        .iter()
+        .position(|o| o.status)
+        .expect("the import's status is desired");
+    let last_slice = objects
+        .iter()
+        .rposition(|o| o.object["kind"] == "EndpointSlice")
+        .expect("slices are desired");
+    assert!(
+        status > last_slice,
+        "status at {status}, a slice at {last_slice}"
+    );
+    let changes = changes(&objects, &observed);
+    assert!(
+        matches!(changes.last(), Some(Change::Apply { status: true, .. })),
+        "the status is the last write"
+    );
+}
