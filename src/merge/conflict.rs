@@ -23,6 +23,9 @@ pub enum ConflictReason {
     /// Not a KEP-1645 reason: the constituents' `strait.dev/allowed-*`
     /// annotations differ.
     AccessPolicyConflict,
+    /// Not a KEP-1645 reason: the constituents' `strait.dev/proxy-protocol`
+    /// annotations differ.
+    ProxyProtocolConflict,
 }
 
 impl ConflictReason {
@@ -39,6 +42,7 @@ impl ConflictReason {
             ConflictReason::LabelsConflict => "exported labels",
             ConflictReason::AnnotationsConflict => "exported annotations",
             ConflictReason::AccessPolicyConflict => "access policy",
+            ConflictReason::ProxyProtocolConflict => "PROXY protocol",
         }
     }
 }

@@ -65,6 +65,9 @@ pub struct MergedService {
     /// annotations); `None` admits every cluster of the set. Shared: every
     /// route table built from this merge holds it.
     pub access: Option<Arc<AccessPolicy>>,
+    /// Whether backend connections start with a PROXY protocol v2 header:
+    /// the oldest export's `strait.dev/proxy-protocol`.
+    pub proxy_protocol: bool,
     /// The exporting clusters, oldest export first.
     pub constituents: Vec<ClusterId>,
     /// Clusters that hold the Service without exporting it.
@@ -285,6 +288,7 @@ fn merge_service(
             .as_ref()
             .and_then(|e| e.access.clone())
             .map(Arc::new),
+        proxy_protocol: oldest.export.as_ref().is_some_and(|e| e.proxy_protocol),
         constituents: constituents.iter().map(|(c, _)| c.id.clone()).collect(),
         not_exported,
         holders: holders
@@ -358,6 +362,13 @@ fn property_conflicts(constituents: &[(&Cluster, &ClusterService)]) -> Vec<Confl
             None => "every cluster of the cluster set".to_owned(),
         },
     );
+    check(ProxyProtocolConflict, &|s| {
+        if s.export.as_ref().is_some_and(|e| e.proxy_protocol) {
+            "v2".to_owned()
+        } else {
+            "none".to_owned()
+        }
+    });
 
     let specified_families: Vec<(&ClusterId, String)> = constituents
         .iter()

@@ -696,6 +696,40 @@ fn the_oldest_exports_access_policy_wins_and_a_different_one_conflicts() {
     );
 }
 
+#[test]
+fn the_oldest_exports_proxy_protocol_wins_and_a_different_one_conflicts() {
+    let exported = |seconds, proxy_protocol: bool| {
+        let mut service = ServiceBuilder::new()
+            .port("tcp", 42, 42)
+            .exported_at(seconds);
+        if let Some(export) = service.export.as_mut() {
+            export.proxy_protocol = proxy_protocol;
+        }
+        service
+    };
+    let set = cluster_set(&[
+        ("c1", "net-a", exported(10, true)),
+        ("c2", "net-a", exported(20, true)),
+    ]);
+    let service = merged(&set);
+    assert!(service.conflicts.is_empty(), "{:?}", service.conflicts);
+    assert!(service.proxy_protocol);
+    let set = cluster_set(&[
+        ("c1", "net-a", exported(10, false)),
+        ("c2", "net-a", exported(20, true)),
+    ]);
+    let service = merged(&set);
+    assert!(!service.proxy_protocol, "the oldest export's");
+    assert_eq!(
+        reasons(&service),
+        vec![ConflictReason::ProxyProtocolConflict]
+    );
+    assert_eq!(
+        service.conflicts[0].message,
+        "Conflicting PROXY protocol. Using \"none\" from oldest service export in \"c1\". 1/2 clusters disagree."
+    );
+}
+
 /// c1 and c2, each holding `shop/cart` and `shop/orders`, exported.
 fn two_services_in_two_clusters() -> ClusterSet {
     let mut set = cluster_set(&[

@@ -9,6 +9,7 @@ mod ids;
 pub mod import_record;
 pub mod names;
 mod pods;
+mod proxy_protocol;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -28,6 +29,7 @@ pub use ids::{
     check_dns_subdomain, is_dns_label,
 };
 pub use pods::{PodRef, PortKey, pod_label};
+pub use proxy_protocol::{PROXY_PROTOCOL_ANNOTATION, ProxyProtocolError, proxy_protocol};
 
 /// Every cluster of the set, by id.
 #[derive(Debug, Clone, Default)]
@@ -295,6 +297,9 @@ pub struct Export {
     /// Who may call, from the export's own annotations; `None` admits
     /// every cluster of the set.
     pub access: Option<AccessPolicy>,
+    /// Whether backend connections start with a PROXY protocol v2 header
+    /// (`strait.dev/proxy-protocol: v2`).
+    pub proxy_protocol: bool,
 }
 
 /// The endpoints of one EndpointSlice and the ports they serve.

@@ -11,6 +11,7 @@ pub mod dial;
 pub mod listen;
 pub mod memory;
 pub mod overload;
+pub mod proxy_header;
 pub mod slots;
 pub mod sources;
 pub mod splice;

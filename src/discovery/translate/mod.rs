@@ -518,11 +518,27 @@ fn attach_export<'a>(
             return;
         }
     };
+    // A value that cannot be read leaves the export out too: a backend
+    // must get the header it expects, or none.
+    let proxy_protocol = match crate::model::proxy_protocol(&annotations) {
+        Ok(wanted) => wanted,
+        Err(error) => {
+            findings.error(
+                &format!(
+                    "metadata.annotations[{:?}]",
+                    crate::model::PROXY_PROTOCOL_ANNOTATION
+                ),
+                format!("{error}; the export is left out until it is mended"),
+            );
+            return;
+        }
+    };
     service.export = Some(Export {
         created: export.metadata.creation_timestamp.as_ref().map(|t| t.0),
         exported_labels: export.spec.exported_labels.clone(),
         exported_annotations: export.spec.exported_annotations.clone(),
         access,
+        proxy_protocol,
     });
 }
 
