@@ -303,6 +303,7 @@ impl Lab {
             ports: TCP_42,
             exported_at: EARLY,
             pods: vec![Pod::ready(IpAddr::V4(POD))],
+            proxy_protocol: false,
         };
         for (id, network, wan, services) in [
             ("c1", "net-a", NEAR_WAN, Vec::new()),

@@ -74,6 +74,14 @@ impl ClusterService {
         self
     }
 
+    /// Its export asks for the PROXY protocol (call after `exported_at`).
+    pub fn proxy_protocol(mut self) -> Self {
+        if let Some(export) = self.export.as_mut() {
+            export.proxy_protocol = true;
+        }
+        self
+    }
+
     pub fn exported_without_timestamp(mut self) -> Self {
         self.export = Some(Export::default());
         self

@@ -192,6 +192,7 @@ fn echo_service(
         ports,
         exported_at,
         pods,
+        proxy_protocol: false,
     }
 }
 

@@ -408,6 +408,7 @@ fn write_strait_config(
             pods: vec![Pod::ready(IpAddr::V4(Ipv4Addr::from(
                 (10 << 24) | (40 << 16) | index,
             )))],
+            proxy_protocol: false,
         })
         .collect();
     let mut c1 = support::cluster_yaml("c1", "net-a", c1_tunnel, &[]);

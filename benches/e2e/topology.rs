@@ -225,6 +225,7 @@ pub(crate) fn write_config(
         ports: &[("tcp", 42, backend.port())],
         exported_at: Some("2026-01-01T00:00:00Z"),
         pods: vec![Pod::ready(backend.ip())],
+        proxy_protocol: false,
     };
     support::write_cluster(
         config,

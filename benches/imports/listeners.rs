@@ -214,6 +214,7 @@ fn write_config(config: &Path, count: usize, listen: bool, c1_tunnel: SocketAddr
                 address: IpAddr::V4(Ipv4Addr::from((10 << 24) | (30 << 16) | index)),
                 ready: false,
             }],
+            proxy_protocol: false,
         })
         .collect();
     support::write_cluster(

@@ -137,6 +137,9 @@ fn render(report: &PortReport) -> String {
     if let Some(access) = &report.access {
         let _ = writeln!(text, "access: {access}");
     }
+    if let Some(told) = &report.proxy_protocol {
+        let _ = writeln!(text, "proxy protocol: {told}");
+    }
     if let Some(refused) = &report.refused {
         let _ = writeln!(
             text,

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use tracing::Instrument;
 
-use super::inbound;
+use super::inbound::{self, Asked};
 use super::lifetime::PeerLifetime;
 use crate::admin::metrics::{Limit, Listener, RefusedReason, Transport};
 use crate::backoff::sleep_until;
@@ -28,7 +28,7 @@ use crate::tls::{Identity, peer_identity};
 use crate::tunnel::frames::{GOAWAY_GRACE, Guarded};
 use crate::tunnel::keepalive::keep_alive;
 use crate::tunnel::stream::H2Stream;
-use crate::tunnel::{ERROR_HEADER, TLS_SEND_BUFFER};
+use crate::tunnel::{CLIENT_HEADER, ERROR_HEADER, TLS_SEND_BUFFER};
 
 /// Accepts peer gateways until `shutdown`, then lets open streams finish.
 pub async fn serve(listener: TcpListener, state: Arc<GatewayState>, shutdown: CancellationToken) {
@@ -241,12 +241,22 @@ fn serve_request(
         respond.send_reset(Reason::INTERNAL_ERROR);
         return;
     }
+    let client = match parts.headers.get(CLIENT_HEADER).map(client_address) {
+        None => None,
+        Some(Ok(client)) => Some(client),
+        Some(Err(malformed)) => {
+            let refusal = inbound::refuse(state, caller, authority.as_deref(), malformed);
+            let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::BAD_REQUEST);
+            let _ = respond.send_response(respond_with(status, &refusal.reason), true);
+            return;
+        }
+    };
     let id = ConnectionId::next();
     state.connections.spawn(
         serve_stream(
             recv,
             respond,
-            authority,
+            Asked { authority, client },
             caller.clone(),
             remote,
             id,
@@ -254,6 +264,18 @@ fn serve_request(
         )
         .instrument(stream_span(id)),
     );
+}
+
+/// The original client's address a peer gateway sends with a request for
+/// a service that asks for the PROXY protocol.
+fn client_address(value: &HeaderValue) -> Result<SocketAddr, InboundRefusal> {
+    value
+        .to_str()
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| {
+            InboundRefusal::Malformed(format!("{CLIENT_HEADER} {value:?} is not ip:port"))
+        })
 }
 
 /// Authorises and dials the target, answers, then splices until done. Not
@@ -266,7 +288,7 @@ fn serve_request(
 fn serve_stream(
     recv: RecvStream,
     mut respond: SendResponse<Chunk>,
-    authority: Option<String>,
+    asked: Asked,
     caller: Arc<Identity>,
     remote: SocketAddr,
     id: ConnectionId,
@@ -274,7 +296,7 @@ fn serve_stream(
 ) -> impl Future<Output = ()> + Send {
     async move {
         // Held for the stream's lifetime, whatever ends it.
-        let _stream = match inbound::stream_slot(&state, &caller, authority.as_deref()) {
+        let _stream = match inbound::stream_slot(&state, &caller, asked.authority.as_deref()) {
             Ok(permit) => permit,
             Err(refusal) => {
                 let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
@@ -287,7 +309,7 @@ fn serve_stream(
         // `match` spans the splice either: its scrutinee would be kept.
         let opened = Box::pin(inbound::open(
             &state,
-            authority,
+            asked,
             &caller,
             remote,
             id,

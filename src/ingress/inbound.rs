@@ -17,8 +17,9 @@ use crate::logging::connection::ConnectionId;
 use crate::model::ClusterId;
 use crate::net::accept::closed_result;
 use crate::net::buffer::BUFFER_SIZE;
-use crate::net::dial::dial;
+use crate::net::dial::dial_announced;
 use crate::net::memory::MemoryBudget;
+use crate::net::proxy_header::{Caller, stream_header};
 use crate::net::splice::{
     Flow, MemoryCharge, SpliceEnd, SpliceIo, SpliceOutcome, StallWatch, splice,
 };
@@ -28,6 +29,17 @@ use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize, never_dial
 use crate::state::GatewayState;
 use crate::tls::Identity;
 use crate::tunnel::limits::PeerBudgets;
+
+/// What a peer gateway asked for on one stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Asked {
+    /// The target; `None` when the request named none.
+    pub authority: Option<String>,
+    /// The original client's address, sent for a service that asks for
+    /// the PROXY protocol. Believed because an authenticated peer gateway
+    /// says it, and used only as the header's source.
+    pub client: Option<SocketAddr>,
+}
 
 /// A refused request: the status and the reason sent back to the peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -222,16 +234,18 @@ pub fn stream_slot(
     })
 }
 
-/// Authorises `authority` for `caller` and dials the backend.
+/// Authorises what `caller` asked for and dials the backend, first telling
+/// it who called when its service asks for that.
 pub async fn open(
     state: &GatewayState,
-    authority: Option<String>,
+    asked: Asked,
     caller: &Identity,
     remote: SocketAddr,
     connection: ConnectionId,
     transport: Transport,
 ) -> Result<Accepted, Refusal> {
     let started = Instant::now();
+    let Asked { authority, client } = asked;
     let span = tracing::Span::current();
     if let Some(authority) = &authority {
         span.record("authority", authority.as_str());
@@ -279,6 +293,11 @@ pub async fn open(
             InboundRefusal::OverLimit(short.reason().to_owned()),
         ));
     }
+    // The backend learns the original client (as the calling gateway
+    // says it, or the gateway itself) and the caller's identity, which
+    // comes from its certificate.
+    let announce = plan.proxy_protocol(&table, &caller.cluster);
+    let gateway = announce.then(|| caller.uri());
     let metrics = state.metrics.connection(RoutePath::Inbound, transport);
     let mut tried: Vec<BackendId> = Vec::new();
     let mut last_error = None;
@@ -312,7 +331,29 @@ pub async fn open(
         };
         attempts += 1;
         let dial_started = Instant::now();
-        match dial(state.overrides.backend(address), state.dial).await {
+        let header = match &gateway {
+            Some(gateway) => {
+                let told = Caller {
+                    source: client.unwrap_or(remote),
+                    cluster: caller.cluster.as_str(),
+                    gateway,
+                };
+                match stream_header(&told, address) {
+                    Ok(header) => Some(header),
+                    Err(error) => {
+                        tracing::warn!(%address, %error, "no PROXY protocol header could be built");
+                        break;
+                    }
+                }
+            }
+            None => None,
+        };
+        let dialled = dial_announced(
+            state.overrides.backend(address),
+            state.dial,
+            header.as_deref(),
+        );
+        match dialled.await {
             Ok(backend) => {
                 metrics.dial(dial_started.elapsed());
                 span.record("backend", tracing::field::display(address));

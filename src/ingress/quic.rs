@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use tracing::Instrument;
 
-use super::inbound;
+use super::inbound::{self, Asked};
 use super::lifetime::PeerLifetime;
 use crate::admin::metrics::{Limit, RefusedReason, Transport};
 use crate::backoff::sleep_until;
@@ -338,8 +338,8 @@ fn serve_stream(
                 return;
             }
         };
-        let authority = match tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut recv)).await {
-            Ok(Ok(authority)) => authority,
+        let request = match tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut recv)).await {
+            Ok(Ok(request)) => request,
             Ok(Err(error)) => {
                 let refusal = inbound::refuse(
                     &state,
@@ -362,7 +362,10 @@ fn serve_stream(
         // so the long-lived splice does not carry its space.
         let opened = Box::pin(inbound::open(
             &state,
-            Some(authority),
+            Asked {
+                authority: Some(request.authority),
+                client: request.client,
+            },
             &caller,
             remote,
             id,

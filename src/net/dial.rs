@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use socket2::{SockRef, TcpKeepalive};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 /// Keep-alive probes find peers that vanished without a FIN (a node lost,
@@ -28,6 +29,11 @@ pub enum DialError {
     },
     #[error("dial {address} failed: {source}")]
     Failed {
+        address: SocketAddr,
+        source: io::Error,
+    },
+    #[error("writing the PROXY protocol header to {address} failed: {source}")]
+    ProxyHeader {
         address: SocketAddr,
         source: io::Error,
     },
@@ -104,6 +110,24 @@ fn tune(socket: SockRef<'_>) -> io::Result<()> {
         .with_interval(KEEPALIVE_INTERVAL)
         .with_retries(KEEPALIVE_RETRIES);
     socket.set_tcp_keepalive(&keepalive)
+}
+
+/// Dials `address` like [`dial`], then writes `header` (a PROXY protocol
+/// header) before anything else goes on the connection. A fresh socket's
+/// send buffer takes it at once; only a backend that reset already fails.
+pub async fn dial_announced(
+    address: SocketAddr,
+    options: DialOptions,
+    header: Option<&[u8]>,
+) -> Result<TcpStream, DialError> {
+    let mut stream = dial(address, options).await?;
+    if let Some(header) = header {
+        stream
+            .write_all(header)
+            .await
+            .map_err(|source| DialError::ProxyHeader { address, source })?;
+    }
+    Ok(stream)
 }
 
 #[cfg(test)]

@@ -156,7 +156,7 @@ async fn handle(
     };
     // Boxed: opening (a dial, maybe a tunnel handshake) needs several KiB
     // of state that would otherwise be moved with this request's future.
-    let opened = Box::pin(open(&state, &table, service, route, selection, remote.ip()));
+    let opened = Box::pin(open(&state, &table, service, route, selection, remote));
     let opened = match opened.await {
         Ok(opened) => opened,
         Err(error) => {

@@ -4,7 +4,7 @@
 //! outlier detection.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -15,13 +15,14 @@ use tokio::net::TcpStream;
 use crate::admin::metrics::{ConnectionMetrics, RoutePath, Transport};
 use crate::model::{ClusterId, NetworkId};
 use crate::net::buffer::Chunk;
+use crate::net::proxy_header::{Caller, stream_header};
 use crate::net::splice::SpliceIo;
 use crate::routing::balancer::{ActiveGuard, BackendId};
 use crate::routing::{Path, PortRoute, RouteTable, RoutedBackend, ServiceRoutes};
 use crate::state::GatewayState;
-use crate::tunnel::TransportMode;
 use crate::tunnel::client::{TunnelError, TunnelStream};
 use crate::tunnel::quic::QuicStream;
+use crate::tunnel::{TransportMode, TunnelRequest};
 
 /// The backend side of a proxied connection.
 pub enum Upstream {
@@ -113,7 +114,7 @@ pub async fn open(
     service: &ServiceRoutes,
     route: &PortRoute,
     selection: Selection<'_>,
-    client: IpAddr,
+    client: SocketAddr,
 ) -> Result<Opened, OpenError> {
     if let Some(why) = service.not_admitted(table.viewer(), table.attested_network(table.viewer()))
     {
@@ -124,11 +125,14 @@ pub async fn open(
     let mut last: Option<(String, bool)> = None;
     for _ in 0..state.dial_attempts.max(1) {
         let picked = match &selection {
-            Selection::Port => {
-                state
-                    .chooser
-                    .pick(service, route, client, &tried, Instant::now(), &mut rng)
-            }
+            Selection::Port => state.chooser.pick(
+                service,
+                route,
+                client.ip(),
+                &tried,
+                Instant::now(),
+                &mut rng,
+            ),
             Selection::Pod { label, cluster } => route
                 .pod(label, cluster)
                 .filter(|pod| !tried.contains(&BackendId::of(*pod))),
@@ -143,7 +147,8 @@ pub async fn open(
             Path::Tunnel { .. } => (RoutePath::Tunnel, Transport::H2),
         };
         let started = Instant::now();
-        match connect(state, table, backend).await {
+        let told = service.proxy_protocol().then_some(client);
+        match connect(state, table, backend, told).await {
             Ok(upstream) => {
                 // Counted once the transport is known: auto mode decides per peer.
                 let metrics = state.metrics.connection(path, upstream.transport());
@@ -199,32 +204,53 @@ struct Failure {
 }
 
 /// Reaches one backend: a dial on the direct path; on the tunnel path, the
-/// gateways of its network in order, skipping those that fail.
+/// gateways of its network in order, skipping those that fail. `told` is
+/// the client the backend is to learn of (its service asks for the PROXY
+/// protocol): on the direct path this gateway writes the header, naming
+/// itself as the caller's gateway; through a tunnel the serving gateway
+/// does, from the address sent with the request.
 async fn connect(
     state: &GatewayState,
     table: &RouteTable,
     backend: RoutedBackend<'_>,
+    told: Option<SocketAddr>,
 ) -> Result<Upstream, Failure> {
     let address = SocketAddr::new(backend.backend.address, backend.backend.port);
     match backend.path() {
-        Path::Direct => crate::net::dial::dial(state.overrides.backend(address), state.dial)
-            .await
-            .map(Upstream::Direct)
-            .map_err(|e| Failure {
+        Path::Direct => {
+            let header = match told {
+                Some(client) => Some(own_header(state, client, address).map_err(|e| Failure {
+                    timed_out: false,
+                    message: format!("no PROXY protocol header for {address}: {e}"),
+                    backend_at_fault: false,
+                })?),
+                None => None,
+            };
+            let dialled = crate::net::dial::dial_announced(
+                state.overrides.backend(address),
+                state.dial,
+                header.as_deref(),
+            );
+            dialled.await.map(Upstream::Direct).map_err(|e| Failure {
                 timed_out: e.is_timeout(),
                 message: e.to_string(),
                 backend_at_fault: true,
-            }),
+            })
+        }
         Path::Tunnel { gateways } => {
             let allowed = table.network_clusters(backend.network());
             let authority = address.to_string();
+            let request = TunnelRequest {
+                authority: &authority,
+                client: told,
+            };
             let mut last = Failure {
                 message: format!("no gateway of network {}", backend.network()),
                 timed_out: false,
                 backend_at_fault: true,
             };
             for gateway in gateways.iter() {
-                match through(state, gateway, allowed, &authority).await {
+                match through(state, gateway, allowed, request).await {
                     Ok(upstream) => return Ok(upstream),
                     Err(error) => {
                         let gateway_failed = error.is_gateway_failure();
@@ -254,7 +280,7 @@ async fn through(
     state: &GatewayState,
     gateway: &crate::model::GatewayAddress,
     allowed: &[ClusterId],
-    authority: &str,
+    request: TunnelRequest<'_>,
 ) -> Result<Upstream, TunnelError> {
     let dial_to = state.overrides.gateway(gateway);
     let mode = state.tunnel.transport_for(gateway);
@@ -269,7 +295,7 @@ async fn through(
             });
         }
         if !down {
-            match quic.connect(gateway, dial_to, allowed, authority).await {
+            match quic.connect(gateway, dial_to, allowed, request).await {
                 Ok(stream) => return Ok(Upstream::Quic(Box::new(stream))),
                 // The peer answered about the backend: HTTP/2 would hear the same.
                 Err(error) if !error.is_gateway_failure() => return Err(error),
@@ -282,9 +308,29 @@ async fn through(
     }
     state
         .pool
-        .connect(gateway, dial_to, allowed, authority)
+        .connect(gateway, dial_to, allowed, request)
         .await
         .map(|stream| Upstream::Tunnel(Box::new(stream)))
+}
+
+/// The header this gateway writes on the direct path: the client, and
+/// this gateway's own identity (from its certificate) as the caller's.
+fn own_header(
+    state: &GatewayState,
+    client: SocketAddr,
+    backend: SocketAddr,
+) -> io::Result<Vec<u8>> {
+    let material = state.tls.current();
+    let own = material.identity();
+    let gateway = own.uri();
+    stream_header(
+        &Caller {
+            source: client,
+            cluster: own.cluster.as_str(),
+            gateway: &gateway,
+        },
+        backend,
+    )
 }
 
 fn log_gateway_failure(error: &TunnelError) {

@@ -129,7 +129,7 @@ fn serve_connection(
                 },
                 None => Selection::Port,
             };
-            Box::pin(open(&state, &table, service, route, selection, remote.ip()))
+            Box::pin(open(&state, &table, service, route, selection, remote))
                 .await
                 .map(|opened| {
                     Finish::split(

@@ -24,6 +24,20 @@ pub enum InboundPlan<'a> {
     },
 }
 
+impl InboundPlan<'_> {
+    /// Whether the backend is to be told who called (a PROXY protocol v2
+    /// header): its service asks for it, or for a backend named by
+    /// address, a service it serves for `caller` does.
+    pub fn proxy_protocol(&self, table: &RouteTable, caller: &ClusterId) -> bool {
+        match self {
+            InboundPlan::Pick { service, .. } => service.proxy_protocol(),
+            InboundPlan::Dial(address) => {
+                table.local_backend_proxy_protocol(address, caller, table.attested_network(caller))
+            }
+        }
+    }
+}
+
 /// Why a request was refused; each maps to one HTTP status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InboundRefusal {
@@ -366,6 +380,41 @@ mod tests {
             decide("cart.shop.svc.clusterset.local:42"),
             Ok("pick shop/cart:42".to_owned())
         );
+    }
+
+    #[test]
+    fn a_backend_is_told_who_called_only_when_its_service_asks() {
+        let told = |builder: ServiceBuilder| builder.proxy_protocol();
+        let mut set = cluster_set(&[
+            (
+                "c1",
+                "net-a",
+                told(ServiceBuilder::new().port("tcp", 42, 8042).exported_at(1))
+                    .endpoint("10.0.0.1"),
+            ),
+            (
+                "c3",
+                "net-b",
+                told(ServiceBuilder::new().port("tcp", 42, 8042).exported_at(3)),
+            ),
+        ]);
+        let mut plain = ServiceBuilder::new()
+            .port("tcp", 42, 8042)
+            .exported_at(2)
+            .endpoint("10.0.0.7");
+        plain.key = ServiceKey::new("shop", "plain");
+        if let Some(cluster) = set.clusters.get_mut(&cluster("c1")) {
+            cluster.services.insert(plain.key.clone(), plain.into());
+        }
+        let table = RouteTable::build(&set, &merge(&set), "c1").expect("viewer");
+        let c3 = cluster("c3");
+        let plan = |authority: &str| {
+            authorize(&table, &c3, Some(authority), &guard(&OWN)).expect("allowed")
+        };
+        assert!(plan("cart.shop.svc.clusterset.local:42").proxy_protocol(&table, &c3));
+        assert!(plan("10.0.0.1:8042").proxy_protocol(&table, &c3));
+        assert!(!plan("plain.shop.svc.clusterset.local:42").proxy_protocol(&table, &c3));
+        assert!(!plan("10.0.0.7:8042").proxy_protocol(&table, &c3));
     }
 
     #[test]

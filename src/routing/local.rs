@@ -11,9 +11,18 @@ use std::sync::Arc;
 use super::{Path, ServiceRoutes};
 use crate::model::{AccessPolicy, ClusterId, NetworkId};
 
-/// A backend address (its target port included) and the access policy of
-/// a service it serves (`None`: open to the whole set).
-pub(super) type Entry = (BackendAddress, Option<Arc<AccessPolicy>>);
+/// A backend address (its target port included) and what a service it
+/// serves asks of the tunnel server.
+pub(super) type Entry = (BackendAddress, Serving);
+
+/// What one service asks of the tunnel server for each of its backends.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Serving {
+    /// Its access policy (`None`: open to the whole set).
+    access: Option<Arc<AccessPolicy>>,
+    /// Whether its backends are told who called (`strait.dev/proxy-protocol`).
+    proxy_protocol: bool,
+}
 
 /// A backend's address and target port: a `SocketAddr` less its IPv6 flow
 /// and scope (which no backend has), in 20 bytes rather than 32, as the
@@ -50,7 +59,10 @@ pub(super) fn entries(routes: &ServiceRoutes) -> impl Iterator<Item = Entry> + '
                     ip: routed.backend.address,
                     port: routed.backend.port,
                 },
-                routes.access.clone(),
+                Serving {
+                    access: routes.access.clone(),
+                    proxy_protocol: routes.proxy_protocol(),
+                },
             )
         })
 }
@@ -58,8 +70,10 @@ pub(super) fn entries(routes: &ServiceRoutes) -> impl Iterator<Item = Entry> + '
 fn sort(entries: &mut [Entry]) {
     entries.sort_unstable_by(|a, b| {
         a.0.cmp(&b.0).then_with(|| {
-            let pointer = |e: &Entry| e.1.as_ref().map(Arc::as_ptr);
-            pointer(a).cmp(&pointer(b))
+            let pointer = |e: &Entry| e.1.access.as_ref().map(Arc::as_ptr);
+            pointer(a)
+                .cmp(&pointer(b))
+                .then(a.1.proxy_protocol.cmp(&b.1.proxy_protocol))
         })
     });
 }
@@ -137,18 +151,41 @@ impl LocalBackends {
         cluster: &ClusterId,
         network: Option<&NetworkId>,
     ) -> Option<bool> {
-        let address = BackendAddress::from(*address);
-        let first = self.0.partition_point(|(backend, _)| *backend < address);
-        let mut entries = self.0[first..]
-            .iter()
-            .take_while(|(backend, _)| *backend == address)
-            .peekable();
+        let mut entries = self.at(BackendAddress::from(*address)).peekable();
         entries.peek()?;
-        Some(entries.any(|(_, access)| {
-            access
+        Some(entries.any(|serving| {
+            serving
+                .access
                 .as_ref()
                 .is_none_or(|policy| policy.admits(cluster, network))
         }))
+    }
+
+    /// Whether a service `address` serves, and whose policy admits a caller
+    /// of `cluster` on `network`, asks for the PROXY protocol. A pod port
+    /// speaks it or not whichever Service selects it.
+    pub(super) fn proxy_protocol(
+        &self,
+        address: &SocketAddr,
+        cluster: &ClusterId,
+        network: Option<&NetworkId>,
+    ) -> bool {
+        self.at(BackendAddress::from(*address)).any(|serving| {
+            serving.proxy_protocol
+                && serving
+                    .access
+                    .as_ref()
+                    .is_none_or(|policy| policy.admits(cluster, network))
+        })
+    }
+
+    /// What the services `address` serves ask of the tunnel server.
+    fn at(&self, address: BackendAddress) -> impl Iterator<Item = &Serving> {
+        let first = self.0.partition_point(|(backend, _)| *backend < address);
+        self.0[first..]
+            .iter()
+            .take_while(move |(backend, _)| *backend == address)
+            .map(|(_, serving)| serving)
     }
 
     #[cfg(test)]
@@ -174,7 +211,10 @@ mod tests {
     fn entry(last: u8, policy: Option<&Arc<AccessPolicy>>) -> Entry {
         (
             SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)), 8080).into(),
-            policy.cloned(),
+            Serving {
+                access: policy.cloned(),
+                proxy_protocol: false,
+            },
         )
     }
 
@@ -191,7 +231,7 @@ mod tests {
         sort(&mut entries);
         entries
             .iter()
-            .map(|(address, policy)| (*address, policy.as_ref().map(Arc::as_ptr)))
+            .map(|(address, serving)| (*address, serving.access.as_ref().map(Arc::as_ptr)))
             .collect()
     }
 
@@ -226,7 +266,8 @@ mod tests {
                 .iter()
                 .position(|e| {
                     e.0 == gone.0
-                        && e.1.as_ref().map(Arc::as_ptr) == gone.1.as_ref().map(Arc::as_ptr)
+                        && e.1.access.as_ref().map(Arc::as_ptr)
+                            == gone.1.access.as_ref().map(Arc::as_ptr)
                 })
                 .expect("removed entries are in the index");
             expected.remove(at);

@@ -85,6 +85,12 @@ pub struct ServiceRoutes {
 }
 
 impl ServiceRoutes {
+    /// Whether its backends are told who called: a PROXY protocol v2
+    /// header before the first byte (`strait.dev/proxy-protocol`).
+    pub fn proxy_protocol(&self) -> bool {
+        self.merged.proxy_protocol
+    }
+
     /// Why the service's policy refuses a caller of `cluster` on `network`;
     /// `None` when it admits it.
     pub fn not_admitted(&self, cluster: &ClusterId, network: Option<&NetworkId>) -> Option<String> {
@@ -502,6 +508,18 @@ impl RouteTable {
             .values()
             .flat_map(HashMap::values)
             .map(AsRef::as_ref)
+    }
+
+    /// Whether a local service `address` serves, admitting a caller of
+    /// `cluster` on `network`, asks for the PROXY protocol.
+    pub fn local_backend_proxy_protocol(
+        &self,
+        address: &SocketAddr,
+        cluster: &ClusterId,
+        network: Option<&NetworkId>,
+    ) -> bool {
+        self.local_backends
+            .proxy_protocol(address, cluster, network)
     }
 
     /// Whether `address` is a backend (with its target port) on the viewer's

@@ -54,6 +54,10 @@ pub struct PortReport {
     /// the service's access policy does not admit it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// What each backend is told of who called, when the service asks for
+    /// it (`strait.dev/proxy-protocol`).
+    #[serde(rename = "proxyProtocol", skip_serializing_if = "Option::is_none")]
+    pub proxy_protocol: Option<String>,
     pub backends: Vec<BackendReport>,
     pub excluded: Vec<ExcludedReport>,
 }
@@ -80,6 +84,12 @@ impl PortReport {
                 .as_ref()
                 .map(|policy| format!("admits {policy}")),
             refused: service.not_admitted(table.viewer(), table.attested_network(table.viewer())),
+            proxy_protocol: service.proxy_protocol().then(|| {
+                format!(
+                    "v2: each backend reads a PROXY header first, with the client's address, TLV 0xE0 (caller cluster {}) and TLV 0xE1 (its gateway's SPIFFE identity)",
+                    table.viewer()
+                )
+            }),
             backends: route
                 .backends
                 .iter()

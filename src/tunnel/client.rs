@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::keepalive::keep_alive;
 use super::stream::H2Stream;
-use super::{ERROR_HEADER, TLS_SEND_BUFFER, TunnelSettings};
+use super::{CLIENT_HEADER, ERROR_HEADER, TLS_SEND_BUFFER, TunnelRequest, TunnelSettings};
 use crate::admin::metrics::{Metrics, PoolMetrics};
 use crate::backoff::{Backoff, Retry};
 use crate::model::{ClusterId, GatewayAddress, GatewayHost};
@@ -163,11 +163,12 @@ impl TunnelPool {
         gateway: &GatewayAddress,
         dial_to: Option<SocketAddr>,
         allowed: &[ClusterId],
-        authority: &str,
+        request: impl Into<TunnelRequest<'_>>,
     ) -> Result<TunnelStream, TunnelError> {
+        let request = request.into();
         let peer = self.peer(gateway);
         match self
-            .connect_once(&peer, gateway, dial_to, allowed, authority)
+            .connect_once(&peer, gateway, dial_to, allowed, request)
             .await
         {
             // A GOAWAY (the server is ending that connection: its age, or
@@ -177,7 +178,7 @@ impl TunnelPool {
             Err(TunnelError::Http { source, .. })
                 if source.is_go_away() || source.reason() == Some(h2::Reason::REFUSED_STREAM) =>
             {
-                self.connect_once(&peer, gateway, dial_to, allowed, authority)
+                self.connect_once(&peer, gateway, dial_to, allowed, request)
                     .await
             }
             other => other,
@@ -190,20 +191,21 @@ impl TunnelPool {
         gateway: &GatewayAddress,
         dial_to: Option<SocketAddr>,
         allowed: &[ClusterId],
-        authority: &str,
+        request: TunnelRequest<'_>,
     ) -> Result<TunnelStream, TunnelError> {
         let connection = self.connection(peer, gateway, dial_to, allowed).await?;
         let guard = StreamGuard::new(connection.clone(), peer.metrics.clone());
-        let request = Request::builder()
-            .method(Method::CONNECT)
-            .uri(authority)
-            .body(())
-            .map_err(|e| TunnelError::Refused {
-                gateway: peer.label.clone(),
-                authority: authority.to_owned(),
-                status: StatusCode::BAD_REQUEST,
-                reason: format!("invalid authority: {e}"),
-            })?;
+        let authority = request.authority;
+        let mut builder = Request::builder().method(Method::CONNECT).uri(authority);
+        if let Some(client) = request.client {
+            builder = builder.header(CLIENT_HEADER, client.to_string());
+        }
+        let request = builder.body(()).map_err(|e| TunnelError::Refused {
+            gateway: peer.label.clone(),
+            authority: authority.to_owned(),
+            status: StatusCode::BAD_REQUEST,
+            reason: format!("invalid authority: {e}"),
+        })?;
         let http = |source: h2::Error| {
             // A connection that failed a request (GOAWAY, I/O, a protocol
             // error) takes no new streams; those already open finish on it.

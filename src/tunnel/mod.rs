@@ -12,12 +12,42 @@ pub mod quic;
 pub(crate) mod stream;
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 /// Response header carrying a refusal's reason as text.
 pub const ERROR_HEADER: &str = "strait-error";
+
+/// Request header carrying the original client's address (`ip:port`,
+/// IPv6 in brackets), sent only when the target's service asks for the
+/// PROXY protocol. The server believes it only because the request comes
+/// from an authenticated peer gateway, and only for the header's source.
+pub const CLIENT_HEADER: &str = "strait-client";
+
+/// One tunnel request: the target authority, and the original client's
+/// address when the backend is to learn it (`strait.dev/proxy-protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TunnelRequest<'a> {
+    pub authority: &'a str,
+    pub client: Option<SocketAddr>,
+}
+
+impl<'a> From<&'a str> for TunnelRequest<'a> {
+    fn from(authority: &'a str) -> Self {
+        Self {
+            authority,
+            client: None,
+        }
+    }
+}
+
+impl<'a> From<&'a String> for TunnelRequest<'a> {
+    fn from(authority: &'a String) -> Self {
+        Self::from(authority.as_str())
+    }
+}
 
 /// Bytes rustls may queue for a tunnel connection's socket. Its default,
 /// 64 KiB, is 9 bytes short of one full DATA frame (64 KiB of payload and a

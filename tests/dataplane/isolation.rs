@@ -21,6 +21,7 @@ fn c3_with_mistakes(tunnel: SocketAddr, far_port: u16, pods: Vec<Pod>) -> String
         ports,
         exported_at: EXPORTED_EARLY,
         pods,
+        proxy_protocol: false,
     };
     cluster_yaml("c3", "net-b", tunnel, &[far])
         + "---
@@ -78,6 +79,7 @@ pub async fn a_bad_object_stops_only_itself_under_traffic(transport: TransportMo
             ports: far_ports,
             exported_at: EXPORTED_EARLY,
             pods: vec![Pod::ready(pod_ip(3, 0))],
+            proxy_protocol: false,
         }],
         _ => Vec::new(),
     })

@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
@@ -24,11 +24,27 @@ enum Speaks {
     Echo,
     /// One HTTP/1.1 answer to one request, then close.
     Http,
+    /// Reads a PROXY protocol v2 header first and records what it says,
+    /// then greets and echoes.
+    Told,
+}
+
+/// What a PROXY protocol v2 header told a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Told {
+    /// The original client.
+    pub source: SocketAddr,
+    /// TLV 0xE0: the caller's cluster.
+    pub cluster: String,
+    /// TLV 0xE1: the SPIFFE identity of the caller's gateway.
+    pub gateway: String,
 }
 
 /// One running pod server.
 pub struct Backend {
     peers: Arc<Mutex<Vec<IpAddr>>>,
+    /// Each header a `Told` pod read, or why it read none.
+    told: Arc<Mutex<Vec<Result<Told, String>>>>,
     task: JoinHandle<()>,
 }
 
@@ -47,6 +63,12 @@ impl Backend {
         Self::listen(name, ns, address, Speaks::Http)
     }
 
+    /// A pod whose port speaks the PROXY protocol: every connection must
+    /// start with a v2 header, which it records (see [`Backend::told`]).
+    pub fn start_told(name: &str, ns: &str, address: SocketAddr) -> Result<Backend, String> {
+        Self::listen(name, ns, address, Speaks::Told)
+    }
+
     fn listen(
         name: &str,
         ns: &str,
@@ -56,7 +78,8 @@ impl Backend {
         let listener = sys::listen_in(ns, address)
             .map_err(|e| format!("backend {name} cannot listen on {address} in {ns}: {e}"))?;
         let peers = Arc::new(Mutex::new(Vec::new()));
-        let (task_peers, identity) = (peers.clone(), name.to_owned());
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let (task_peers, task_told, identity) = (peers.clone(), told.clone(), name.to_owned());
         let task = tokio::spawn(async move {
             while let Ok((stream, peer)) = listener.accept().await {
                 let _ = stream.set_nodelay(true);
@@ -64,21 +87,82 @@ impl Backend {
                     seen.push(peer.ip());
                 }
                 let greeting = format!("{identity} {}", peer.ip());
+                let told = task_told.clone();
                 tokio::spawn(async move {
                     match speaks {
                         Speaks::Echo => echo(stream, greeting).await,
                         Speaks::Http => http(stream, greeting).await,
+                        Speaks::Told => {
+                            let mut stream = stream;
+                            let header = read_header(&mut stream).await;
+                            let ok = header.is_ok();
+                            if let Ok(mut seen) = told.lock() {
+                                seen.push(header);
+                            }
+                            if ok {
+                                echo(stream, greeting).await;
+                            }
+                        }
                     }
                 });
             }
         });
-        Ok(Backend { peers, task })
+        Ok(Backend { peers, told, task })
+    }
+
+    /// What each connection's PROXY header said, in order (a `Told` pod).
+    pub fn told(&self) -> Vec<Result<Told, String>> {
+        self.told.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
     /// How many connections it accepted.
     pub fn accepted(&self) -> usize {
         self.peers.lock().map(|p| p.len()).unwrap_or(0)
     }
+}
+
+/// Reads and parses the PROXY protocol v2 header a connection must start
+/// with (a 16-byte fixed part whose last two bytes give the rest's length).
+async fn read_header(stream: &mut TcpStream) -> Result<Told, String> {
+    let read = async {
+        let mut header = vec![0u8; 16];
+        stream
+            .read_exact(&mut header)
+            .await
+            .map_err(|e| format!("no header: {e}"))?;
+        let rest = usize::from(u16::from_be_bytes([header[14], header[15]]));
+        header.resize(16 + rest, 0);
+        stream
+            .read_exact(&mut header[16..])
+            .await
+            .map_err(|e| format!("a short header: {e}"))?;
+        Ok::<_, String>(header)
+    };
+    let bytes = tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .map_err(|_| "no header within 5 s".to_owned())??;
+    let header = ppp::v2::Header::try_from(bytes.as_slice())
+        .map_err(|e| format!("not a PROXY v2 header ({e}): {bytes:?}"))?;
+    let source = match header.addresses {
+        ppp::v2::Addresses::IPv4(ip) => SocketAddr::from((ip.source_address, ip.source_port)),
+        ppp::v2::Addresses::IPv6(ip) => SocketAddr::from((ip.source_address, ip.source_port)),
+        other => return Err(format!("addresses {other:?}")),
+    };
+    let mut told = Told {
+        source,
+        cluster: String::new(),
+        gateway: String::new(),
+    };
+    for tlv in header.tlvs() {
+        let tlv = tlv.map_err(|e| format!("a bad TLV: {e}"))?;
+        let text = String::from_utf8_lossy(&tlv.value).into_owned();
+        match tlv.kind {
+            0xE0 => told.cluster = text,
+            0xE1 => told.gateway = text,
+            _ => {}
+        }
+    }
+    Ok(told)
 }
 
 async fn echo(mut stream: TcpStream, greeting: String) {

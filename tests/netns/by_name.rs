@@ -159,6 +159,7 @@ pub async fn by_name(env: Env) {
                     ports: &[("http", 80, POD_PORT)],
                     exported_at: EARLY,
                     pods: vec![Pod::ready(World::pod_ip("c3", 1))],
+                    proxy_protocol: false,
                 }],
                 _ => Vec::new(),
             })

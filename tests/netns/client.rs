@@ -277,6 +277,14 @@ impl Held {
         })
     }
 
+    /// The client's end of the connection, as the gateway sees it.
+    pub fn local_address(&self) -> SocketAddr {
+        self.stream
+            .get_ref()
+            .local_addr()
+            .expect("a connected socket has a local address")
+    }
+
     /// Sends a numbered line and checks that the same line comes back.
     pub async fn ping(&mut self) -> Result<(), String> {
         self.sequence += 1;

@@ -19,6 +19,7 @@ pub mod headless;
 pub mod resilience;
 pub mod scenario;
 pub mod sys;
+pub mod told;
 pub mod topology;
 pub mod transparent;
 pub mod world;
@@ -61,6 +62,7 @@ fn ci() -> bool {
 fn probe(tool: &str) -> (&'static str, &str) {
     match tool {
         "dig" => ("-v", "dnsutils"),
+        "haproxy" => ("-v", "haproxy"),
         "getent" => ("--version", "libc-bin"),
         _ => ("--version", tool),
     }

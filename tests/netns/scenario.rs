@@ -38,6 +38,7 @@ pub fn service(
             .iter()
             .map(|(cluster, n)| Pod::ready(World::pod_ip(cluster, *n)))
             .collect(),
+        proxy_protocol: false,
     }
 }
 

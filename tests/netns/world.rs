@@ -202,6 +202,16 @@ impl World {
         self.backends.entry(name).or_insert(backend)
     }
 
+    /// Starts pod `n` of `cluster` as a PROXY protocol reader instead (see
+    /// [`Backend::start_told`]), on the same port, named `c3-pod1`.
+    pub fn start_told_pod(&mut self, cluster: &str, n: u8) -> &Backend {
+        let name = format!("{cluster}-pod{n}");
+        let address = SocketAddr::new(Self::pod_ip(cluster, n), POD_PORT);
+        let backend = Backend::start_told(&name, &self.ns(&pod_role(cluster, n)), address)
+            .unwrap_or_else(|e| panic!("{e}"));
+        self.backends.entry(name).or_insert(backend)
+    }
+
     /// The echo server named `name` (`c3-pod1`).
     pub fn pod(&self, name: &str) -> &Backend {
         self.backends

@@ -129,6 +129,8 @@ pub struct ServiceSpec<'a> {
     pub ports: &'a [(&'a str, u16, u16)],
     pub exported_at: Option<&'a str>,
     pub pods: Vec<Pod>,
+    /// The export asks for the PROXY protocol (`strait.dev/proxy-protocol: v2`).
+    pub proxy_protocol: bool,
 }
 
 /// The objects of one cluster folder whose gateway is at `tunnel`.
@@ -338,12 +340,17 @@ spec:
             ports = ports.join(", ")
         );
         if let Some(created) = service.exported_at {
+            let annotations = if service.proxy_protocol {
+                ", annotations: {strait.dev/proxy-protocol: v2}"
+            } else {
+                ""
+            };
             let _ = write!(
                 yaml,
                 "---
 apiVersion: multicluster.x-k8s.io/v1alpha1
 kind: ServiceExport
-metadata: {{name: {name}, namespace: {ns}, creationTimestamp: \"{created}\"}}
+metadata: {{name: {name}, namespace: {ns}, creationTimestamp: \"{created}\"{annotations}}}
 ",
                 name = service.name,
                 ns = service.namespace,

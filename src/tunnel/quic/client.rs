@@ -16,8 +16,8 @@ use super::{QuicStream, client_config, encode_request, peer_certificate, read_re
 use crate::admin::metrics::{Metrics, PoolMetrics};
 use crate::model::{ClusterId, GatewayAddress, GatewayHost};
 use crate::tls::{ReloadingTls, identity_of};
-use crate::tunnel::TunnelSettings;
 use crate::tunnel::client::TunnelError;
+use crate::tunnel::{TunnelRequest, TunnelSettings};
 
 /// Connections to peer gateways over QUIC.
 pub struct QuicPool {
@@ -79,11 +79,12 @@ impl QuicPool {
         gateway: &GatewayAddress,
         dial_to: Option<SocketAddr>,
         allowed: &[ClusterId],
-        authority: &str,
+        request: impl Into<TunnelRequest<'_>>,
     ) -> Result<QuicStream, TunnelError> {
+        let request = request.into();
         let peer = self.peer(gateway);
         match self
-            .connect_once(&peer, gateway, dial_to, allowed, authority)
+            .connect_once(&peer, gateway, dial_to, allowed, request)
             .await
         {
             // The server is ending that connection (its age, or our
@@ -92,7 +93,7 @@ impl QuicPool {
             Err(TunnelError::Refused { status, .. })
                 if status == StatusCode::MISDIRECTED_REQUEST =>
             {
-                self.connect_once(&peer, gateway, dial_to, allowed, authority)
+                self.connect_once(&peer, gateway, dial_to, allowed, request)
                     .await
             }
             other => other,
@@ -105,8 +106,9 @@ impl QuicPool {
         gateway: &GatewayAddress,
         dial_to: Option<SocketAddr>,
         allowed: &[ClusterId],
-        authority: &str,
+        request: TunnelRequest<'_>,
     ) -> Result<QuicStream, TunnelError> {
+        let authority = request.authority;
         let connection = self.connection(peer, gateway, dial_to, allowed).await?;
         let failed = |reason: String| TunnelError::Quic {
             gateway: peer.label.clone(),
@@ -116,7 +118,7 @@ impl QuicPool {
         // ends it within a second, and the deadline bounds the wait anyway.
         let exchange = async {
             let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
-            let request = encode_request(authority).map_err(|e| e.to_string())?;
+            let request = encode_request(request).map_err(|e| e.to_string())?;
             send.write_all(&request).await.map_err(|e| e.to_string())?;
             let (status, reason) = read_response(&mut recv).await.map_err(|e| e.to_string())?;
             Ok::<_, String>((send, recv, status, reason))

@@ -7,6 +7,9 @@
 //! Framing on each stream (all integers big-endian), documented in
 //! `docs/tunnel-protocol.md`:
 //! - request: `u8 version (1)`, `u16 length`, the target authority (UTF-8);
+//!   or, when the target's service asks for the PROXY protocol, `u8 version
+//!   (2)`, the authority as in version 1, then `u16 length` and the
+//!   original client's address (UTF-8, `ip:port`);
 //! - response: `u8 version (1)`, `u16 status`, `u16 length`, reason (UTF-8);
 //! - then the proxied bytes; FIN is a half-close, as END_STREAM is on HTTP/2.
 
@@ -23,13 +26,17 @@ use quinn::{IdleTimeout, RecvStream, SendStream, TransportConfig, VarInt};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::TunnelSettings;
+use super::{TunnelRequest, TunnelSettings};
 use crate::tls::TlsMaterial;
 
 /// ALPN of the QUIC tunnel; HTTP/2 uses `h2`.
 pub const ALPN_QUIC: &[u8] = b"strait-tunnel/1";
 /// The framing version both ends speak.
 pub const FRAME_VERSION: u8 = 1;
+/// A request that also carries the original client's address. Sent only
+/// for a service that asks for the PROXY protocol, so a server that knows
+/// only version 1 still serves every other request.
+pub const FRAME_VERSION_CLIENT: u8 = 2;
 /// Longest authority or reason accepted on the wire.
 pub const MAX_FIELD_LEN: usize = 1024;
 /// UDP socket buffers: a bulk flow at WAN rates needs more than the default.
@@ -153,10 +160,21 @@ fn field(bytes: &[u8]) -> Result<[u8; 2], QuicError> {
 }
 
 /// Encodes a request frame.
-pub fn encode_request(authority: &str) -> Result<Vec<u8>, QuicError> {
-    let mut frame = vec![FRAME_VERSION];
-    frame.extend_from_slice(&field(authority.as_bytes())?);
-    frame.extend_from_slice(authority.as_bytes());
+pub fn encode_request<'a>(request: impl Into<TunnelRequest<'a>>) -> Result<Vec<u8>, QuicError> {
+    let request = request.into();
+    let authority = request.authority.as_bytes();
+    let version = match request.client {
+        Some(_) => FRAME_VERSION_CLIENT,
+        None => FRAME_VERSION,
+    };
+    let mut frame = vec![version];
+    frame.extend_from_slice(&field(authority)?);
+    frame.extend_from_slice(authority);
+    if let Some(client) = request.client {
+        let client = client.to_string();
+        frame.extend_from_slice(&field(client.as_bytes())?);
+        frame.extend_from_slice(client.as_bytes());
+    }
     Ok(frame)
 }
 
@@ -178,13 +196,13 @@ async fn read_exact(recv: &mut RecvStream, buf: &mut [u8]) -> Result<(), QuicErr
         .map_err(|e| QuicError::Stream(e.to_string()))
 }
 
-async fn read_version(recv: &mut RecvStream) -> Result<(), QuicError> {
+async fn read_version(recv: &mut RecvStream, known: &[u8]) -> Result<u8, QuicError> {
     let mut version = [0u8; 1];
     read_exact(recv, &mut version).await?;
-    if version[0] != FRAME_VERSION {
+    if !known.contains(&version[0]) {
         return Err(QuicError::Frame(format!("unknown version {}", version[0])));
     }
-    Ok(())
+    Ok(version[0])
 }
 
 async fn read_text(recv: &mut RecvStream) -> Result<String, QuicError> {
@@ -201,15 +219,34 @@ async fn read_text(recv: &mut RecvStream) -> Result<String, QuicError> {
     String::from_utf8(text).map_err(|_| QuicError::Frame("field is not UTF-8".to_owned()))
 }
 
-/// Reads a request frame: the target authority.
-pub async fn read_request(recv: &mut RecvStream) -> Result<String, QuicError> {
-    read_version(recv).await?;
-    read_text(recv).await
+/// A request as the server reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRequest {
+    pub authority: String,
+    /// The original client's address, as the calling gateway says it.
+    pub client: Option<SocketAddr>,
+}
+
+/// Reads a request frame: the target authority, and in version 2 the
+/// original client's address.
+pub async fn read_request(recv: &mut RecvStream) -> Result<ReadRequest, QuicError> {
+    let version = read_version(recv, &[FRAME_VERSION, FRAME_VERSION_CLIENT]).await?;
+    let authority = read_text(recv).await?;
+    let client = if version == FRAME_VERSION_CLIENT {
+        let text = read_text(recv).await?;
+        Some(
+            text.parse()
+                .map_err(|_| QuicError::Frame(format!("client address {text:?} is not ip:port")))?,
+        )
+    } else {
+        None
+    };
+    Ok(ReadRequest { authority, client })
 }
 
 /// Reads a response frame: the status and reason.
 pub async fn read_response(recv: &mut RecvStream) -> Result<(u16, String), QuicError> {
-    read_version(recv).await?;
+    read_version(recv, &[FRAME_VERSION]).await?;
     let mut status = [0u8; 2];
     read_exact(recv, &mut status).await?;
     Ok((u16::from_be_bytes(status), read_text(recv).await?))
@@ -270,8 +307,23 @@ mod tests {
             encode_request("10.0.0.1:80").expect("short authority"),
             [&[1u8, 0, 11][..], b"10.0.0.1:80"].concat()
         );
+        let with_client = TunnelRequest {
+            authority: "10.0.0.1:80",
+            client: Some("10.9.0.7:4000".parse().expect("address")),
+        };
+        assert_eq!(
+            encode_request(with_client).expect("short fields"),
+            [
+                &[2u8, 0, 11][..],
+                b"10.0.0.1:80",
+                &[0, 13],
+                b"10.9.0.7:4000"
+            ]
+            .concat()
+        );
         assert_eq!(encode_response(403, "no"), [1u8, 1, 147, 0, 2, b'n', b'o']);
-        assert!(encode_request(&"a".repeat(MAX_FIELD_LEN + 1)).is_err());
+        let long = "a".repeat(MAX_FIELD_LEN + 1);
+        assert!(encode_request(&long).is_err());
     }
 
     #[test]
