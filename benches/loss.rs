@@ -304,6 +304,7 @@ impl Lab {
             exported_at: EARLY,
             pods: vec![Pod::ready(IpAddr::V4(POD))],
             proxy_protocol: false,
+            udp_ports: &[],
         };
         for (id, network, wan, services) in [
             ("c1", "net-a", NEAR_WAN, Vec::new()),

@@ -193,6 +193,7 @@ fn echo_service(
         exported_at,
         pods,
         proxy_protocol: false,
+        udp_ports: &[],
     }
 }
 

@@ -145,6 +145,7 @@ fn local_yaml(n: u8, tunnel: SocketAddr, exported: bool) -> String {
         exported_at: exported.then_some("2026-01-01T00:00:00Z"),
         pods: vec![Pod::ready(pod_ip(n, 0))],
         proxy_protocol: false,
+        udp_ports: &[],
     };
     let mut yaml = cluster_yaml("c41", "net-a", tunnel, &[echo]);
     yaml.push_str(

@@ -17,6 +17,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
 
+#[path = "multinetwork/callers.rs"]
+mod callers;
 mod netns;
 mod support;
 
@@ -32,7 +34,6 @@ use netns::gateway::Scrape;
 use netns::resilience;
 use netns::scenario::*;
 use netns::sys;
-use netns::told;
 use netns::transparent;
 use netns::world::{Options, World};
 
@@ -825,29 +826,5 @@ fn the_harness_removes_everything_when_a_test_panics() {
                 );
             }
         },
-    );
-}
-
-/// A service whose export asks for the PROXY protocol: its backends learn
-/// the calling pod's address and port, its cluster and its gateway's
-/// identity, on the direct path and through the tunnel (QUIC); HAProxy
-/// with `accept-proxy` logs the same client; a service that does not ask
-/// gets no header. See [`netns::told`].
-#[test]
-fn told_backends_learn_the_client_and_the_caller_over_quic() {
-    netns::run_needing(
-        "told_backends_learn_the_client_and_the_caller_over_quic",
-        &["haproxy"],
-        |env| told::told_backends_learn_the_client_and_the_caller(env, "quic"),
-    );
-}
-
-/// The same over the HTTP/2 tunnel.
-#[test]
-fn told_backends_learn_the_client_and_the_caller_over_h2() {
-    netns::run_needing(
-        "told_backends_learn_the_client_and_the_caller_over_h2",
-        &["haproxy"],
-        |env| told::told_backends_learn_the_client_and_the_caller(env, "h2"),
     );
 }

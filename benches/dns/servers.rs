@@ -409,6 +409,7 @@ fn write_strait_config(
                 (10 << 24) | (40 << 16) | index,
             )))],
             proxy_protocol: false,
+            udp_ports: &[],
         })
         .collect();
     let mut c1 = support::cluster_yaml("c1", "net-a", c1_tunnel, &[]);

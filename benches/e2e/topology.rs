@@ -226,6 +226,7 @@ pub(crate) fn write_config(
         exported_at: Some("2026-01-01T00:00:00Z"),
         pods: vec![Pod::ready(backend.ip())],
         proxy_protocol: false,
+        udp_ports: &[],
     };
     support::write_cluster(
         config,

@@ -215,6 +215,7 @@ fn write_config(config: &Path, count: usize, listen: bool, c1_tunnel: SocketAddr
                 ready: false,
             }],
             proxy_protocol: false,
+            udp_ports: &[],
         })
         .collect();
     support::write_cluster(

@@ -206,6 +206,27 @@ pub struct Tuning {
     /// (`768Mi`, `2GiB`, bytes). `None`: the cgroup's `memory.max`, else 2 GiB.
     #[serde(default)]
     pub memory_limit: Option<bytesize::ByteSize>,
+    /// A UDP flow (a client address on one import port) ends after this
+    /// long with no datagram either way: the kernel's conntrack default
+    /// for UDP, which kube-proxy keeps.
+    #[serde(default = "default_udp_idle_timeout", with = "humantime_serde")]
+    pub udp_idle_timeout: Duration,
+    /// UDP flows one source address may hold, over every import port.
+    #[serde(default = "default_max_udp_flows_per_source")]
+    pub max_udp_flows_per_source: u32,
+    /// UDP flows of the gateway, before only light sources get in.
+    #[serde(default = "default_max_udp_flows")]
+    pub max_udp_flows: u32,
+}
+
+fn default_udp_idle_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_max_udp_flows_per_source() -> u32 {
+    256
+}
+fn default_max_udp_flows() -> u32 {
+    4_096
 }
 
 fn default_max_connections_per_source() -> u32 {
@@ -266,6 +287,9 @@ impl Default for Tuning {
             max_connections_per_source: default_max_connections_per_source(),
             max_connections_per_listener: default_max_connections_per_listener(),
             memory_limit: None,
+            udp_idle_timeout: default_udp_idle_timeout(),
+            max_udp_flows_per_source: default_max_udp_flows_per_source(),
+            max_udp_flows: default_max_udp_flows(),
         }
     }
 }

@@ -336,6 +336,13 @@ impl Gateway {
                 memory.clone(),
             ),
             sources: crate::state::ListenerSources::new(tuning.source_limits()),
+            udp: crate::state::UdpFlows {
+                idle_timeout: tuning.udp_idle_timeout,
+                flows: crate::net::sources::SourceTable::new(crate::net::sources::SourceLimits {
+                    per_source: tuning.max_udp_flows_per_source,
+                    total: tuning.max_udp_flows,
+                }),
+            },
             handshakes: crate::state::Handshakes::new(options.tunnel.handshakes),
             peer_budgets: Arc::new(crate::tunnel::limits::PeerBudgets::new(
                 options.tunnel.peer_limits,

@@ -25,6 +25,7 @@ use crate::net::buffer::Chunk;
 use crate::routing::inbound::InboundRefusal;
 use crate::state::GatewayState;
 use crate::tls::{Identity, peer_identity};
+use crate::tunnel::capsule::CONNECT_UDP;
 use crate::tunnel::frames::{GOAWAY_GRACE, Guarded};
 use crate::tunnel::keepalive::keep_alive;
 use crate::tunnel::stream::H2Stream;
@@ -128,6 +129,8 @@ async fn serve_connection(
         .initial_window_size(settings.stream_window)
         .initial_connection_window_size(settings.connection_window())
         .max_frame_size(settings.max_frame_size)
+        // UDP flows come as extended CONNECT (`:protocol connect-udp`).
+        .enable_connect_protocol()
         .handshake::<_, Chunk>(tls);
     let mut connection = match tokio::time::timeout(settings.handshake_timeout, handshake).await {
         Ok(Ok(connection)) => connection,
@@ -241,6 +244,20 @@ fn serve_request(
         respond.send_reset(Reason::INTERNAL_ERROR);
         return;
     }
+    let datagrams = match parts.extensions.get::<h2::ext::Protocol>() {
+        None => false,
+        Some(protocol) if protocol.as_str() == CONNECT_UDP => true,
+        Some(protocol) => {
+            let malformed = InboundRefusal::Malformed(format!(
+                "extended CONNECT protocol {:?} is not {CONNECT_UDP}",
+                protocol.as_str()
+            ));
+            let refusal = inbound::refuse(state, caller, authority.as_deref(), malformed);
+            let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::BAD_REQUEST);
+            let _ = respond.send_response(respond_with(status, &refusal.reason), true);
+            return;
+        }
+    };
     let client = match parts.headers.get(CLIENT_HEADER).map(client_address) {
         None => None,
         Some(Ok(client)) => Some(client),
@@ -256,7 +273,11 @@ fn serve_request(
         serve_stream(
             recv,
             respond,
-            Asked { authority, client },
+            Asked {
+                authority,
+                client,
+                datagrams,
+            },
             caller.clone(),
             remote,
             id,

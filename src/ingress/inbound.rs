@@ -1,12 +1,15 @@
 //! Serving one tunnel request, whatever the transport carries it (an HTTP/2
 //! CONNECT stream or a QUIC stream): authorise the target against the route
 //! table, dial it (picking a local backend when a service was named), then
-//! splice and write the access-log line.
+//! splice (or, for a UDP flow, pump datagrams between the stream's capsules
+//! and a UDP socket) and write the access-log line.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use futures_util::future::Either;
 
 use tokio::net::TcpStream;
 
@@ -15,9 +18,11 @@ use crate::admin::metrics::{
 };
 use crate::logging::connection::ConnectionId;
 use crate::model::ClusterId;
+use crate::model::Protocol;
 use crate::net::accept::closed_result;
 use crate::net::buffer::BUFFER_SIZE;
-use crate::net::dial::dial_announced;
+use crate::net::datagram::{ConnectedUdp, pump};
+use crate::net::dial::{DialError, dial_announced};
 use crate::net::memory::MemoryBudget;
 use crate::net::proxy_header::{Caller, stream_header};
 use crate::net::splice::{
@@ -25,9 +30,10 @@ use crate::net::splice::{
 };
 use crate::routing::Path;
 use crate::routing::balancer::BackendId;
-use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize, never_dialled};
+use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize_for, never_dialled};
 use crate::state::GatewayState;
 use crate::tls::Identity;
+use crate::tunnel::capsule::CapsulePort;
 use crate::tunnel::limits::PeerBudgets;
 
 /// What a peer gateway asked for on one stream.
@@ -39,6 +45,8 @@ pub struct Asked {
     /// the PROXY protocol. Believed because an authenticated peer gateway
     /// says it, and used only as the header's source.
     pub client: Option<SocketAddr>,
+    /// A UDP flow: datagrams in capsules, to a UDP port's backend.
+    pub datagrams: bool,
 }
 
 /// A refused request: the status and the reason sent back to the peer.
@@ -50,8 +58,14 @@ pub struct Refusal {
 
 /// A request whose backend is dialled, waiting for the stream to splice to.
 pub struct Accepted {
-    backend: TcpStream,
+    backend: Dialled,
     finish: InboundFinish,
+}
+
+/// The backend end of an accepted request.
+enum Dialled {
+    Stream(TcpStream),
+    Datagrams(ConnectedUdp),
 }
 
 /// What an inbound stream's access-log line and metrics need once its
@@ -245,16 +259,26 @@ pub async fn open(
     transport: Transport,
 ) -> Result<Accepted, Refusal> {
     let started = Instant::now();
-    let Asked { authority, client } = asked;
+    let Asked {
+        authority,
+        client,
+        datagrams,
+    } = asked;
+    let protocol = if datagrams {
+        Protocol::Udp
+    } else {
+        Protocol::Tcp
+    };
     let span = tracing::Span::current();
     if let Some(authority) = &authority {
         span.record("authority", authority.as_str());
     }
     let table = state.routes.load_full();
-    let plan = authorize(
+    let plan = authorize_for(
         &table,
         &caller.cluster,
         authority.as_deref(),
+        protocol,
         &state.inbound,
     )
     .map_err(|refusal| refuse(state, caller, authority.as_deref(), refusal))?;
@@ -296,7 +320,7 @@ pub async fn open(
     // The backend learns the original client (as the calling gateway
     // says it, or the gateway itself) and the caller's identity, which
     // comes from its certificate.
-    let announce = plan.proxy_protocol(&table, &caller.cluster);
+    let announce = !datagrams && plan.proxy_protocol(&table, &caller.cluster);
     let gateway = announce.then(|| caller.uri());
     let metrics = state.metrics.connection(RoutePath::Inbound, transport);
     let mut tried: Vec<BackendId> = Vec::new();
@@ -348,11 +372,22 @@ pub async fn open(
             }
             None => None,
         };
-        let dialled = dial_announced(
-            state.overrides.backend(address),
-            state.dial,
-            header.as_deref(),
-        );
+        let dialled = async {
+            let to = state.overrides.backend(address);
+            if datagrams {
+                ConnectedUdp::connect(to)
+                    .await
+                    .map(Dialled::Datagrams)
+                    .map_err(|source| DialError::Failed {
+                        address: to,
+                        source,
+                    })
+            } else {
+                dial_announced(to, state.dial, header.as_deref())
+                    .await
+                    .map(Dialled::Stream)
+            }
+        };
         match dialled.await {
             Ok(backend) => {
                 metrics.dial(dial_started.elapsed());
@@ -406,24 +441,35 @@ impl Accepted {
         transport: Transport,
     ) -> impl Future<Output = ()>
     where
-        S: SpliceIo,
+        S: SpliceIo + Send,
     {
         let limits = state.metrics.clone();
         let Accepted { backend, finish } = self;
-        // A peer that stops reading (a zero window) must not hold the
-        // backend's bytes for the whole idle timeout.
-        let mut splice = splice(stream, backend, state.idle_timeout)
-            .stall_timeout(state.tunnel.stream_stall_timeout)
-            .watch(state.stall_report, finish);
-        async move {
-            // By reference: awaiting by value would move it into a second slot.
-            let outcome = (&mut splice).await;
-            match outcome.end {
-                SpliceEnd::Stalled => limits.limited(Limit::StalledStream, transport),
-                SpliceEnd::OverBudget => limits.limited(Limit::Memory, transport),
-                _ => {}
+        match backend {
+            Dialled::Stream(backend) => {
+                // A peer that stops reading (a zero window) must not hold the
+                // backend's bytes for the whole idle timeout.
+                let mut splice = splice(stream, backend, state.idle_timeout)
+                    .stall_timeout(state.tunnel.stream_stall_timeout)
+                    .watch(state.stall_report, finish);
+                Either::Left(async move {
+                    // By reference: awaiting by value would move it into a second slot.
+                    let outcome = (&mut splice).await;
+                    match outcome.end {
+                        SpliceEnd::Stalled => limits.limited(Limit::StalledStream, transport),
+                        SpliceEnd::OverBudget => limits.limited(Limit::Memory, transport),
+                        _ => {}
+                    }
+                    splice.into_watch().done(outcome);
+                })
             }
-            splice.into_watch().done(outcome);
+            Dialled::Datagrams(socket) => {
+                let idle = state.udp.idle_timeout;
+                Either::Right(async move {
+                    let outcome = pump(CapsulePort::new(stream), socket, idle).await;
+                    finish.done(outcome);
+                })
+            }
         }
     }
 

@@ -365,6 +365,7 @@ fn serve_stream(
             Asked {
                 authority: Some(request.authority),
                 client: request.client,
+                datagrams: request.datagrams,
             },
             &caller,
             remote,

@@ -7,6 +7,7 @@
 
 pub mod accept;
 pub mod buffer;
+pub mod datagram;
 pub mod dial;
 pub mod listen;
 pub mod memory;

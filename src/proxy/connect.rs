@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::Finish;
-use super::upstream::{OpenError, Selection, open};
+use super::upstream::{Carry, OpenError, Selection, open};
 use crate::admin::metrics::{Limit, Listener, Transport};
 use crate::logging::connection::{ConnectionId, record_service};
 use crate::model::Protocol;
@@ -156,7 +156,15 @@ async fn handle(
     };
     // Boxed: opening (a dial, maybe a tunnel handshake) needs several KiB
     // of state that would otherwise be moved with this request's future.
-    let opened = Box::pin(open(&state, &table, service, route, selection, remote));
+    let opened = Box::pin(open(
+        &state,
+        &table,
+        service,
+        route,
+        selection,
+        remote,
+        Carry::Stream,
+    ));
     let opened = match opened.await {
         Ok(opened) => opened,
         Err(error) => {

@@ -1,5 +1,6 @@
 //! Import listeners: one TCP listener per import port of the current route
-//! table, opened and closed as the table changes. kube-proxy's DNAT of a
+//! table (a UDP socket for a UDP service port's, served by `super::udp`),
+//! opened and closed as the table changes. kube-proxy's DNAT of a
 //! ClusterSetIP (or, in a file setup, any DNAT rule) sends a pod's
 //! connection to a gateway pod on the import port of that service port; the
 //! port it arrives on selects the service, and from there the connection
@@ -18,12 +19,31 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use socket2::{Domain, Protocol as SocketProtocol, Socket, Type};
+
 use super::vip::{Selector, serve_with};
+use crate::model::Protocol;
 use crate::state::GatewayState;
 
 /// Binds one import port (see [`crate::net::listen::bind`]).
 pub fn bind(address: SocketAddr) -> io::Result<TcpListener> {
     crate::net::listen::bind(address)
+}
+
+/// Binds one UDP import port. On an IPv6 wildcard it takes both families,
+/// as the TCP listener does.
+pub fn bind_udp(address: SocketAddr) -> io::Result<tokio::net::UdpSocket> {
+    let socket = Socket::new(
+        Domain::for_address(address),
+        Type::DGRAM,
+        Some(SocketProtocol::UDP),
+    )?;
+    if address.is_ipv6() {
+        socket.set_only_v6(false)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&address.into())?;
+    tokio::net::UdpSocket::from_std(socket.into())
 }
 
 /// Where import listeners bind when `imports.address` is not set: where the
@@ -63,7 +83,10 @@ impl ImportListeners {
     /// of a closed port continue.
     pub fn sync(&mut self) {
         let table = self.state.routes.load_full();
-        let wanted: HashMap<u16, ()> = table.import_ports().map(|(port, _)| (port, ())).collect();
+        let wanted: HashMap<u16, Protocol> = table
+            .import_ports()
+            .map(|(port, key)| (port, key.protocol))
+            .collect();
         self.open.retain(|port, token| {
             let keep = wanted.contains_key(port);
             if !keep {
@@ -72,20 +95,28 @@ impl ImportListeners {
             keep
         });
         let mut failed = 0;
-        for port in wanted.keys() {
+        for (port, protocol) in &wanted {
             if self.open.contains_key(port) {
                 continue;
             }
             let address = SocketAddr::new(self.address, *port);
-            match bind(address) {
-                Ok(listener) => {
-                    let token = self.shutdown.child_token();
+            let token = self.shutdown.child_token();
+            let bound = if *protocol == Protocol::Udp {
+                bind_udp(address).map(|socket| {
+                    tokio::spawn(super::udp::serve(socket, self.state.clone(), token.clone()));
+                })
+            } else {
+                bind(address).map(|listener| {
                     tokio::spawn(serve_with(
                         listener,
                         self.state.clone(),
                         token.clone(),
                         Selector::ImportPort,
                     ));
+                })
+            };
+            match bound {
+                Ok(()) => {
                     self.open.insert(*port, token);
                 }
                 Err(error) => {

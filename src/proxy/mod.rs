@@ -4,6 +4,7 @@
 
 pub mod connect;
 pub mod imports;
+pub mod udp;
 pub mod upstream;
 pub mod vip;
 

@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 use crate::admin::metrics::{ConnectionMetrics, RoutePath, Transport};
 use crate::model::{ClusterId, NetworkId};
 use crate::net::buffer::Chunk;
+use crate::net::datagram::ConnectedUdp;
 use crate::net::proxy_header::{Caller, stream_header};
 use crate::net::splice::SpliceIo;
 use crate::routing::balancer::{ActiveGuard, BackendId};
@@ -24,9 +25,12 @@ use crate::tunnel::client::{TunnelError, TunnelStream};
 use crate::tunnel::quic::QuicStream;
 use crate::tunnel::{TransportMode, TunnelRequest};
 
-/// The backend side of a proxied connection.
+/// The backend side of a proxied connection. A UDP flow's is a UDP
+/// socket on the direct path and a tunnel stream carrying capsules
+/// otherwise.
 pub enum Upstream {
     Direct(TcpStream),
+    Udp(ConnectedUdp),
     Tunnel(Box<TunnelStream>),
     Quic(Box<QuicStream>),
 }
@@ -34,11 +38,20 @@ pub enum Upstream {
 impl Upstream {
     fn transport(&self) -> Transport {
         match self {
-            Upstream::Direct(_) => Transport::None,
+            Upstream::Direct(_) | Upstream::Udp(_) => Transport::None,
             Upstream::Tunnel(_) => Transport::H2,
             Upstream::Quic(_) => Transport::Quic,
         }
     }
+}
+
+/// What an upstream carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carry {
+    /// A TCP connection's bytes.
+    Stream,
+    /// A UDP flow's datagrams.
+    Datagrams,
 }
 
 /// An open upstream and what it reaches.
@@ -107,6 +120,20 @@ pub enum Selection<'a> {
     },
 }
 
+impl<'a> Selection<'a> {
+    /// One pod's backends when a remote pod was named (its address or its
+    /// import port), else the service port's.
+    pub fn of(pod: Option<&'a crate::model::PodRef>) -> Self {
+        match pod {
+            Some(pod) => Selection::Pod {
+                label: &pod.label,
+                cluster: &pod.cluster,
+            },
+            None => Selection::Port,
+        }
+    }
+}
+
 /// Opens an upstream for a connection from `client` to a service port.
 pub async fn open(
     state: &GatewayState,
@@ -115,6 +142,7 @@ pub async fn open(
     route: &PortRoute,
     selection: Selection<'_>,
     client: SocketAddr,
+    carry: Carry,
 ) -> Result<Opened, OpenError> {
     if let Some(why) = service.not_admitted(table.viewer(), table.attested_network(table.viewer()))
     {
@@ -147,8 +175,8 @@ pub async fn open(
             Path::Tunnel { .. } => (RoutePath::Tunnel, Transport::H2),
         };
         let started = Instant::now();
-        let told = service.proxy_protocol().then_some(client);
-        match connect(state, table, backend, told).await {
+        let told = (carry == Carry::Stream && service.proxy_protocol()).then_some(client);
+        match connect(state, table, backend, told, carry).await {
             Ok(upstream) => {
                 // Counted once the transport is known: auto mode decides per peer.
                 let metrics = state.metrics.connection(path, upstream.transport());
@@ -214,9 +242,20 @@ async fn connect(
     table: &RouteTable,
     backend: RoutedBackend<'_>,
     told: Option<SocketAddr>,
+    carry: Carry,
 ) -> Result<Upstream, Failure> {
     let address = SocketAddr::new(backend.backend.address, backend.backend.port);
     match backend.path() {
+        Path::Direct if carry == Carry::Datagrams => {
+            ConnectedUdp::connect(state.overrides.backend(address))
+                .await
+                .map(Upstream::Udp)
+                .map_err(|e| Failure {
+                    timed_out: false,
+                    message: format!("udp to {address}: {e}"),
+                    backend_at_fault: true,
+                })
+        }
         Path::Direct => {
             let header = match told {
                 Some(client) => Some(own_header(state, client, address).map_err(|e| Failure {
@@ -243,6 +282,7 @@ async fn connect(
             let request = TunnelRequest {
                 authority: &authority,
                 client: told,
+                datagrams: carry == Carry::Datagrams,
             };
             let mut last = Failure {
                 message: format!("no gateway of network {}", backend.network()),
@@ -340,6 +380,12 @@ fn log_gateway_failure(error: &TunnelError) {
     }
 }
 
+/// A UDP socket read as a byte stream: never done, since a UDP flow's
+/// upstream is pumped by datagram, not spliced.
+fn not_a_stream() -> io::Error {
+    io::Error::new(io::ErrorKind::Unsupported, "a UDP upstream is not a stream")
+}
+
 impl SpliceIo for Upstream {
     fn poll_fill(
         &mut self,
@@ -348,6 +394,7 @@ impl SpliceIo for Upstream {
     ) -> Poll<io::Result<usize>> {
         match self {
             Upstream::Direct(stream) => stream.poll_fill(cx, slot),
+            Upstream::Udp(_) => Poll::Ready(Err(not_a_stream())),
             Upstream::Tunnel(stream) => stream.poll_fill(cx, slot),
             Upstream::Quic(stream) => stream.poll_fill(cx, slot),
         }
@@ -360,6 +407,7 @@ impl SpliceIo for Upstream {
     ) -> Poll<io::Result<usize>> {
         match self {
             Upstream::Direct(stream) => stream.poll_send(cx, slot),
+            Upstream::Udp(_) => Poll::Ready(Err(not_a_stream())),
             Upstream::Tunnel(stream) => stream.poll_send(cx, slot),
             Upstream::Quic(stream) => stream.poll_send(cx, slot),
         }
@@ -374,6 +422,7 @@ impl AsyncRead for Upstream {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Upstream::Direct(stream) => Pin::new(stream).poll_read(cx, buf),
+            Upstream::Udp(_) => Poll::Ready(Err(not_a_stream())),
             Upstream::Tunnel(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
             Upstream::Quic(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
         }
@@ -388,6 +437,7 @@ impl AsyncWrite for Upstream {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Upstream::Direct(stream) => Pin::new(stream).poll_write(cx, buf),
+            Upstream::Udp(_) => Poll::Ready(Err(not_a_stream())),
             Upstream::Tunnel(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
             Upstream::Quic(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
         }
@@ -396,6 +446,7 @@ impl AsyncWrite for Upstream {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Upstream::Direct(stream) => Pin::new(stream).poll_flush(cx),
+            Upstream::Udp(_) => Poll::Ready(Err(not_a_stream())),
             Upstream::Tunnel(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
             Upstream::Quic(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
         }
@@ -404,6 +455,7 @@ impl AsyncWrite for Upstream {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Upstream::Direct(stream) => Pin::new(stream).poll_shutdown(cx),
+            Upstream::Udp(_) => Poll::Ready(Err(not_a_stream())),
             Upstream::Tunnel(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
             Upstream::Quic(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
         }

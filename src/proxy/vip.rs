@@ -17,7 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::Finish;
-use super::upstream::{Selection, open};
+use super::upstream::{Carry, Selection, open};
 use crate::admin::metrics::{Limit, Listener, Transport};
 use crate::logging::connection::{ConnectionId, record_service};
 use crate::model::Protocol;
@@ -122,26 +122,28 @@ fn serve_connection(
             // Boxed: opening (a dial, maybe a tunnel handshake) needs far
             // more state than the splice that follows.
             // A remote pod's address or import port reaches that pod only.
-            let selection = match pod {
-                Some(pod) => Selection::Pod {
-                    label: &pod.label,
-                    cluster: &pod.cluster,
-                },
-                None => Selection::Port,
-            };
-            Box::pin(open(&state, &table, service, route, selection, remote))
-                .await
-                .map(|opened| {
-                    Finish::split(
-                        opened,
-                        id,
-                        remote,
-                        service.key.clone(),
-                        route.port,
-                        started,
-                        super::EgressCharge::of(&state),
-                    )
-                })
+            let selection = Selection::of(pod);
+            Box::pin(open(
+                &state,
+                &table,
+                service,
+                route,
+                selection,
+                remote,
+                Carry::Stream,
+            ))
+            .await
+            .map(|opened| {
+                Finish::split(
+                    opened,
+                    id,
+                    remote,
+                    service.key.clone(),
+                    route.port,
+                    started,
+                    super::EgressCharge::of(&state),
+                )
+            })
             // The table is released here: a long connection must not pin old routes.
         };
         // No `match` spans the splice: its scrutinee would be kept beside it.

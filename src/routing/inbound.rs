@@ -7,7 +7,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use crate::model::{ClusterId, NetworkId};
+use crate::model::{ClusterId, NetworkId, Protocol};
 
 use super::target::{Target, parse_authority};
 use super::{Path, PortRoute, RouteTable, ServiceRoutes};
@@ -155,11 +155,23 @@ fn admitted(
 }
 
 /// Decides a tunnel request from `caller` (the cluster its certificate
-/// names) for `authority`.
+/// names) for a TCP stream to `authority`.
 pub fn authorize<'a>(
     table: &'a RouteTable,
     caller: &ClusterId,
     authority: Option<&str>,
+    guard: &InboundGuard,
+) -> Result<InboundPlan<'a>, InboundRefusal> {
+    authorize_for(table, caller, authority, Protocol::Tcp, guard)
+}
+
+/// Decides a tunnel request from `caller` for `authority` on a `protocol`
+/// port (a UDP flow asks for UDP ports and backends only).
+pub fn authorize_for<'a>(
+    table: &'a RouteTable,
+    caller: &ClusterId,
+    authority: Option<&str>,
+    protocol: Protocol,
     guard: &InboundGuard,
 ) -> Result<InboundPlan<'a>, InboundRefusal> {
     let network = known_caller(table, caller, guard)?;
@@ -177,9 +189,11 @@ pub fn authorize<'a>(
         let route = routes
             .ports
             .iter()
-            .find(|p| p.protocol == crate::model::Protocol::Tcp && p.port == port)
+            .find(|p| p.protocol == protocol && p.port == port)
             .ok_or_else(|| {
-                InboundRefusal::Forbidden(format!("{service} does not expose port {port}/TCP"))
+                InboundRefusal::Forbidden(format!(
+                    "{service} does not expose port {port}/{protocol}"
+                ))
             })?;
         Ok((routes, route))
     };
@@ -210,7 +224,7 @@ pub fn authorize<'a>(
             if let Some(why) = never_dialled(table, guard, &address.ip()) {
                 return Err(InboundRefusal::Forbidden(why));
             }
-            match table.local_backend_admits(&address, caller, network) {
+            match table.local_backend_admits(&address, protocol, caller, network) {
                 Some(true) => Ok(InboundPlan::Dial(address)),
                 Some(false) => Err(InboundRefusal::NotAdmitted(format!(
                     "{address} serves no service that admits cluster {caller}{}",
@@ -219,7 +233,7 @@ pub fn authorize<'a>(
                     ))
                 ))),
                 None => Err(InboundRefusal::Forbidden(format!(
-                    "{address} is not a ready backend of an exported service port on network {}",
+                    "{address} is not a ready backend of an exported {protocol} service port on network {}",
                     table.network()
                 ))),
             }
@@ -529,6 +543,78 @@ mod tests {
             }
         }
         set
+    }
+
+    #[test]
+    fn a_udp_flow_reaches_only_udp_ports_and_backends_under_the_same_policy() {
+        use crate::model::ALLOWED_CLUSTERS_ANNOTATION;
+        // c1 declares 53/UDP (→ 5353) beside tcp:42; c2 declares 42 only.
+        let mut set = set();
+        let c1 = ServiceBuilder::new()
+            .port("tcp", 42, 8042)
+            .port_with("dns", Protocol::Udp, 53, 5353)
+            .exported_at(1)
+            .endpoint("10.0.0.1");
+        if let Some(cluster) = set.clusters.get_mut(&cluster("c1")) {
+            cluster.services.insert(c1.key.clone(), c1.into());
+        }
+        let table = RouteTable::build(&set, &merge(&set), "c1").expect("viewer");
+        let udp = |caller: &str, authority: &str| {
+            authorize_for(
+                &table,
+                &cluster(caller),
+                Some(authority),
+                Protocol::Udp,
+                &guard(&OWN),
+            )
+            .map(|_| ())
+        };
+        assert!(udp("c3", "cart.shop.svc.clusterset.local:53").is_ok());
+        assert!(udp("c3", "10.0.0.1:5353").is_ok());
+        // A TCP port, or a TCP backend, is not a UDP one.
+        let refusal = udp("c3", "cart.shop.svc.clusterset.local:42").expect_err("TCP port");
+        assert_eq!(refusal.status(), 403, "{refusal}");
+        let refusal = udp("c3", "10.0.0.1:8042").expect_err("TCP backend");
+        assert_eq!(refusal.status(), 403, "{refusal}");
+        // Nor the other way round.
+        let tcp = authorize(&table, &cluster("c3"), Some("10.0.0.1:5353"), &guard(&OWN));
+        assert!(tcp.is_err(), "a UDP backend is not dialled over TCP");
+
+        // The service's policy binds UDP as it binds TCP.
+        let mut closed = set_with_policy(&[(ALLOWED_CLUSTERS_ANNOTATION, "c2")]);
+        let policy = |set: &ClusterSet| {
+            set.clusters
+                .values()
+                .flat_map(|c| c.services.values())
+                .find_map(|s| s.export.as_ref().map(|e| e.access.clone()))
+                .flatten()
+        };
+        let access = policy(&closed);
+        let mut c1 = ServiceBuilder::new()
+            .port("tcp", 42, 8042)
+            .port_with("dns", Protocol::Udp, 53, 5353)
+            .exported_at(1)
+            .endpoint("10.0.0.1");
+        if let Some(export) = c1.export.as_mut() {
+            export.access = access;
+        }
+        if let Some(cluster) = closed.clusters.get_mut(&cluster("c1")) {
+            cluster.services.insert(c1.key.clone(), c1.into());
+        }
+        let table = RouteTable::build(&closed, &merge(&closed), "c1").expect("viewer");
+        let refusal = authorize_for(
+            &table,
+            &cluster("c3"),
+            Some("cart.shop.svc.clusterset.local:53"),
+            Protocol::Udp,
+            &guard(&OWN),
+        )
+        .map(|_| ())
+        .expect_err("not admitted");
+        assert!(
+            matches!(refusal, InboundRefusal::NotAdmitted(_)),
+            "{refusal}"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use super::{Path, ServiceRoutes};
-use crate::model::{AccessPolicy, ClusterId, NetworkId};
+use crate::model::{AccessPolicy, ClusterId, NetworkId, Protocol};
 
 /// A backend address (its target port included) and what a service it
 /// serves asks of the tunnel server.
@@ -18,6 +18,8 @@ pub(super) type Entry = (BackendAddress, Serving);
 /// What one service asks of the tunnel server for each of its backends.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Serving {
+    /// The protocol of the service port the backend serves.
+    protocol: Protocol,
     /// Its access policy (`None`: open to the whole set).
     access: Option<Arc<AccessPolicy>>,
     /// Whether its backends are told who called (`strait.dev/proxy-protocol`).
@@ -51,15 +53,20 @@ pub(super) fn entries(routes: &ServiceRoutes) -> impl Iterator<Item = Entry> + '
     routes
         .ports
         .iter()
-        .flat_map(|port| &port.backends)
-        .filter(|routed| *routed.path() == Path::Direct)
-        .map(|routed| {
+        .flat_map(|port| {
+            port.backends
+                .iter()
+                .map(move |routed| (port.protocol, routed))
+        })
+        .filter(|(_, routed)| *routed.path() == Path::Direct)
+        .map(|(protocol, routed)| {
             (
                 BackendAddress {
                     ip: routed.backend.address,
                     port: routed.backend.port,
                 },
                 Serving {
+                    protocol,
                     access: routes.access.clone(),
                     proxy_protocol: routes.proxy_protocol(),
                 },
@@ -74,6 +81,7 @@ fn sort(entries: &mut [Entry]) {
             pointer(a)
                 .cmp(&pointer(b))
                 .then(a.1.proxy_protocol.cmp(&b.1.proxy_protocol))
+                .then(a.1.protocol.cmp(&b.1.protocol))
         })
     });
 }
@@ -143,15 +151,20 @@ impl LocalBackends {
         Self(Arc::new(patched))
     }
 
-    /// Whether `address` is a direct backend: `None` when it is not, else
-    /// whether a service it serves admits a caller of `cluster` on `network`.
+    /// Whether `address` is a direct backend of a `protocol` port: `None`
+    /// when it is not, else whether a service it serves admits a caller of
+    /// `cluster` on `network`.
     pub(super) fn admits(
         &self,
         address: &SocketAddr,
+        protocol: Protocol,
         cluster: &ClusterId,
         network: Option<&NetworkId>,
     ) -> Option<bool> {
-        let mut entries = self.at(BackendAddress::from(*address)).peekable();
+        let mut entries = self
+            .at(BackendAddress::from(*address))
+            .filter(|serving| serving.protocol == protocol)
+            .peekable();
         entries.peek()?;
         Some(entries.any(|serving| {
             serving
@@ -212,6 +225,7 @@ mod tests {
         (
             SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)), 8080).into(),
             Serving {
+                protocol: Protocol::Tcp,
                 access: policy.cloned(),
                 proxy_protocol: false,
             },
@@ -282,12 +296,15 @@ mod tests {
         let net = NetworkId::new("net-a").expect("id");
         let at = |last| SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)), 8080);
         assert_eq!(
-            patched.admits(&at(3), &c3, Some(&net)),
+            patched.admits(&at(3), Protocol::Tcp, &c3, Some(&net)),
             Some(true),
             "one open entry left"
         );
-        assert_eq!(patched.admits(&at(5), &c3, Some(&net)), None);
-        assert_eq!(patched.admits(&at(9), &c3, Some(&net)), Some(true));
+        assert_eq!(patched.admits(&at(5), Protocol::Tcp, &c3, Some(&net)), None);
+        assert_eq!(
+            patched.admits(&at(9), Protocol::Tcp, &c3, Some(&net)),
+            Some(true)
+        );
 
         let same = index.patched(vec![entry(2, None)], vec![entry(2, None)]);
         assert!(same.shares(&index), "an unchanged patch shares the index");
@@ -309,7 +326,7 @@ mod tests {
         let net = NetworkId::new("net-a").expect("id");
         let gone = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 8080);
         assert_eq!(
-            patched.admits(&gone, &c3, Some(&net)),
+            patched.admits(&gone, Protocol::Tcp, &c3, Some(&net)),
             None,
             "no longer dialled"
         );

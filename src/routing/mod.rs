@@ -464,12 +464,13 @@ impl RouteTable {
     }
 
     /// Sets the import ports this gateway listens on: each stands for one
-    /// TCP service port of a service this table routes (or one remote pod's).
+    /// TCP or UDP service port of a service this table routes (or one
+    /// remote pod's). SCTP is not relayed.
     pub fn set_import_ports<'a>(&mut self, ports: impl IntoIterator<Item = (u16, &'a PortKey)>) {
         self.import_ports = ports
             .into_iter()
             .filter(|(_, key)| {
-                key.protocol == Protocol::Tcp
+                matches!(key.protocol, Protocol::Tcp | Protocol::Udp)
                     && self
                         .lookup(
                             &key.service.namespace,
@@ -528,10 +529,12 @@ impl RouteTable {
     pub fn local_backend_admits(
         &self,
         address: &SocketAddr,
+        protocol: Protocol,
         cluster: &ClusterId,
         network: Option<&NetworkId>,
     ) -> Option<bool> {
-        self.local_backends.admits(address, cluster, network)
+        self.local_backends
+            .admits(address, protocol, cluster, network)
     }
 
     /// The network of a cluster of the set; `None` for a cluster the set

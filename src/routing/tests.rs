@@ -286,7 +286,7 @@ fn the_local_backends_of_a_reused_table_match_a_fresh_build() {
     let backend = |address: &str| SocketAddr::new(ip(address), 8080);
     let (c3, net_b) = (id("c3"), NetworkId::new("net-b").expect("network"));
     assert_eq!(
-        first.local_backend_admits(&backend("10.0.1.2"), &c3, Some(&net_b)),
+        first.local_backend_admits(&backend("10.0.1.2"), Protocol::Tcp, &c3, Some(&net_b)),
         Some(true)
     );
 
@@ -315,7 +315,9 @@ fn the_local_backends_of_a_reused_table_match_a_fresh_build() {
         patched.local_backends.addresses(),
         fresh.local_backends.addresses()
     );
-    let admits = |address: &str| patched.local_backend_admits(&backend(address), &c3, Some(&net_b));
+    let admits = |address: &str| {
+        patched.local_backend_admits(&backend(address), Protocol::Tcp, &c3, Some(&net_b))
+    };
     assert_eq!(admits("10.0.0.9"), Some(true), "the new direct endpoint");
     assert_eq!(admits("10.0.2.1"), Some(true), "the new service's endpoint");
     assert_eq!(admits("10.0.1.2"), None, "the removed service's endpoint");

@@ -84,6 +84,16 @@ pub struct GatewayState {
     pub sources: ListenerSources,
     /// Tunnel handshakes in flight, by transport.
     pub handshakes: Handshakes,
+    /// UDP flows of the import listeners.
+    pub udp: UdpFlows,
+}
+
+/// What bounds the UDP flows: how long an idle one lives, and how many
+/// each source and the gateway may hold.
+#[derive(Debug)]
+pub struct UdpFlows {
+    pub idle_timeout: Duration,
+    pub flows: Arc<SourceTable>,
 }
 
 /// The tunnel port's handshakes in flight: the slots of clients that have

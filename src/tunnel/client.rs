@@ -25,6 +25,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
+use super::capsule::CONNECT_UDP;
 use super::keepalive::keep_alive;
 use super::stream::H2Stream;
 use super::{CLIENT_HEADER, ERROR_HEADER, TLS_SEND_BUFFER, TunnelRequest, TunnelSettings};
@@ -196,7 +197,19 @@ impl TunnelPool {
         let connection = self.connection(peer, gateway, dial_to, allowed).await?;
         let guard = StreamGuard::new(connection.clone(), peer.metrics.clone());
         let authority = request.authority;
-        let mut builder = Request::builder().method(Method::CONNECT).uri(authority);
+        let mut builder = Request::builder().method(Method::CONNECT);
+        // A UDP flow is an extended CONNECT (RFC 8441), which needs a
+        // scheme and a path; its target is the authority, as for TCP. It
+        // is sent without waiting for the server's SETTINGS to say it
+        // takes them (a new connection's may not have arrived): a server
+        // that does not resets the stream, which fails this flow alone.
+        builder = if request.datagrams {
+            builder
+                .uri(format!("https://{authority}/"))
+                .extension(h2::ext::Protocol::from_static(CONNECT_UDP))
+        } else {
+            builder.uri(authority)
+        };
         if let Some(client) = request.client {
             builder = builder.header(CLIENT_HEADER, client.to_string());
         }
@@ -219,6 +232,7 @@ impl TunnelPool {
             }
         };
         let sender = connection.sender.clone().ready().await.map_err(http)?;
+
         let (response, send) = {
             let mut sender = sender;
             sender.send_request(request, false).map_err(http)?

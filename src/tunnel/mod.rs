@@ -4,6 +4,7 @@
 //! each target against the route table and dials it. The wire format is in
 //! `docs/tunnel-protocol.md`.
 
+pub mod capsule;
 pub mod client;
 pub mod frames;
 pub(crate) mod keepalive;
@@ -32,6 +33,9 @@ pub const CLIENT_HEADER: &str = "strait-client";
 pub struct TunnelRequest<'a> {
     pub authority: &'a str,
     pub client: Option<SocketAddr>,
+    /// A UDP flow (datagrams in capsules, [`capsule`]) rather than a byte
+    /// stream to a TCP port.
+    pub datagrams: bool,
 }
 
 impl<'a> From<&'a str> for TunnelRequest<'a> {
@@ -39,6 +43,7 @@ impl<'a> From<&'a str> for TunnelRequest<'a> {
         Self {
             authority,
             client: None,
+            datagrams: false,
         }
     }
 }

@@ -22,6 +22,7 @@ fn c3_with_mistakes(tunnel: SocketAddr, far_port: u16, pods: Vec<Pod>) -> String
         exported_at: EXPORTED_EARLY,
         pods,
         proxy_protocol: false,
+        udp_ports: &[],
     };
     cluster_yaml("c3", "net-b", tunnel, &[far])
         + "---
@@ -80,6 +81,7 @@ pub async fn a_bad_object_stops_only_itself_under_traffic(transport: TransportMo
             exported_at: EXPORTED_EARLY,
             pods: vec![Pod::ready(pod_ip(3, 0))],
             proxy_protocol: false,
+            udp_ports: &[],
         }],
         _ => Vec::new(),
     })

@@ -46,6 +46,7 @@ pub async fn the_tunnel_server_dials_nothing_it_should_not(transport: TransportM
                 exported_at: None,
                 pods: vec![Pod::ready(pod_ip(3, 2))],
                 proxy_protocol: false,
+                udp_ports: &[],
             },
         ],
         _ => Vec::new(),

@@ -160,6 +160,7 @@ pub async fn by_name(env: Env) {
                     exported_at: EARLY,
                     pods: vec![Pod::ready(World::pod_ip("c3", 1))],
                     proxy_protocol: false,
+                    udp_ports: &[],
                 }],
                 _ => Vec::new(),
             })

@@ -22,6 +22,7 @@ pub mod sys;
 pub mod told;
 pub mod topology;
 pub mod transparent;
+pub mod udp;
 pub mod world;
 
 use std::future::Future;
@@ -62,6 +63,7 @@ fn ci() -> bool {
 fn probe(tool: &str) -> (&'static str, &str) {
     match tool {
         "dig" => ("-v", "dnsutils"),
+        "nsd" => ("-v", "nsd"),
         "haproxy" => ("-v", "haproxy"),
         "getent" => ("--version", "libc-bin"),
         _ => ("--version", tool),

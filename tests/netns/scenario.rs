@@ -39,6 +39,7 @@ pub fn service(
             .map(|(cluster, n)| Pod::ready(World::pod_ip(cluster, *n)))
             .collect(),
         proxy_protocol: false,
+        udp_ports: &[],
     }
 }
 

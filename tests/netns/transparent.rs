@@ -163,6 +163,12 @@ impl KubeProxy {
         self.rules.insert(vip, to);
     }
 
+    /// Sends UDP to `vip` to `to`: kube-proxy DNATs a ClusterSetIP's UDP
+    /// port as it does TCP (conntrack keeps each flow's translation).
+    pub fn forward_udp(&mut self, vip: SocketAddr, to: SocketAddr) {
+        dnat_protocol(&self.ns, "-A", "udp", vip, to).unwrap_or_else(|e| panic!("{e}"));
+    }
+
     /// How many connections the current rule for `vip` translated (a NAT
     /// rule sees only the first packet of each connection).
     pub fn hits(&self, vip: SocketAddr) -> u64 {
@@ -186,6 +192,17 @@ impl KubeProxy {
 
 /// Appends (`-A`) or deletes (`-D`) the rule `vip` → `to` in `ns`.
 fn dnat(ns: &str, action: &str, vip: SocketAddr, to: SocketAddr) -> Result<String, String> {
+    dnat_protocol(ns, action, "tcp", vip, to)
+}
+
+/// [`dnat`] for `protocol` (`tcp`, `udp`).
+fn dnat_protocol(
+    ns: &str,
+    action: &str,
+    protocol: &str,
+    vip: SocketAddr,
+    to: SocketAddr,
+) -> Result<String, String> {
     let (ip, port, to) = (vip.ip().to_string(), vip.port().to_string(), to.to_string());
     let rule = [
         "-t",
@@ -195,7 +212,7 @@ fn dnat(ns: &str, action: &str, vip: SocketAddr, to: SocketAddr) -> Result<Strin
         "-d",
         &ip,
         "-p",
-        "tcp",
+        protocol,
         "--dport",
         &port,
         "-j",

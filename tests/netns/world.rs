@@ -34,6 +34,8 @@ pub struct Options {
     pub transport: Option<&'static str>,
     /// More of gateway.yaml (whole top-level sections), appended as it is.
     pub settings: &'static str,
+    /// More settings of the `tuning` section (lines indented by two).
+    pub tuning: &'static str,
     /// Keeps everything when `STRAIT_KEEP_NETNS` is set (false: never keep).
     pub may_keep: bool,
 }
@@ -46,6 +48,7 @@ impl Options {
             rogue: false,
             transport: None,
             settings: "",
+            tuning: "",
             may_keep: true,
         }
     }
@@ -93,7 +96,7 @@ impl World {
         sys::run(env!("CARGO_BIN_EXE_strait"), &args)?;
         let config = dir.join("config");
         std::fs::create_dir_all(&config).map_err(|e| format!("config dir: {e}"))?;
-        let mut settings = "tuning:\n  connectTimeout: 2s\n".to_owned();
+        let mut settings = format!("tuning:\n  connectTimeout: 2s\n{}", options.tuning);
         if let Some(transport) = options.transport {
             settings.push_str(&format!("tunnel:\n  transport: {transport}\n"));
         }

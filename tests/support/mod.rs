@@ -131,6 +131,8 @@ pub struct ServiceSpec<'a> {
     pub pods: Vec<Pod>,
     /// The export asks for the PROXY protocol (`strait.dev/proxy-protocol: v2`).
     pub proxy_protocol: bool,
+    /// Ports of protocol UDP, as `ports`.
+    pub udp_ports: &'a [(&'a str, u16, u16)],
 }
 
 /// The objects of one cluster folder whose gateway is at `tunnel`.
@@ -314,17 +316,21 @@ spec:
         external.join(", ")
     );
     for service in services {
-        let ports: Vec<String> = service
-            .ports
-            .iter()
-            .map(|(name, port, target)| {
-                format!("{{name: {name}, port: {port}, targetPort: {target}}}")
+        let all_ports = || {
+            let tcp = service.ports.iter().map(|port| (port, "TCP"));
+            tcp.chain(service.udp_ports.iter().map(|port| (port, "UDP")))
+        };
+        let ports: Vec<String> = all_ports()
+            .map(|((name, port, target), protocol)| {
+                format!(
+                    "{{name: {name}, protocol: {protocol}, port: {port}, targetPort: {target}}}"
+                )
             })
             .collect();
-        let slice_ports: Vec<String> = service
-            .ports
-            .iter()
-            .map(|(name, _, target)| format!("{{name: {name}, port: {target}}}"))
+        let slice_ports: Vec<String> = all_ports()
+            .map(|((name, _, target), protocol)| {
+                format!("{{name: {name}, protocol: {protocol}, port: {target}}}")
+            })
             .collect();
         let _ = write!(
             yaml,

@@ -47,6 +47,15 @@ label_enum! {
         CertificateExpired => "certificate_expired",
         /// A peer connection ended at `tunnel.maxConnectionAge`.
         MaxConnectionAge => "max_connection_age",
+        /// A new UDP flow of a source at `tuning.maxUdpFlowsPerSource`;
+        /// its datagram is dropped.
+        UdpFlowsPerSource => "udp_flows_per_source",
+        /// A new UDP flow while the gateway holds `tuning.maxUdpFlows`,
+        /// refusing its heaviest sources; its datagram is dropped.
+        UdpFlows => "udp_flows",
+        /// A datagram dropped because its flow had a full queue (its
+        /// upstream not yet open, or slower than the client).
+        UdpQueue => "udp_queue",
     }
 }
 

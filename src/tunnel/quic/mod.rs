@@ -9,7 +9,9 @@
 //! - request: `u8 version (1)`, `u16 length`, the target authority (UTF-8);
 //!   or, when the target's service asks for the PROXY protocol, `u8 version
 //!   (2)`, the authority as in version 1, then `u16 length` and the
-//!   original client's address (UTF-8, `ip:port`);
+//!   original client's address (UTF-8, `ip:port`); version 3 is a UDP
+//!   flow, laid out as version 2 (an empty address when none is sent),
+//!   whose stream then carries DATAGRAM capsules (`tunnel::capsule`);
 //! - response: `u8 version (1)`, `u16 status`, `u16 length`, reason (UTF-8);
 //! - then the proxied bytes; FIN is a half-close, as END_STREAM is on HTTP/2.
 
@@ -37,6 +39,9 @@ pub const FRAME_VERSION: u8 = 1;
 /// for a service that asks for the PROXY protocol, so a server that knows
 /// only version 1 still serves every other request.
 pub const FRAME_VERSION_CLIENT: u8 = 2;
+/// A request for a UDP flow: as version 2, the client's address empty
+/// when it is not sent.
+pub const FRAME_VERSION_DATAGRAMS: u8 = 3;
 /// Longest authority or reason accepted on the wire.
 pub const MAX_FIELD_LEN: usize = 1024;
 /// UDP socket buffers: a bulk flow at WAN rates needs more than the default.
@@ -163,15 +168,16 @@ fn field(bytes: &[u8]) -> Result<[u8; 2], QuicError> {
 pub fn encode_request<'a>(request: impl Into<TunnelRequest<'a>>) -> Result<Vec<u8>, QuicError> {
     let request = request.into();
     let authority = request.authority.as_bytes();
-    let version = match request.client {
-        Some(_) => FRAME_VERSION_CLIENT,
-        None => FRAME_VERSION,
+    let version = match (request.datagrams, request.client) {
+        (true, _) => FRAME_VERSION_DATAGRAMS,
+        (false, Some(_)) => FRAME_VERSION_CLIENT,
+        (false, None) => FRAME_VERSION,
     };
     let mut frame = vec![version];
     frame.extend_from_slice(&field(authority)?);
     frame.extend_from_slice(authority);
-    if let Some(client) = request.client {
-        let client = client.to_string();
+    if version != FRAME_VERSION {
+        let client = request.client.map(|c| c.to_string()).unwrap_or_default();
         frame.extend_from_slice(&field(client.as_bytes())?);
         frame.extend_from_slice(client.as_bytes());
     }
@@ -225,23 +231,34 @@ pub struct ReadRequest {
     pub authority: String,
     /// The original client's address, as the calling gateway says it.
     pub client: Option<SocketAddr>,
+    /// A UDP flow rather than a byte stream.
+    pub datagrams: bool,
 }
 
 /// Reads a request frame: the target authority, and in version 2 the
 /// original client's address.
 pub async fn read_request(recv: &mut RecvStream) -> Result<ReadRequest, QuicError> {
-    let version = read_version(recv, &[FRAME_VERSION, FRAME_VERSION_CLIENT]).await?;
+    let known = [FRAME_VERSION, FRAME_VERSION_CLIENT, FRAME_VERSION_DATAGRAMS];
+    let version = read_version(recv, &known).await?;
     let authority = read_text(recv).await?;
-    let client = if version == FRAME_VERSION_CLIENT {
-        let text = read_text(recv).await?;
-        Some(
-            text.parse()
-                .map_err(|_| QuicError::Frame(format!("client address {text:?} is not ip:port")))?,
-        )
-    } else {
-        None
+    let client = match version {
+        FRAME_VERSION => None,
+        _ => {
+            let text = read_text(recv).await?;
+            if text.is_empty() && version == FRAME_VERSION_DATAGRAMS {
+                None
+            } else {
+                Some(text.parse().map_err(|_| {
+                    QuicError::Frame(format!("client address {text:?} is not ip:port"))
+                })?)
+            }
+        }
     };
-    Ok(ReadRequest { authority, client })
+    Ok(ReadRequest {
+        authority,
+        client,
+        datagrams: version == FRAME_VERSION_DATAGRAMS,
+    })
 }
 
 /// Reads a response frame: the status and reason.
@@ -310,6 +327,7 @@ mod tests {
         let with_client = TunnelRequest {
             authority: "10.0.0.1:80",
             client: Some("10.9.0.7:4000".parse().expect("address")),
+            datagrams: false,
         };
         assert_eq!(
             encode_request(with_client).expect("short fields"),

@@ -1,0 +1,185 @@
+//! UDP import listeners: one UDP socket per UDP import port. kube-proxy
+//! DNATs a ClusterSetIP's UDP port to a gateway pod's import port as it
+//! does TCP; here a **flow** is one client address on one import port,
+//! kept until `tuning.udpIdleTimeout` passes with no datagram either way
+//! and bounded per source and in total (`tuning.maxUdpFlowsPerSource`,
+//! `tuning.maxUdpFlows`, with the TCP listeners' fair refusal: the
+//! heaviest sources first). A flow's datagrams go to one backend of the
+//! service port, picked when the flow starts like a TCP connection's
+//! (`upstream::open`): a UDP socket on the same network, else a tunnel
+//! stream to a gateway of the backend's network carrying capsules
+//! (`tunnel::capsule`). Answers leave from the import port, so the client
+//! and kube-proxy's connection tracking see the address it sent to.
+//!
+//! Nothing is held beyond a few datagrams per flow: a datagram that finds
+//! its flow's queue full is dropped and counted (`limit="udp_queue"`).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::upstream::{Carry, Selection, Upstream, open};
+use super::{EgressCharge, Finish};
+use crate::admin::metrics::{Limit, Transport};
+use crate::logging::connection::ConnectionId;
+use crate::model::Protocol;
+use crate::net::datagram::{ListenerClient, MAX_UDP_PAYLOAD, pump};
+use crate::net::sources::{SourceRefusal, SourceSlot};
+use crate::net::splice::{SpliceEnd, SpliceOutcome};
+use crate::state::GatewayState;
+use crate::tunnel::capsule::CapsulePort;
+
+/// Datagrams a flow may have waiting: enough for a burst while its
+/// upstream opens, few enough that a stuck flow costs little.
+const FLOW_QUEUE: usize = 32;
+
+/// The open flows of one listener, by client address.
+struct Flows {
+    by_client: HashMap<SocketAddr, (u64, mpsc::Sender<Bytes>)>,
+    next_id: u64,
+}
+
+/// Serves one UDP import port until `shutdown`.
+pub async fn serve(socket: UdpSocket, state: Arc<GatewayState>, shutdown: CancellationToken) {
+    let socket = Arc::new(socket);
+    let Ok(local) = socket.local_addr() else {
+        return;
+    };
+    let mut flows = Flows {
+        by_client: HashMap::new(),
+        next_id: 0,
+    };
+    // Flows say when they end, so the table forgets them (by id: a newer
+    // flow of the same client is not the one that ended).
+    let (ended, mut endings) = mpsc::unbounded_channel::<(SocketAddr, u64)>();
+    let mut buffer = vec![0u8; MAX_UDP_PAYLOAD];
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            Some((client, id)) = endings.recv() => {
+                if flows.by_client.get(&client).is_some_and(|(held, _)| *held == id) {
+                    flows.by_client.remove(&client);
+                }
+            }
+            received = socket.recv_from(&mut buffer) => {
+                let (length, client) = match received {
+                    Ok(received) => received,
+                    Err(error) => {
+                        tracing::debug!(%local, %error, "udp import port receive failed");
+                        continue;
+                    }
+                };
+                let datagram = Bytes::copy_from_slice(&buffer[..length]);
+                let datagram = match flows.by_client.get(&client) {
+                    Some((_, queue)) => match queue.try_send(datagram) {
+                        Ok(()) => continue,
+                        Err(mpsc::error::TrySendError::Full(_)) => {
+                            state.metrics.limited(Limit::UdpQueue, Transport::None);
+                            continue;
+                        }
+                        // Its flow just ended: this datagram starts another.
+                        Err(mpsc::error::TrySendError::Closed(datagram)) => datagram,
+                    },
+                    None => datagram,
+                };
+                let slot = match state.udp.flows.admit(client.ip(), u64::MAX) {
+                    Ok(slot) => slot,
+                    Err(refusal) => {
+                        let limit = match refusal {
+                            SourceRefusal::PerSource => Limit::UdpFlowsPerSource,
+                            SourceRefusal::Total | SourceRefusal::Share => Limit::UdpFlows,
+                        };
+                        state.metrics.limited(limit, Transport::None);
+                        flows.by_client.remove(&client);
+                        continue;
+                    }
+                };
+                let (queue, arrivals) = mpsc::channel(FLOW_QUEUE);
+                let _ = queue.try_send(datagram);
+                flows.next_id += 1;
+                let id = flows.next_id;
+                flows.by_client.insert(client, (id, queue));
+                let port_end = ListenerClient {
+                    socket: socket.clone(),
+                    client,
+                    arrivals,
+                };
+                let (state, ended) = (state.clone(), ended.clone());
+                let task_state = state.clone();
+                state.connections.spawn(async move {
+                    run_flow(&task_state, port_end, local.port(), slot).await;
+                    let _ = ended.send((client, id));
+                });
+            }
+        }
+    }
+}
+
+/// One flow: opens its upstream, pumps until idle, writes the access line.
+async fn run_flow(
+    state: &Arc<GatewayState>,
+    client_end: ListenerClient,
+    import_port: u16,
+    _slot: SourceSlot,
+) {
+    let started = Instant::now();
+    let client = client_end.client;
+    let opened = {
+        let table = state.routes.load_full();
+        let found = table
+            .lookup_import_port(import_port)
+            .filter(|(_, route, _)| route.protocol == Protocol::Udp);
+        let Some((service, route, pod)) = found else {
+            tracing::debug!(%client, import_port, "no UDP service port behind this import port");
+            return;
+        };
+        Box::pin(open(
+            state,
+            &table,
+            service,
+            route,
+            Selection::of(pod),
+            client,
+            Carry::Datagrams,
+        ))
+        .await
+        .map(|opened| {
+            Finish::split(
+                opened,
+                ConnectionId::next(),
+                client,
+                service.key.clone(),
+                route.port,
+                started,
+                EgressCharge::of(state),
+            )
+        })
+    };
+    let (upstream, finish) = match opened {
+        Ok(opened) => opened,
+        Err(error) => {
+            if state.quiet.local_connections.check(error.kind()) {
+                tracing::info!(%client, import_port, %error, "udp flow refused");
+            }
+            return;
+        }
+    };
+    let idle = state.udp.idle_timeout;
+    let outcome = match upstream {
+        Upstream::Udp(socket) => pump(client_end, socket, idle).await,
+        Upstream::Tunnel(stream) => pump(client_end, CapsulePort::new(stream), idle).await,
+        Upstream::Quic(stream) => pump(client_end, CapsulePort::new(stream), idle).await,
+        Upstream::Direct(_) => SpliceOutcome {
+            client_to_backend: 0,
+            backend_to_client: 0,
+            end: SpliceEnd::Error(std::io::Error::other("a TCP upstream for a UDP flow")),
+        },
+    };
+    finish.done(outcome);
+}
