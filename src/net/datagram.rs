@@ -99,7 +99,7 @@ impl DatagramPort for ListenerClient {
 }
 
 /// Pumps datagrams between `client` and `backend` until one end is done
-/// or nothing moved either way for `idle`. A send that does not complete
+/// or nothing moved either way for `idle` (both `SpliceEnd::Closed`). A send that does not complete
 /// within `idle` (a tunnel stream whose peer stopped reading) ends it too.
 pub async fn pump<C, B>(mut client: C, mut backend: B, idle: Duration) -> SpliceOutcome
 where
@@ -117,10 +117,9 @@ where
         let (datagram, to_backend) = tokio::select! {
             received = client.recv() => (received, true),
             received = backend.recv() => (received, false),
-            () = tokio::time::sleep_until(deadline) => {
-                outcome.end = SpliceEnd::IdleTimeout;
-                return outcome;
-            }
+            // Silence is how a UDP flow ends normally (there is no FIN):
+            // counted as closed, not as a timeout.
+            () = tokio::time::sleep_until(deadline) => return outcome,
         };
         let datagram = match datagram {
             Ok(Some(datagram)) => datagram,
@@ -196,7 +195,7 @@ mod tests {
         let started = Instant::now();
         let outcome = flow.await.expect("the flow ends");
         assert!(
-            matches!(outcome.end, SpliceEnd::IdleTimeout),
+            matches!(outcome.end, SpliceEnd::Closed),
             "{:?}",
             outcome.end
         );
