@@ -226,8 +226,8 @@ pub struct PlanInputs<'a> {
 }
 
 /// The import ports a service needs: for a ClusterSetIP service one per
-/// merged TCP, UDP or SCTP port (only TCP ports are listened on; see
-/// docs/kubernetes.md), for a headless one the same for each remote pod.
+/// merged TCP, UDP or SCTP port (TCP and UDP ones are listened on; see
+/// docs/configuration.md), for a headless one the same for each remote pod.
 fn wanted_ports<'a>(
     service: &'a MergedService,
     pods: &'a BTreeMap<ServiceKey, RemotePods>,

@@ -154,8 +154,8 @@ pub struct RouteTable {
     services: HashMap<String, HashMap<String, Arc<ServiceRoutes>>>,
     /// ClusterSetIP VIP, protocol and port → the service key, from the viewer's ServiceImports.
     vips: HashMap<(IpAddr, Protocol, u16), ServiceKey>,
-    /// Gateway import port → the service port it stands for (TCP only:
-    /// the import listeners are TCP listeners).
+    /// Gateway import port → the service port it stands for (TCP and UDP:
+    /// a TCP listener or a UDP socket; SCTP is not relayed).
     import_ports: HashMap<u16, PortKey>,
     /// service → remote headless pod → its addresses on this side (the
     /// per-pod derived Service's ClusterIPs, or a file setup's

@@ -328,21 +328,23 @@ fn import_and_cluster_set_ip_ports_are_admitted_from_every_pod() {
     let (config_map, settings) = gateway.settings();
     // kube-proxy sends a pod's connection to a ClusterSetIP to a gateway
     // pod's import port (a derived Service's targetPort), keeping the pod's
-    // address; only TCP is relayed.
+    // address; a UDP service port's import port is a UDP one.
     if settings.imports.listen {
         let range = &settings.imports.port_range;
         let (first, last) = (i32::from(range.first()), i32::from(range.last()));
-        for number in first..=last {
-            let target = Target {
-                name: None,
-                number,
-                protocol: "TCP",
-            };
-            assert!(
-                admitted_from(rules, &target, is_any_pod),
-                "{origin}: import port {number}/TCP is not admitted from every pod; imports.portRange of {} is {first}-{last}",
-                config_map.origin
-            );
+        for protocol in ["TCP", "UDP"] {
+            for number in first..=last {
+                let target = Target {
+                    name: None,
+                    number,
+                    protocol,
+                };
+                assert!(
+                    admitted_from(rules, &target, is_any_pod),
+                    "{origin}: import port {number}/{protocol} is not admitted from every pod; imports.portRange of {} is {first}-{last}",
+                    config_map.origin
+                );
+            }
         }
     }
     for address in cluster_set_ip_listeners(&gateway) {
