@@ -2,13 +2,15 @@
 //! datagrams ([`DatagramPort`]: a connected UDP socket, a client of a
 //! listening socket, a tunnel stream carrying capsules), pumped both ways
 //! until neither has sent anything for the idle timeout. A datagram is
-//! passed on as it came or not at all: nothing is queued past what each
-//! end's own socket or stream holds, so a flow costs one buffer and an
-//! answer is never larger than what the other end sent.
+//! passed on as it came or not at all, and an answer is never larger than
+//! what the other end sent. Sockets are read through one scratch buffer
+//! per thread, so a flow holds only the datagrams in flight, not a
+//! 64 KiB buffer of its own.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,10 +32,32 @@ pub trait DatagramPort: Send {
     fn send(&mut self, datagram: Bytes) -> impl Future<Output = io::Result<()>> + Send;
 }
 
+thread_local! {
+    /// Where sockets are read: a datagram is copied out at its own size.
+    static SCRATCH: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0; MAX_UDP_PAYLOAD].into_boxed_slice());
+}
+
+/// Receives one datagram from `socket` (connected or not) at its own size.
+pub async fn receive(socket: &UdpSocket) -> io::Result<(Bytes, SocketAddr)> {
+    loop {
+        socket.readable().await?;
+        // No await while the scratch buffer is borrowed.
+        let received = SCRATCH.with_borrow_mut(|scratch| {
+            socket
+                .try_recv_from(scratch)
+                .map(|(length, from)| (Bytes::copy_from_slice(&scratch[..length]), from))
+        });
+        match received {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
+            other => return other,
+        }
+    }
+}
+
 /// A UDP socket connected to one backend.
 pub struct ConnectedUdp {
     socket: UdpSocket,
-    buffer: Box<[u8]>,
 }
 
 impl ConnectedUdp {
@@ -47,18 +71,15 @@ impl ConnectedUdp {
         };
         let socket = UdpSocket::bind(local).await?;
         socket.connect(backend).await?;
-        Ok(Self {
-            socket,
-            buffer: vec![0; MAX_UDP_PAYLOAD].into_boxed_slice(),
-        })
+        Ok(Self { socket })
     }
 }
 
 impl DatagramPort for ConnectedUdp {
     async fn recv(&mut self) -> io::Result<Option<Bytes>> {
         loop {
-            match self.socket.recv(&mut self.buffer).await {
-                Ok(length) => return Ok(Some(Bytes::copy_from_slice(&self.buffer[..length]))),
+            match receive(&self.socket).await {
+                Ok((datagram, _)) => return Ok(Some(datagram)),
                 // An ICMP port unreachable from an earlier send: the backend
                 // is not listening (yet); UDP says nothing more than that.
                 Err(error) if error.kind() == io::ErrorKind::ConnectionRefused => continue,
@@ -83,11 +104,17 @@ pub struct ListenerClient {
     pub socket: Arc<UdpSocket>,
     pub client: SocketAddr,
     pub arrivals: mpsc::Receiver<Bytes>,
+    /// Bytes waiting in `arrivals`, which the listener bounds.
+    pub queued: Arc<AtomicUsize>,
 }
 
 impl DatagramPort for ListenerClient {
     async fn recv(&mut self) -> io::Result<Option<Bytes>> {
-        Ok(self.arrivals.recv().await)
+        let datagram = self.arrivals.recv().await;
+        if let Some(datagram) = &datagram {
+            self.queued.fetch_sub(datagram.len(), Ordering::Relaxed);
+        }
+        Ok(datagram)
     }
 
     async fn send(&mut self, datagram: Bytes) -> io::Result<()> {
@@ -174,6 +201,7 @@ mod tests {
             socket: listener.clone(),
             client: client.local_addr().expect("address"),
             arrivals,
+            queued: Arc::new(AtomicUsize::new(0)),
         };
         let upstream = ConnectedUdp::connect(backend_address)
             .await

@@ -12,11 +12,13 @@
 //! and kube-proxy's connection tracking see the address it sent to.
 //!
 //! Nothing is held beyond a few datagrams per flow: a datagram that finds
-//! its flow's queue full is dropped and counted (`limit="udp_queue"`).
+//! its flow's queue full (32 datagrams or 64 KiB) is dropped and counted
+//! (`limit="udp_queue"`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -29,7 +31,7 @@ use super::{EgressCharge, Finish};
 use crate::admin::metrics::{Limit, Transport};
 use crate::logging::connection::ConnectionId;
 use crate::model::Protocol;
-use crate::net::datagram::{ListenerClient, MAX_UDP_PAYLOAD, pump};
+use crate::net::datagram::{ListenerClient, pump, receive};
 use crate::net::sources::{SourceRefusal, SourceSlot};
 use crate::net::splice::{SpliceEnd, SpliceOutcome};
 use crate::state::GatewayState;
@@ -38,10 +40,41 @@ use crate::tunnel::capsule::CapsulePort;
 /// Datagrams a flow may have waiting: enough for a burst while its
 /// upstream opens, few enough that a stuck flow costs little.
 const FLOW_QUEUE: usize = 32;
+/// Bytes a flow may have waiting, whatever their number.
+const FLOW_QUEUE_BYTES: usize = 64 * 1024;
+
+/// One open flow as its listener sees it.
+struct Flow {
+    id: u64,
+    queue: mpsc::Sender<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Flow {
+    /// Queues `datagram` for the flow; gives it back when the flow ended,
+    /// drops it (false) when the queue is full.
+    fn offer(&self, datagram: Bytes) -> Result<bool, Bytes> {
+        let length = datagram.len();
+        if self.queued.load(Ordering::Relaxed) + length > FLOW_QUEUE_BYTES {
+            return Ok(false);
+        }
+        self.queued.fetch_add(length, Ordering::Relaxed);
+        match self.queue.try_send(datagram) {
+            Ok(()) => Ok(true),
+            Err(refused) => {
+                self.queued.fetch_sub(length, Ordering::Relaxed);
+                match refused {
+                    mpsc::error::TrySendError::Full(_) => Ok(false),
+                    mpsc::error::TrySendError::Closed(datagram) => Err(datagram),
+                }
+            }
+        }
+    }
+}
 
 /// The open flows of one listener, by client address.
 struct Flows {
-    by_client: HashMap<SocketAddr, (u64, mpsc::Sender<Bytes>)>,
+    by_client: HashMap<SocketAddr, Flow>,
     next_id: u64,
 }
 
@@ -58,35 +91,33 @@ pub async fn serve(socket: UdpSocket, state: Arc<GatewayState>, shutdown: Cancel
     // Flows say when they end, so the table forgets them (by id: a newer
     // flow of the same client is not the one that ended).
     let (ended, mut endings) = mpsc::unbounded_channel::<(SocketAddr, u64)>();
-    let mut buffer = vec![0u8; MAX_UDP_PAYLOAD];
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             Some((client, id)) = endings.recv() => {
-                if flows.by_client.get(&client).is_some_and(|(held, _)| *held == id) {
+                if flows.by_client.get(&client).is_some_and(|flow| flow.id == id) {
                     flows.by_client.remove(&client);
                 }
             }
-            received = socket.recv_from(&mut buffer) => {
-                let (length, client) = match received {
+            received = receive(&socket) => {
+                let (datagram, client) = match received {
                     Ok(received) => received,
                     Err(error) => {
                         tracing::debug!(%local, %error, "udp import port receive failed");
                         continue;
                     }
                 };
-                let datagram = Bytes::copy_from_slice(&buffer[..length]);
                 let datagram = match flows.by_client.get(&client) {
-                    Some((_, queue)) => match queue.try_send(datagram) {
-                        Ok(()) => continue,
-                        Err(mpsc::error::TrySendError::Full(_)) => {
+                    None => datagram,
+                    Some(flow) => match flow.offer(datagram) {
+                        Ok(true) => continue,
+                        Ok(false) => {
                             state.metrics.limited(Limit::UdpQueue, Transport::None);
                             continue;
                         }
                         // Its flow just ended: this datagram starts another.
-                        Err(mpsc::error::TrySendError::Closed(datagram)) => datagram,
+                        Err(datagram) => datagram,
                     },
-                    None => datagram,
                 };
                 let slot = match state.udp.flows.admit(client.ip(), u64::MAX) {
                     Ok(slot) => slot,
@@ -101,14 +132,20 @@ pub async fn serve(socket: UdpSocket, state: Arc<GatewayState>, shutdown: Cancel
                     }
                 };
                 let (queue, arrivals) = mpsc::channel(FLOW_QUEUE);
-                let _ = queue.try_send(datagram);
                 flows.next_id += 1;
-                let id = flows.next_id;
-                flows.by_client.insert(client, (id, queue));
+                let flow = Flow {
+                    id: flows.next_id,
+                    queue,
+                    queued: Arc::new(AtomicUsize::new(0)),
+                };
+                let _ = flow.offer(datagram);
+                let (id, queued) = (flow.id, flow.queued.clone());
+                flows.by_client.insert(client, flow);
                 let port_end = ListenerClient {
                     socket: socket.clone(),
                     client,
                     arrivals,
+                    queued,
                 };
                 let (state, ended) = (state.clone(), ended.clone());
                 let task_state = state.clone();
@@ -182,4 +219,43 @@ async fn run_flow(
         },
     };
     finish.done(outcome);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow() -> (Flow, mpsc::Receiver<Bytes>) {
+        let (queue, arrivals) = mpsc::channel(FLOW_QUEUE);
+        let flow = Flow {
+            id: 1,
+            queue,
+            queued: Arc::new(AtomicUsize::new(0)),
+        };
+        (flow, arrivals)
+    }
+
+    #[test]
+    fn a_flows_queue_is_bounded_in_datagrams_and_in_bytes() {
+        let (flow, _arrivals) = flow();
+        for _ in 0..FLOW_QUEUE {
+            assert_eq!(flow.offer(Bytes::from_static(b"small")), Ok(true));
+        }
+        assert_eq!(flow.offer(Bytes::from_static(b"one more")), Ok(false));
+
+        let (flow, _arrivals) = self::flow();
+        let large = Bytes::from(vec![0u8; 30_000]);
+        assert_eq!(flow.offer(large.clone()), Ok(true));
+        assert_eq!(flow.offer(large.clone()), Ok(true));
+        assert_eq!(flow.offer(large), Ok(false), "past 64 KiB");
+        assert_eq!(flow.queued.load(Ordering::Relaxed), 60_000);
+
+        // An ended flow gives the datagram back, to start another.
+        let (ended, arrivals) = self::flow();
+        drop(arrivals);
+        assert_eq!(
+            ended.offer(Bytes::from_static(b"again")),
+            Err(Bytes::from_static(b"again"))
+        );
+    }
 }
