@@ -40,6 +40,8 @@ use crate::tunnel::capsule::CapsulePort;
 /// Datagrams a flow may have waiting: enough for a burst while its
 /// upstream opens, few enough that a stuck flow costs little.
 const FLOW_QUEUE: usize = 32;
+/// How long a listener waits after a failed receive before the next.
+const RECEIVE_BACKOFF: std::time::Duration = std::time::Duration::from_millis(10);
 /// Bytes a flow may have waiting, whatever their number.
 const FLOW_QUEUE_BYTES: usize = 64 * 1024;
 
@@ -103,7 +105,10 @@ pub async fn serve(socket: UdpSocket, state: Arc<GatewayState>, shutdown: Cancel
                 let (datagram, client) = match received {
                     Ok(received) => received,
                     Err(error) => {
+                        // A socket that keeps failing (out of buffers)
+                        // must not spin the loop: wait before reading again.
                         tracing::debug!(%local, %error, "udp import port receive failed");
+                        tokio::time::sleep(RECEIVE_BACKOFF).await;
                         continue;
                     }
                 };
