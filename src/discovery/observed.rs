@@ -89,6 +89,26 @@ impl ObservedObject {
     }
 }
 
+/// The import ports Strait's records hold, each with one claimant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordedPorts {
+    pub ports: BTreeMap<PortKey, u16>,
+    /// Ports two or more records claimed.
+    pub contested: Vec<ContestedPort>,
+}
+
+/// An import port two or more records claim: a fault (Strait writes each
+/// port once), reported as an error and settled as
+/// [`Observed::recorded_claims`] says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContestedPort {
+    pub port: u16,
+    pub claimants: Vec<PortKey>,
+    /// The claimant whose derived Service forwards to the port; `None`
+    /// leaves the port to no one.
+    pub winner: Option<PortKey>,
+}
+
 /// One gateway pod of this cluster, as its Service's EndpointSlices list it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -295,14 +315,28 @@ impl Observed {
     }
 
     /// The import ports recorded on Strait's ServiceImports
-    /// ([`import_record`](crate::model::import_record)). Only a ServiceImport Strait wrote
-    /// before it recorded them (an older version) has its derived
-    /// Services' `targetPort`s read instead, and then only of derived
-    /// Services it owns: a tenant may edit or forge a Service in its
-    /// namespace, not a ServiceImport.
+    /// ([`import_record`](crate::model::import_record)), each claimed by one
+    /// service port: see [`Observed::recorded_claims`].
     pub fn recorded_ports(&self) -> BTreeMap<PortKey, u16> {
-        let mut recorded = BTreeMap::new();
-        let mut unrecorded: BTreeMap<&ServiceKey, &str> = BTreeMap::new();
+        self.recorded_claims().ports
+    }
+
+    /// The import ports recorded on Strait's ServiceImports. Only a
+    /// ServiceImport Strait wrote before it recorded them (an older
+    /// version) has its derived Services' `targetPort`s read instead, and
+    /// then only of derived Services it owns: a tenant may edit or forge a
+    /// Service in its namespace, not a ServiceImport.
+    ///
+    /// A port two records claim is settled here, for the leader's planner
+    /// and every replica's data plane alike: it stays with the one claimant
+    /// whose derived Service (owned by its import) forwards to it, which is
+    /// what kube-proxy routes, and with none when that does not single one
+    /// out. Never by key order, which a tenant chooses by naming its
+    /// namespace. Each such port is reported in `contested`.
+    pub fn recorded_claims(&self) -> RecordedPorts {
+        let forwarded = self.forwarded_ports();
+        let mut claims: Vec<(PortKey, u16)> = Vec::new();
+        let mut unrecorded: BTreeSet<&ServiceKey> = BTreeSet::new();
         for (service, import) in &self.imports {
             if !import.ours() {
                 continue;
@@ -313,17 +347,59 @@ impl Observed {
                 .and_then(|m| m.get("annotations"))
                 .and_then(|a| a.get(IMPORT_PORTS_ANNOTATION))
                 .and_then(Value::as_str);
-            match (text, import.uid()) {
-                (Some(text), _) => recorded.extend(decode(service, text).unwrap_or_default()),
-                (None, Some(uid)) => {
-                    unrecorded.insert(service, uid);
+            match text {
+                Some(text) => claims.extend(decode(service, text).unwrap_or_default()),
+                None => {
+                    unrecorded.insert(service);
                 }
-                (None, None) => {}
             }
         }
+        claims.extend(
+            forwarded
+                .iter()
+                .filter(|(key, _)| unrecorded.contains(&key.service))
+                .map(|(key, port)| (key.clone(), *port)),
+        );
+        let mut by_port: BTreeMap<u16, Vec<PortKey>> = BTreeMap::new();
+        for (key, port) in claims {
+            by_port.entry(port).or_default().push(key);
+        }
+        let mut recorded = RecordedPorts::default();
+        for (port, claimants) in by_port {
+            if let [only] = claimants.as_slice() {
+                recorded.ports.insert(only.clone(), port);
+                continue;
+            }
+            let mut forwarding = claimants
+                .iter()
+                .filter(|key| forwarded.get(*key) == Some(&port));
+            let winner = match (forwarding.next(), forwarding.next()) {
+                (Some(winner), None) => Some(winner.clone()),
+                _ => None,
+            };
+            if let Some(winner) = &winner {
+                recorded.ports.insert(winner.clone(), port);
+            }
+            recorded.contested.push(ContestedPort {
+                port,
+                claimants,
+                winner,
+            });
+        }
+        recorded
+    }
+
+    /// The `targetPort` of each port of every derived Service that Strait's
+    /// ServiceImport of its service owns (by uid): the import ports
+    /// kube-proxy forwards to.
+    fn forwarded_ports(&self) -> BTreeMap<PortKey, u16> {
+        let mut forwarded = BTreeMap::new();
         for (service, pod, derived) in self.all_derived() {
-            let owned = unrecorded
+            let owned = self
+                .imports
                 .get(service)
+                .filter(|import| import.ours())
+                .and_then(ObservedObject::uid)
                 .is_some_and(|uid| derived.owned_by("ServiceImport", &service.name, uid));
             if !owned {
                 continue;
@@ -345,11 +421,11 @@ impl Observed {
                         port,
                         pod: pod.cloned(),
                     };
-                    recorded.insert(key, target);
+                    forwarded.insert(key, target);
                 }
             }
         }
-        recorded
+        forwarded
     }
 
     /// The ClusterIPs the API server allocated to the derived Service of
@@ -522,6 +598,42 @@ mod tests {
             observed
                 .derived_cluster_ips(&ServiceKey::new("shop", "other"))
                 .is_empty()
+        );
+    }
+
+    /// Two records claiming one import port: the claimant whose owned
+    /// derived Service forwards to it keeps it, whatever the key order;
+    /// when none does, no one does. Each is reported.
+    #[test]
+    fn a_port_two_records_claim_stays_with_the_one_kube_proxy_forwards_to() {
+        let record = |port: u16| format!(r#"[{{"protocol":"TCP","port":80,"importPort":{port}}}]"#);
+        let mut observed = Observed::default();
+        // "aaa" sorts before "api": key order would hand it the port.
+        observed.insert(import("aaa", "u-aaa", Some(&record(20001))));
+        observed.insert(import("api", "u-api", Some(&record(20001))));
+        observed.insert(derived("derived-api", "api", "u-api", 20001));
+        // Neither of these two has a derived Service forwarding to 20002.
+        observed.insert(import("x1", "u-x1", Some(&record(20002))));
+        observed.insert(import("x2", "u-x2", Some(&record(20002))));
+        observed.insert(derived("derived-x2", "x2", "u-x2", 20009));
+        let claims = observed.recorded_claims();
+        let held: Vec<(String, u16)> = claims
+            .ports
+            .iter()
+            .map(|(key, port)| (key.service.name.clone(), *port))
+            .collect();
+        assert_eq!(held, [("api".to_owned(), 20001)]);
+        let contested: Vec<(u16, usize, Option<String>)> = claims
+            .contested
+            .iter()
+            .map(|c| {
+                let winner = c.winner.as_ref().map(|w| w.service.name.clone());
+                (c.port, c.claimants.len(), winner)
+            })
+            .collect();
+        assert_eq!(
+            contested,
+            [(20001, 2, Some("api".to_owned())), (20002, 2, None)]
         );
     }
 

@@ -21,8 +21,10 @@ use super::{GatewayError, GatewayOptions, Routes, load_routes_reusing};
 use crate::admin::JsonView;
 use crate::admin::metrics::{Metrics, ReloadKind, ReloadResult};
 use crate::controller::{ExportStatusReport, ImportsReport};
-use crate::diagnostics::Diagnostic;
+use crate::diagnostics::{Diagnostic, Origin};
 use crate::discovery::kube::{KubeHandle, SourceSnapshot, SyncState};
+use crate::discovery::observed::ContestedPort;
+use crate::model::names::IMPORT_PORTS_ANNOTATION;
 use crate::routing::RouteTable;
 use crate::routing::balancer::BackendId;
 use crate::state::GatewayState;
@@ -192,22 +194,65 @@ pub(super) fn kube_routes(
     );
     // Import ports only where Strait is the MCS implementation: they are
     // recorded on its ServiceImports, which every replica reads.
+    let mut contested = Vec::new();
     if options.settings.kube.manage_imports
         && let Some(local) = &snapshot.local_imports
     {
         // Only what the leader recorded: a port a replica computed on its
         // own could mean another service than kube-proxy's rules say.
-        let recorded = local.observed.recorded_ports();
+        let recorded = local.observed.recorded_claims();
+        // A record naming a port its service cannot have is no import's.
+        let wanted = recorded
+            .ports
+            .iter()
+            .filter(|(key, _)| crate::imports::could_want(merged, key));
         let allocation =
-            crate::imports::recorded_allocation(&recorded, &options.settings.imports.port_range);
+            crate::imports::recorded_allocation(wanted, &options.settings.imports.port_range);
         table.set_import_ports(allocation.by_import_port());
         table.set_pod_addresses(&local.observed.pod_addresses());
+        contested = recorded
+            .contested
+            .iter()
+            .map(|contested| contested_finding(contested, &options.cluster))
+            .collect();
     }
-    let findings = match &snapshot.set {
+    let mut findings = match &snapshot.set {
         Ok(_) => snapshot.warnings.clone(),
         Err(diagnostics) => diagnostics.0.clone(),
     };
+    findings.extend(contested);
     Ok(Routes { table, findings })
+}
+
+/// An import port two records claim, as an error finding on the import of
+/// each claimant that lost it: Strait writes each port once, so this is a
+/// fault to look into, and never settled in a tenant's favour by key order.
+fn contested_finding(contested: &ContestedPort, cluster: &str) -> Diagnostic {
+    let claimants: Vec<String> = contested
+        .claimants
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let settled = match &contested.winner {
+        Some(winner) => format!("kept for {winner}, whose derived Service forwards to it"),
+        None => "left to none of them: no single derived Service forwards to it".to_owned(),
+    };
+    let first = contested
+        .claimants
+        .iter()
+        .find(|key| Some(*key) != contested.winner.as_ref())
+        .map_or_else(String::new, |key| key.service.to_string());
+    Diagnostic::error(
+        Origin::default(),
+        format!(
+            "import port {} is claimed by {}; {settled}",
+            contested.port,
+            claimants.join(", ")
+        ),
+    )
+    .object(format!("ServiceImport {first}"))
+    .field(format!("metadata.annotations[{IMPORT_PORTS_ANNOTATION:?}]"))
+    .in_cluster(cluster)
 }
 
 /// The `/debug/clusters` view: the invalid objects left out of the

@@ -254,6 +254,24 @@ fn wanted_ports<'a>(
     }
 }
 
+/// Whether `key` could be an import port of its merged service: a port of a
+/// ClusterSetIP service, or a port of a pod of an exporting cluster of a
+/// headless one. A record naming anything else is no import's, and a data
+/// plane listens for none of it.
+pub fn could_want(merged: &MergedSet, key: &PortKey) -> bool {
+    let Some(service) = merged.services.get(&key.service) else {
+        return false;
+    };
+    match (service.service_type, &key.pod) {
+        (ServiceType::ClusterSetIp, None) => service.port(key.protocol, key.port).is_some(),
+        (ServiceType::Headless, Some(pod)) => {
+            service.constituents.contains(&pod.cluster)
+                && service.ports.iter().any(|p| p.protocol == key.protocol)
+        }
+        _ => false,
+    }
+}
+
 /// The ports one remote pod serves, each with the pod's own port number:
 /// a headless service's clients dial a pod's own ports, so its per-pod
 /// derived Service exposes those. A merged port the pod does not serve (its

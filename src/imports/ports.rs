@@ -222,24 +222,29 @@ fn preferred_offset(key: &PortKey, range: &PortRange) -> usize {
 }
 
 /// The recorded ports alone, as a replica's data plane uses them: a port
-/// outside the range is left out, and a port claimed twice (an edited
-/// derived Service) stays with the first claimant in key order.
+/// outside the range is left out, and so is a port claimed twice.
+/// [`Observed::recorded_claims`](crate::discovery::observed::Observed::recorded_claims)
+/// settles those before; one that still reaches here goes to no claimant,
+/// never to the first in key order (a tenant names its namespace).
 pub fn recorded_allocation<'a>(
     recorded: impl IntoIterator<Item = (&'a PortKey, &'a u16)>,
     range: &PortRange,
 ) -> Allocation {
-    let mut claimed = vec![false; range.len()];
+    let recorded: Vec<(&PortKey, u16)> = recorded
+        .into_iter()
+        .filter(|(_, port)| range.contains(**port))
+        .map(|(key, port)| (key, *port))
+        .collect();
+    let mut claims = vec![0_u8; range.len()];
+    for (_, port) in &recorded {
+        let count = &mut claims[range.offset(*port)];
+        *count = count.saturating_add(1);
+    }
     let mut allocation = Allocation::default();
     for (key, port) in recorded {
-        if !range.contains(*port) {
-            continue;
+        if claims[range.offset(port)] == 1 {
+            allocation.ports.insert(key.clone(), port);
         }
-        let slot = &mut claimed[range.offset(*port)];
-        if *slot {
-            continue;
-        }
-        *slot = true;
-        allocation.ports.insert(key.clone(), *port);
     }
     allocation
 }
@@ -375,28 +380,31 @@ mod tests {
     }
 
     #[test]
-    fn a_port_claimed_twice_stays_with_the_first_and_one_outside_moves() {
+    fn a_port_claimed_twice_goes_to_neither_and_one_outside_moves() {
         let range = PortRange::new(20000, 20009).expect("range");
         let mut recorded = BTreeMap::new();
+        // "a" sorts first: key order must not decide.
         recorded.insert(key("a", 1), 20005);
         recorded.insert(key("b", 1), 20005);
         recorded.insert(key("c", 1), 31000);
         let wanted = [key("a", 1), key("b", 1), key("c", 1)];
         let allocation = allocate(&wanted, &recorded, &Released::new(), &range);
-        assert_eq!(allocation.ports[&key("a", 1)], 20005);
+        assert_ne!(allocation.ports[&key("a", 1)], 20005);
         assert_ne!(allocation.ports[&key("b", 1)], 20005);
         assert!(range.contains(allocation.ports[&key("c", 1)]));
+        let replica = recorded_allocation(&recorded, &range);
+        assert!(replica.ports.is_empty(), "{replica:?}");
     }
 
     #[test]
-    fn a_blocked_port_claimed_twice_still_has_one_claimant() {
+    fn a_blocked_port_claimed_twice_goes_to_neither() {
         let range = PortRange::new(20000, 20009).expect("range");
         let mut recorded = BTreeMap::new();
         recorded.insert(key("a", 1), 20005);
         recorded.insert(key("b", 1), 20005);
         let released = Released::from([(20005, key("a", 1))]);
         let allocation = allocate(&[key("a", 1), key("b", 1)], &recorded, &released, &range);
-        assert_eq!(allocation.ports[&key("a", 1)], 20005);
+        assert_ne!(allocation.ports[&key("a", 1)], 20005);
         assert_ne!(allocation.ports[&key("b", 1)], 20005);
     }
 

@@ -21,7 +21,7 @@ use crate::export_status::{Wanted, WantedCondition, updated_conditions};
 use crate::merge::{MergedService, MergedSet};
 use crate::model::PortKey;
 use crate::model::import_record as record;
-use crate::model::names::IMPORT_PORTS_ANNOTATION;
+use crate::model::names::{IMPORT_PORTS_ANNOTATION, reserved_metadata_key};
 use crate::model::names::{MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL};
 use crate::model::{IpFamily, ServiceKey, ServiceType, SessionAffinity};
 
@@ -207,8 +207,10 @@ fn with_digest(mut object: Value) -> Value {
     object
 }
 
-fn string_map(map: &BTreeMap<String, String>) -> Map<String, Value> {
+/// `map` without its reserved keys, as JSON strings.
+fn unreserved_map(map: &BTreeMap<String, String>) -> Map<String, Value> {
     map.iter()
+        .filter(|(key, _)| !reserved_metadata_key(key))
         .map(|(k, v)| (k.clone(), Value::String(v.clone())))
         .collect()
 }
@@ -231,15 +233,17 @@ pub fn import(
     api_version: &str,
     ports: &[(&PortKey, u16)],
 ) -> Value {
-    let mut labels = string_map(&service.exported_labels);
+    // Translation drops reserved keys from what an export asks for; they are
+    // left out here too, so the reserved metadata below is Strait's alone.
+    let mut labels = unreserved_map(&service.exported_labels);
     labels.insert(MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.into());
-    let mut annotations = string_map(&service.exported_annotations);
-    if !ports.is_empty() {
-        annotations.insert(
-            IMPORT_PORTS_ANNOTATION.to_owned(),
-            record::encode(ports.iter().copied()).into(),
-        );
-    }
+    let mut annotations = unreserved_map(&service.exported_annotations);
+    // Always written, `[]` when the import has no import port: the record
+    // is Strait's, and an absent one would leave room for another's.
+    annotations.insert(
+        IMPORT_PORTS_ANNOTATION.to_owned(),
+        record::encode(ports.iter().copied()).into(),
+    );
     if let Some(derived) = &planned.derived_service {
         annotations.insert(
             DERIVED_SERVICE_ANNOTATION.to_owned(),

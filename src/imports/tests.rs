@@ -12,6 +12,7 @@ use super::render::{DesiredObject, Owners, desired_objects};
 use super::*;
 use crate::discovery::observed::ObservedObject;
 use crate::merge::merge;
+use crate::model::names;
 use crate::model::{ClusterService, ClusterSet, SessionAffinity};
 use crate::testing::{ServiceBuilder, cluster_set};
 
@@ -618,4 +619,50 @@ fn a_refused_family_or_no_forwardable_port_means_no_derived_service() {
     assert!(plan.imports[0].derived_service.is_none());
     let objects = desired_objects(&plan, &merged, &observed, API, Owners::Optional, now());
     assert!(of_kind(&objects, "Service", false).is_empty());
+}
+
+/// An import's reserved metadata is Strait's record: a headless import with
+/// no import port and no derived Service still says so itself, and keys an
+/// export asks for under reserved prefixes never reach it.
+#[test]
+fn an_imports_reserved_metadata_is_straits_even_with_nothing_to_record() {
+    let forged = r#"[{"protocol":"TCP","port":80,"importPort":20001}]"#;
+    let mut tenant = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .headless()
+        .exported_at(10);
+    if let Some(export) = &mut tenant.export {
+        let annotations = &mut export.exported_annotations;
+        annotations.insert(names::IMPORT_PORTS_ANNOTATION.to_owned(), forged.to_owned());
+        annotations.insert(
+            naming::DERIVED_SERVICE_ANNOTATION.to_owned(),
+            "derived-victim".to_owned(),
+        );
+        annotations.insert("note".to_owned(), "kept".to_owned());
+        export
+            .exported_labels
+            .insert(names::MANAGED_BY_LABEL.to_owned(), "someone".to_owned());
+    }
+    // Both clusters on one network: no remote pod, so nothing to record.
+    let set = cluster_set(&[
+        ("east-1", "net-a", tenant),
+        (
+            "east-2",
+            "net-a",
+            ServiceBuilder::new().port("http", 80, 8080).exported_at(20),
+        ),
+    ]);
+    let objects = objects(&set, &Observed::default());
+    let metadata = &of_kind(&objects, "ServiceImport", false)[0]["metadata"];
+    assert_eq!(
+        metadata["annotations"][names::IMPORT_PORTS_ANNOTATION],
+        "[]"
+    );
+    assert!(
+        metadata["annotations"]
+            .get(naming::DERIVED_SERVICE_ANNOTATION)
+            .is_none()
+    );
+    assert_eq!(metadata["annotations"]["note"], "kept");
+    assert_eq!(metadata["labels"][names::MANAGED_BY_LABEL], "strait");
 }

@@ -44,3 +44,63 @@ pub const POD_CLUSTER_ANNOTATION: &str = "strait.dev/pod-cluster";
 pub const POD_ANNOTATION: &str = "strait.dev/pod";
 /// The ServiceImport annotation holding its service's import ports.
 pub const IMPORT_PORTS_ANNOTATION: &str = "strait.dev/import-ports";
+
+/// Whether a label or annotation key is reserved: Strait's own
+/// (`strait.dev/`), the MCS API's and Kubernetes' (`kubernetes.io/`,
+/// `k8s.io/` and their subdomains, `multicluster.kubernetes.io/` among
+/// them), and `app.kubernetes.io/managed-by`, which marks what Strait
+/// created. The rest of `app.kubernetes.io/` is the recommended labels a
+/// team sets on its own objects, and stays the exporter's. Such keys in a
+/// ServiceExport's `exportedLabels`/`exportedAnnotations` are dropped: an
+/// import's reserved metadata is Strait's record (its import ports, its
+/// derived Service, its ownership), never a tenant's word.
+pub fn reserved_metadata_key(key: &str) -> bool {
+    let Some((prefix, name)) = key.split_once('/') else {
+        return false;
+    };
+    let prefix = prefix.to_ascii_lowercase();
+    let under = |domain: &str| {
+        prefix == domain
+            || prefix
+                .strip_suffix(domain)
+                .is_some_and(|sub| sub.ends_with('.'))
+    };
+    if prefix == "app.kubernetes.io" {
+        return name == "managed-by";
+    }
+    under("strait.dev") || under("kubernetes.io") || under("k8s.io")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reserved_metadata_key;
+
+    #[test]
+    fn reserved_keys_are_straits_kubernetes_and_the_mcs_apis() {
+        for key in [
+            "strait.dev/import-ports",
+            "imports.strait.dev/anything",
+            "multicluster.kubernetes.io/derived-service",
+            "multicluster.kubernetes.io/source-cluster",
+            "kubernetes.io/service-name",
+            "endpointslice.kubernetes.io/managed-by",
+            "app.kubernetes.io/managed-by",
+            "k8s.io/x",
+            "about.k8s.io/x",
+            "Strait.Dev/import-ports",
+        ] {
+            assert!(reserved_metadata_key(key), "{key} is reserved");
+        }
+        for key in [
+            "tier",
+            "app.kubernetes.io/name",
+            "app.kubernetes.io/part-of",
+            "example.com/owner",
+            "notstrait.dev/x",
+            "mykubernetes.io/x",
+            "strait.dev",
+        ] {
+            assert!(!reserved_metadata_key(key), "{key} is the exporter's");
+        }
+    }
+}

@@ -1,7 +1,9 @@
 //! `strait run --kube --manage-imports`, the real binary, against the
 //! in-process API servers: it writes the imports, listens on the recorded
 //! import port, shows both in `/debug/imports` and `/metrics`, and `strait
-//! imports --kube` reads the allocation back.
+//! imports --kube` reads the allocation back. A tenant's export that
+//! names Strait's import-port record in its `exportedAnnotations` moves
+//! nothing.
 
 use serde_json::Value;
 
@@ -115,6 +117,8 @@ async fn strait_run_manages_imports_and_listens_on_the_recorded_import_port() {
         .await
         .expect("the gateway accepts on its import port");
 
+    forged_import_port_record_steers_nothing(&world, admin, import_port).await;
+
     // The dry run reads the same allocation back from the cluster.
     let output = command(&["imports", "--kube", "--config", config, "--output", "json"])
         .output()
@@ -137,4 +141,58 @@ async fn strait_run_manages_imports_and_listens_on_the_recorded_import_port() {
         planned["metadata"]["ownerReferences"][0]["uid"], import["metadata"]["uid"],
         "planned against what the cluster holds"
     );
+}
+
+/// A tenant exports a headless Service `aaa` (its pods all on this network:
+/// its import has no import port and no derived Service) whose
+/// `exportedAnnotations` name cart's import port as its own, in Strait's
+/// record key. `shop/aaa` sorts before `shop/cart`, so a duplicate settled
+/// by key order would hand it cart's clients. The key is dropped, Strait's
+/// record on aaa's import is its own (`[]`), and the data plane still
+/// sends the port to cart.
+async fn forged_import_port_record_steers_nothing(
+    world: &World,
+    admin: std::net::SocketAddr,
+    import_port: u64,
+) {
+    let forged = format!(r#"[{{"protocol":"TCP","port":80,"importPort":{import_port}}}]"#);
+    world
+        .local
+        .apply(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "aaa", "namespace": "shop"},
+        "spec": {"type": "ClusterIP", "clusterIP": "None",
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}));
+    let mut export = export("aaa", "v1beta1");
+    export["spec"] = json!({"exportedAnnotations": {
+        "strait.dev/import-ports": forged,
+        "multicluster.kubernetes.io/derived-service": derived_service_name(&ServiceKey::new("shop", "cart")),
+        "team": "aaa"}});
+    world.local.apply(export);
+    world
+        .local
+        .apply(slice("aaa", "aaa-1", &[("10.1.0.7", true)]));
+    let import = world
+        .import_until("aaa", "the tenant's import", |i| {
+            i["metadata"]["annotations"]["team"] == "aaa"
+        })
+        .await;
+    let annotations = &import["metadata"]["annotations"];
+    assert_eq!(annotations["strait.dev/import-ports"], "[]", "{import:#}");
+    assert!(
+        annotations
+            .get("multicluster.kubernetes.io/derived-service")
+            .is_none(),
+        "{import:#}"
+    );
+    let listening =
+        format!("\"importPort\": {import_port},\n      \"service\": \"shop/cart:80/TCP\"");
+    // Every reload from here on (aaa's import, as written, is read back
+    // within this time) maps the port to cart, and never to aaa.
+    let watched = tokio::time::Instant::now();
+    while watched.elapsed() < Duration::from_secs(3) {
+        let view = kube_api::admin::get(admin, "/debug/imports").await;
+        assert!(view.contains(&listening), "{view}");
+        assert!(!view.contains("\"service\": \"shop/aaa"), "{view}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

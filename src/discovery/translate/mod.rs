@@ -92,6 +92,11 @@ impl<'a> Findings<'a> {
         let diagnostic = self.located(Diagnostic::warning(self.origin(), message));
         self.diagnostics.push(diagnostic);
     }
+
+    fn warning_at(&mut self, field: &str, message: impl Into<String>) {
+        let diagnostic = self.located(Diagnostic::warning(self.origin(), message).field(field));
+        self.diagnostics.push(diagnostic);
+    }
 }
 
 /// Translates the objects of one cluster. `source` names where they came from
@@ -535,11 +540,42 @@ fn attach_export<'a>(
     };
     service.export = Some(Export {
         created: export.metadata.creation_timestamp.as_ref().map(|t| t.0),
-        exported_labels: export.spec.exported_labels.clone(),
-        exported_annotations: export.spec.exported_annotations.clone(),
+        exported_labels: unreserved(
+            &export.spec.exported_labels,
+            "spec.exportedLabels",
+            findings,
+        ),
+        exported_annotations: unreserved(
+            &export.spec.exported_annotations,
+            "spec.exportedAnnotations",
+            findings,
+        ),
         access,
         proxy_protocol,
     });
+}
+
+/// `exported` without its reserved keys
+/// ([`reserved_metadata_key`](crate::model::names::reserved_metadata_key)),
+/// each dropped key reported at `field`: the export stays valid, and the
+/// import's reserved metadata stays Strait's record.
+fn unreserved(
+    exported: &BTreeMap<String, String>,
+    field: &str,
+    findings: &mut Findings<'_>,
+) -> BTreeMap<String, String> {
+    let mut kept = BTreeMap::new();
+    for (key, value) in exported {
+        if crate::model::names::reserved_metadata_key(key) {
+            findings.warning_at(
+                &format!("{field}[{key:?}]"),
+                format!("{key:?} is a reserved key (Strait's, Kubernetes' or the MCS API's); dropped from the import"),
+            );
+        } else {
+            kept.insert(key.clone(), value.clone());
+        }
+    }
+    kept
 }
 
 fn attach_slice(

@@ -216,6 +216,24 @@ fn an_export_carries_its_creation_time_and_exported_metadata() {
     assert_eq!(untimed, Some(Export::default()));
 }
 
+#[test]
+fn reserved_keys_in_exported_metadata_are_dropped_with_a_warning_and_the_export_stays() {
+    let spec = "spec: {exportedAnnotations: {strait.dev/import-ports: \"[]\", note: kept}}";
+    let text = format!("{}---\n{}{spec}", svc("cart", HTTP), export(""));
+    let cluster = expect_warning(
+        &text,
+        "3 ServiceExport shop/cart spec.exportedAnnotations[\"strait.dev/import-ports\"]",
+        "reserved",
+    );
+    let exported = cart(&cluster).export.clone().expect("still exported");
+    let kept: Vec<&str> = exported
+        .exported_annotations
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(kept, ["note"]);
+}
+
 // Services.
 
 #[test]
