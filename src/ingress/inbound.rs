@@ -59,6 +59,9 @@ pub struct Refusal {
 /// A request whose backend is dialled, waiting for the stream to splice to.
 pub struct Accepted {
     backend: Dialled,
+    /// A UDP flow's charge, held until the flow ends (a TCP stream is
+    /// charged by its splice while it holds bytes).
+    flow_charge: Option<DialCharge>,
     finish: InboundFinish,
 }
 
@@ -122,15 +125,16 @@ impl InboundCharge {
 
 /// A stream's charge while its backend is dialled: the peer may fill the
 /// stream's window before it is answered, and that is held until the
-/// splice starts reading it. Given back when dropped.
-struct DialCharge<'a> {
+/// splice starts reading it. A UDP flow keeps it for its life: its window
+/// and one capsule. Given back when dropped.
+struct DialCharge {
     charge: InboundCharge,
-    caller: &'a ClusterId,
+    caller: ClusterId,
 }
 
-impl Drop for DialCharge<'_> {
+impl Drop for DialCharge {
     fn drop(&mut self) {
-        self.charge.release(self.caller);
+        self.charge.release(&self.caller);
     }
 }
 
@@ -302,10 +306,10 @@ pub async fn open(
             InboundRefusal::OverLimit(format!("no room in {budget} memory budget")),
         ));
     }
-    let _charged = DialCharge {
+    let mut charged = Some(DialCharge {
         charge,
-        caller: &caller.cluster,
-    };
+        caller: caller.cluster.clone(),
+    });
     // The backend socket is new work: refused while descriptors or
     // memory are short.
     if let Err(short) = state.overload.admit() {
@@ -394,6 +398,7 @@ pub async fn open(
                 span.record("backend", tracing::field::display(address));
                 return Ok(Accepted {
                     backend,
+                    flow_charge: if datagrams { charged.take() } else { None },
                     finish: InboundFinish {
                         connection,
                         caller: caller.cluster.clone(),
@@ -444,7 +449,11 @@ impl Accepted {
         S: SpliceIo + Send,
     {
         let limits = state.metrics.clone();
-        let Accepted { backend, finish } = self;
+        let Accepted {
+            backend,
+            flow_charge,
+            finish,
+        } = self;
         match backend {
             Dialled::Stream(backend) => {
                 // A peer that stops reading (a zero window) must not hold the
@@ -465,8 +474,13 @@ impl Accepted {
             }
             Dialled::Datagrams(socket) => {
                 let idle = state.udp.idle_timeout;
+                let stall = state.tunnel.stream_stall_timeout;
                 Either::Right(async move {
-                    let outcome = pump(CapsulePort::new(stream), socket, idle).await;
+                    let _charged = flow_charge;
+                    let outcome = pump(CapsulePort::new(stream), socket, idle, stall).await;
+                    if matches!(outcome.end, SpliceEnd::Stalled) {
+                        limits.limited(Limit::StalledStream, transport);
+                    }
                     finish.done(outcome);
                 })
             }

@@ -6,11 +6,19 @@
 //! what the other end sent. Sockets are read through one scratch buffer
 //! per thread, so a flow holds only the datagrams in flight, not a
 //! 64 KiB buffer of its own.
+//!
+//! Each direction is its own half-pump, and neither stops reading while
+//! its send waits: what arrives meanwhile waits in a small queue, and past
+//! it is dropped, as UDP may. A tunnel stream whose peer stops reading (a
+//! zero window) therefore holds a few datagrams of the flow's, never the
+//! window the peer keeps filling, and a send blocked past the stall
+//! timeout ends the flow.
 
+use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,11 +31,24 @@ use super::splice::{SpliceEnd, SpliceOutcome};
 /// The largest UDP payload (65,535 less the IPv4 and UDP headers).
 pub const MAX_UDP_PAYLOAD: usize = 65_507;
 
-/// One end of a UDP flow.
+/// One end of a UDP flow, split into what it receives and what it sends,
+/// so that both directions run at once.
 pub trait DatagramPort: Send {
+    type Incoming: DatagramIncoming;
+    type Outgoing: DatagramOutgoing;
+    fn split(self) -> (Self::Incoming, Self::Outgoing);
+}
+
+/// What one end of a flow receives.
+pub trait DatagramIncoming: Send {
     /// The next datagram; `None` when this end is done (a stream's end, a
-    /// listener's flow table that dropped the flow).
+    /// listener's flow table that dropped the flow). Cancel-safe: a
+    /// datagram is whole or not read.
     fn recv(&mut self) -> impl Future<Output = io::Result<Option<Bytes>>> + Send;
+}
+
+/// Where one end of a flow sends.
+pub trait DatagramOutgoing: Send {
     /// Sends one datagram.
     fn send(&mut self, datagram: Bytes) -> impl Future<Output = io::Result<()>> + Send;
 }
@@ -57,7 +78,7 @@ pub async fn receive(socket: &UdpSocket) -> io::Result<(Bytes, SocketAddr)> {
 
 /// A UDP socket connected to one backend.
 pub struct ConnectedUdp {
-    socket: UdpSocket,
+    socket: Arc<UdpSocket>,
 }
 
 impl ConnectedUdp {
@@ -71,14 +92,31 @@ impl ConnectedUdp {
         };
         let socket = UdpSocket::bind(local).await?;
         socket.connect(backend).await?;
-        Ok(Self { socket })
+        Ok(Self {
+            socket: Arc::new(socket),
+        })
     }
 }
 
+/// Either half of a [`ConnectedUdp`]: one socket serves both.
+pub struct ConnectedHalf(Arc<UdpSocket>);
+
 impl DatagramPort for ConnectedUdp {
+    type Incoming = ConnectedHalf;
+    type Outgoing = ConnectedHalf;
+
+    fn split(self) -> (ConnectedHalf, ConnectedHalf) {
+        (
+            ConnectedHalf(self.socket.clone()),
+            ConnectedHalf(self.socket),
+        )
+    }
+}
+
+impl DatagramIncoming for ConnectedHalf {
     async fn recv(&mut self) -> io::Result<Option<Bytes>> {
         loop {
-            match receive(&self.socket).await {
+            match receive(&self.0).await {
                 Ok((datagram, _)) => return Ok(Some(datagram)),
                 // An ICMP port unreachable from an earlier send: the backend
                 // is not listening (yet); UDP says nothing more than that.
@@ -87,9 +125,11 @@ impl DatagramPort for ConnectedUdp {
             }
         }
     }
+}
 
+impl DatagramOutgoing for ConnectedHalf {
     async fn send(&mut self, datagram: Bytes) -> io::Result<()> {
-        match self.socket.send(&datagram).await {
+        match self.0.send(&datagram).await {
             Ok(_) => Ok(()),
             Err(error) if error.kind() == io::ErrorKind::ConnectionRefused => Ok(()),
             Err(error) => Err(error),
@@ -108,7 +148,36 @@ pub struct ListenerClient {
     pub queued: Arc<AtomicUsize>,
 }
 
+/// What a listener's client sent, as its flow table queued it.
+pub struct ClientArrivals {
+    arrivals: mpsc::Receiver<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
+/// Answers to a listener's client, from the listening socket.
+pub struct ClientAnswers {
+    socket: Arc<UdpSocket>,
+    client: SocketAddr,
+}
+
 impl DatagramPort for ListenerClient {
+    type Incoming = ClientArrivals;
+    type Outgoing = ClientAnswers;
+
+    fn split(self) -> (ClientArrivals, ClientAnswers) {
+        let arrivals = ClientArrivals {
+            arrivals: self.arrivals,
+            queued: self.queued,
+        };
+        let answers = ClientAnswers {
+            socket: self.socket,
+            client: self.client,
+        };
+        (arrivals, answers)
+    }
+}
+
+impl DatagramIncoming for ClientArrivals {
     async fn recv(&mut self) -> io::Result<Option<Bytes>> {
         let datagram = self.arrivals.recv().await;
         if let Some(datagram) = &datagram {
@@ -116,7 +185,9 @@ impl DatagramPort for ListenerClient {
         }
         Ok(datagram)
     }
+}
 
+impl DatagramOutgoing for ClientAnswers {
     async fn send(&mut self, datagram: Bytes) -> io::Result<()> {
         self.socket
             .send_to(&datagram, self.client)
@@ -126,59 +197,134 @@ impl DatagramPort for ListenerClient {
 }
 
 /// Pumps datagrams between `client` and `backend` until one end is done
-/// or nothing moved either way for `idle` (both `SpliceEnd::Closed`). A send that does not complete
-/// within `idle` (a tunnel stream whose peer stopped reading) ends it too.
-pub async fn pump<C, B>(mut client: C, mut backend: B, idle: Duration) -> SpliceOutcome
+/// or nothing arrived either way for `idle` (both `SpliceEnd::Closed`). A
+/// send that does not complete within `stall` (a tunnel stream whose peer
+/// stopped reading) ends it as `SpliceEnd::Stalled`.
+pub async fn pump<C, B>(client: C, backend: B, idle: Duration, stall: Duration) -> SpliceOutcome
 where
     C: DatagramPort,
     B: DatagramPort,
 {
-    let mut outcome = SpliceOutcome {
-        client_to_backend: 0,
-        backend_to_client: 0,
-        end: SpliceEnd::Closed,
+    let (client_in, client_out) = client.split();
+    let (backend_in, backend_out) = backend.split();
+    let heard = Heard::new();
+    let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
+    let end = tokio::select! {
+        end = half(client_in, backend_out, stall, &heard, &up) => end,
+        end = half(backend_in, client_out, stall, &heard, &down) => end,
+        // Silence is how a UDP flow ends normally (there is no FIN):
+        // counted as closed, not as a timeout.
+        () = heard.silent_for(idle) => SpliceEnd::Closed,
     };
-    let mut deadline = Instant::now() + idle;
-    loop {
-        // Both receives are cancel-safe: a datagram is whole or not read.
-        let (datagram, to_backend) = tokio::select! {
-            received = client.recv() => (received, true),
-            received = backend.recv() => (received, false),
-            // Silence is how a UDP flow ends normally (there is no FIN):
-            // counted as closed, not as a timeout.
-            () = tokio::time::sleep_until(deadline) => return outcome,
-        };
-        let datagram = match datagram {
-            Ok(Some(datagram)) => datagram,
-            Ok(None) => return outcome,
-            Err(error) => {
-                outcome.end = SpliceEnd::Error(error);
-                return outcome;
+    SpliceOutcome {
+        client_to_backend: up.load(Ordering::Relaxed),
+        backend_to_client: down.load(Ordering::Relaxed),
+        end,
+    }
+}
+
+/// When a flow last heard a datagram, either way.
+struct Heard {
+    started: Instant,
+    /// Milliseconds after `started`.
+    last: AtomicU64,
+}
+
+impl Heard {
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            last: AtomicU64::new(0),
+        }
+    }
+
+    fn now(&self) {
+        let elapsed = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.store(elapsed, Ordering::Relaxed);
+    }
+
+    /// Returns once nothing was heard for `idle`.
+    async fn silent_for(&self, idle: Duration) {
+        loop {
+            let last = Duration::from_millis(self.last.load(Ordering::Relaxed));
+            let until = self.started + last + idle;
+            if Instant::now() >= until {
+                return;
             }
+            tokio::time::sleep_until(until).await;
+        }
+    }
+}
+
+/// What one direction holds while its send waits: a burst arriving while a
+/// socket's first send waits for the reactor is kept, a flood behind a
+/// receiver that stopped reading is not. Both directions together hold at
+/// most 64 KiB, the copy buffer a flow is charged beside its window.
+const WAITING_DATAGRAMS: usize = 32;
+const WAITING_BYTES: usize = 32 * 1024;
+
+/// One direction of a flow: `from` → `to`, counting the bytes sent in
+/// `moved`. While a send waits, `from` is still read: what it gives waits
+/// its turn up to [`WAITING_DATAGRAMS`] and [`WAITING_BYTES`], and past
+/// that is dropped, so the sender's end (a tunnel stream's window) never
+/// fills behind a slow receiver.
+async fn half<I, O>(
+    mut from: I,
+    mut to: O,
+    stall: Duration,
+    heard: &Heard,
+    moved: &AtomicU64,
+) -> SpliceEnd
+where
+    I: DatagramIncoming,
+    O: DatagramOutgoing,
+{
+    let mut waiting: VecDeque<Bytes> = VecDeque::new();
+    let mut waiting_bytes = 0;
+    loop {
+        let datagram = match waiting.pop_front() {
+            Some(datagram) => {
+                waiting_bytes -= datagram.len();
+                datagram
+            }
+            None => match from.recv().await {
+                Ok(Some(datagram)) => {
+                    heard.now();
+                    datagram
+                }
+                Ok(None) => return SpliceEnd::Closed,
+                Err(error) => return SpliceEnd::Error(error),
+            },
         };
         let length = datagram.len() as u64;
-        let sent = if to_backend {
-            tokio::time::timeout(idle, backend.send(datagram)).await
-        } else {
-            tokio::time::timeout(idle, client.send(datagram)).await
+        let sending = tokio::time::timeout(stall, to.send(datagram));
+        tokio::pin!(sending);
+        let sent = loop {
+            tokio::select! {
+                biased;
+                sent = &mut sending => break sent,
+                received = from.recv() => match received {
+                    Ok(Some(datagram)) => {
+                        heard.now();
+                        let room = waiting.len() < WAITING_DATAGRAMS
+                            && waiting_bytes + datagram.len() <= WAITING_BYTES;
+                        if room {
+                            waiting_bytes += datagram.len();
+                            waiting.push_back(datagram);
+                        }
+                    }
+                    Ok(None) => return SpliceEnd::Closed,
+                    Err(error) => return SpliceEnd::Error(error),
+                },
+            }
         };
         match sent {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                outcome.end = SpliceEnd::Error(error);
-                return outcome;
+            Ok(Ok(())) => {
+                moved.fetch_add(length, Ordering::Relaxed);
             }
-            Err(_) => {
-                outcome.end = SpliceEnd::Stalled;
-                return outcome;
-            }
+            Ok(Err(error)) => return SpliceEnd::Error(error),
+            Err(_) => return SpliceEnd::Stalled,
         }
-        if to_backend {
-            outcome.client_to_backend += length;
-        } else {
-            outcome.backend_to_client += length;
-        }
-        deadline = Instant::now() + idle;
     }
 }
 
@@ -207,7 +353,7 @@ mod tests {
             .await
             .expect("connect");
         let idle = Duration::from_millis(300);
-        let flow = tokio::spawn(pump(port, upstream, idle));
+        let flow = tokio::spawn(pump(port, upstream, idle, idle));
 
         arrive
             .send(Bytes::from_static(b"question"))

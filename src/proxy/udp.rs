@@ -33,7 +33,7 @@ use crate::logging::connection::ConnectionId;
 use crate::model::Protocol;
 use crate::net::datagram::{ListenerClient, pump, receive};
 use crate::net::sources::{SourceRefusal, SourceSlot};
-use crate::net::splice::{SpliceEnd, SpliceOutcome};
+use crate::net::splice::{MemoryCharge, SpliceEnd, SpliceOutcome};
 use crate::state::GatewayState;
 use crate::tunnel::capsule::CapsulePort;
 
@@ -203,7 +203,7 @@ async fn run_flow(
             )
         })
     };
-    let (upstream, finish) = match opened {
+    let (upstream, mut finish) = match opened {
         Ok(opened) => opened,
         Err(error) => {
             if state.quiet.local_connections.check(error.kind()) {
@@ -212,17 +212,36 @@ async fn run_flow(
             return;
         }
     };
-    let idle = state.udp.idle_timeout;
+    // A tunnelled flow is charged its stream's window and a datagram for
+    // its life, as the TCP splice is while it holds bytes.
+    let transport = upstream.transport();
+    let tunnelled = matches!(upstream, Upstream::Tunnel(_) | Upstream::Quic(_));
+    if tunnelled && !finish.holding(true) {
+        state.metrics.limited(Limit::Memory, transport);
+        finish.done(SpliceOutcome {
+            client_to_backend: 0,
+            backend_to_client: 0,
+            end: SpliceEnd::OverBudget,
+        });
+        return;
+    }
+    let (idle, stall) = (state.udp.idle_timeout, state.tunnel.stream_stall_timeout);
     let outcome = match upstream {
-        Upstream::Udp(socket) => pump(client_end, socket, idle).await,
-        Upstream::Tunnel(stream) => pump(client_end, CapsulePort::new(stream), idle).await,
-        Upstream::Quic(stream) => pump(client_end, CapsulePort::new(stream), idle).await,
+        Upstream::Udp(socket) => pump(client_end, socket, idle, stall).await,
+        Upstream::Tunnel(stream) => pump(client_end, CapsulePort::new(stream), idle, stall).await,
+        Upstream::Quic(stream) => pump(client_end, CapsulePort::new(stream), idle, stall).await,
         Upstream::Direct(_) => SpliceOutcome {
             client_to_backend: 0,
             backend_to_client: 0,
             end: SpliceEnd::Error(std::io::Error::other("a TCP upstream for a UDP flow")),
         },
     };
+    if tunnelled {
+        finish.holding(false);
+    }
+    if matches!(outcome.end, SpliceEnd::Stalled) {
+        state.metrics.limited(Limit::StalledStream, transport);
+    }
     finish.done(outcome);
 }
 

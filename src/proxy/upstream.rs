@@ -36,7 +36,7 @@ pub enum Upstream {
 }
 
 impl Upstream {
-    fn transport(&self) -> Transport {
+    pub(crate) fn transport(&self) -> Transport {
         match self {
             Upstream::Direct(_) | Upstream::Udp(_) => Transport::None,
             Upstream::Tunnel(_) => Transport::H2,

@@ -10,9 +10,9 @@
 use std::io;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 
-use crate::net::datagram::{DatagramPort, MAX_UDP_PAYLOAD};
+use crate::net::datagram::{DatagramIncoming, DatagramOutgoing, DatagramPort, MAX_UDP_PAYLOAD};
 
 /// The DATAGRAM capsule type.
 pub const DATAGRAM_CAPSULE: u64 = 0x00;
@@ -104,21 +104,45 @@ pub fn decode(buffer: &[u8]) -> Result<Decoded, CapsuleError> {
 /// A tunnel stream as one end of a UDP flow.
 pub struct CapsulePort<S> {
     stream: S,
-    buffer: BytesMut,
 }
 
 impl<S> CapsulePort<S> {
     pub fn new(stream: S) -> Self {
-        Self {
-            stream,
-            buffer: BytesMut::with_capacity(4096),
-        }
+        Self { stream }
     }
+}
+
+/// The datagrams a tunnel stream carries in.
+pub struct CapsuleIncoming<S> {
+    stream: ReadHalf<S>,
+    buffer: BytesMut,
+}
+
+/// The datagrams a flow sends out on a tunnel stream.
+pub struct CapsuleOutgoing<S> {
+    stream: WriteHalf<S>,
 }
 
 impl<S> DatagramPort for CapsulePort<S>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    type Incoming = CapsuleIncoming<S>;
+    type Outgoing = CapsuleOutgoing<S>;
+
+    fn split(self) -> (CapsuleIncoming<S>, CapsuleOutgoing<S>) {
+        let (read, write) = tokio::io::split(self.stream);
+        let incoming = CapsuleIncoming {
+            stream: read,
+            buffer: BytesMut::with_capacity(4096),
+        };
+        (incoming, CapsuleOutgoing { stream: write })
+    }
+}
+
+impl<S> DatagramIncoming for CapsuleIncoming<S>
+where
+    S: AsyncRead + Unpin + Send,
 {
     async fn recv(&mut self) -> io::Result<Option<Bytes>> {
         loop {
@@ -147,7 +171,12 @@ where
             }
         }
     }
+}
 
+impl<S> DatagramOutgoing for CapsuleOutgoing<S>
+where
+    S: AsyncWrite + Unpin + Send,
+{
     async fn send(&mut self, datagram: Bytes) -> io::Result<()> {
         self.stream.write_all(&encode(&datagram)).await?;
         self.stream.flush().await
@@ -196,7 +225,7 @@ mod tests {
     #[tokio::test]
     async fn a_port_reads_capsules_split_anywhere() {
         let (near, mut far) = tokio::io::duplex(64);
-        let mut port = CapsulePort::new(near);
+        let (mut port, _) = CapsulePort::new(near).split();
         let mut bytes = encode(b"one").to_vec();
         bytes.extend_from_slice(&[0x21, 0x01, 0xff]);
         bytes.extend_from_slice(&encode(b"two"));
@@ -216,5 +245,60 @@ mod tests {
         );
         drop(writer.await.expect("writer"));
         assert_eq!(port.recv().await.expect("end"), None);
+    }
+
+    /// The far end of a tunnel stream writes datagrams and never reads the
+    /// answers (a zero window): the flow keeps reading what it writes and
+    /// passing it on, drops the answers it cannot send, and ends as stalled
+    /// once its blocked send outlasts the stall timeout.
+    #[tokio::test]
+    async fn a_flow_keeps_reading_while_its_send_waits_and_ends_stalled() {
+        use crate::net::datagram::{ConnectedUdp, pump};
+        use crate::net::splice::SpliceEnd;
+        use std::time::Duration;
+
+        let backend = tokio::net::UdpSocket::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let upstream = ConnectedUdp::connect(backend.local_addr().expect("address"))
+            .await
+            .expect("connect");
+        // A stream that holds 256 bytes each way before a write waits.
+        let (near, mut far) = tokio::io::duplex(256);
+        let stall = Duration::from_millis(1500);
+        let flow = tokio::spawn(pump(
+            CapsulePort::new(near),
+            upstream,
+            Duration::from_secs(30),
+            stall,
+        ));
+        // Each datagram in turn, answered by the backend with one twice
+        // its size: the answers fill the stream's 256 bytes at once, and
+        // the writer must never be held back by them.
+        const SENT: usize = 40;
+        let mut buffer = [0_u8; 512];
+        for sent in 0..SENT {
+            tokio::time::timeout(Duration::from_secs(2), far.write_all(&encode(&[7; 100])))
+                .await
+                .unwrap_or_else(|_| panic!("datagram {sent} was held back by unread answers"))
+                .expect("write");
+            let (length, from) =
+                tokio::time::timeout(Duration::from_secs(2), backend.recv_from(&mut buffer))
+                    .await
+                    .unwrap_or_else(|_| panic!("datagram {sent} never reached the backend"))
+                    .expect("receive");
+            assert_eq!(length, 100);
+            backend.send_to(&[9; 200], from).await.expect("answer");
+        }
+        let outcome = tokio::time::timeout(Duration::from_secs(5), flow)
+            .await
+            .expect("the flow ends")
+            .expect("flow");
+        assert!(
+            matches!(outcome.end, SpliceEnd::Stalled),
+            "{:?}",
+            outcome.end
+        );
+        assert_eq!(outcome.client_to_backend, (SENT * 100) as u64);
     }
 }
