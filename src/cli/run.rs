@@ -120,6 +120,15 @@ pub(super) fn options(args: &RunArgs) -> Result<GatewayOptions, Refused> {
 /// every cluster to sync or fail once; the gateway then starts with what
 /// is known, and clusters that come later are added by reloads.
 async fn start_kube(args: &RunArgs, options: &mut GatewayOptions) -> Result<(), Refused> {
+    if options.settings.networks.is_none() {
+        tracing::error!(
+            "gateway.yaml sets no `networks` (the network map): every member's network is its own word, so \
+             this gateway's tunnel server dials only its own cluster's backends for peers, \
+             `strait.dev/allowed-networks` admits no one, and a cluster sharing this network is reached only \
+             through its own gateways; write the map to attest each cluster's network (docs/security.md, \
+             \"Networks are attested, not claimed\")"
+        );
+    }
     let writes = options.settings.controller_options();
     let mut reads = options.settings.kube_options();
     writes.request_inputs(&mut reads);

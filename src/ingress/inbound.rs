@@ -28,9 +28,8 @@ use crate::net::proxy_header::{Caller, stream_header};
 use crate::net::splice::{
     Flow, MemoryCharge, SpliceEnd, SpliceIo, SpliceOutcome, StallWatch, splice,
 };
-use crate::routing::Path;
 use crate::routing::balancer::BackendId;
-use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize_for, never_dialled};
+use crate::routing::inbound::{InboundPlan, InboundRefusal, authorize_for, refused_target};
 use crate::state::GatewayState;
 use crate::tls::Identity;
 use crate::tunnel::capsule::CapsulePort;
@@ -349,12 +348,13 @@ pub async fn open(
                 tried.push(BackendId::of(routed));
                 // Only backends of this network are dialled, and none that
                 // is machinery; skip the others without spending an attempt.
-                if *routed.path() != Path::Direct
-                    || never_dialled(&table, &state.inbound, &routed.backend.address).is_some()
+                let address = SocketAddr::new(routed.backend.address, routed.backend.port);
+                if !routed.peer_dialable()
+                    || refused_target(&table, &state.inbound, &address).is_some()
                 {
                     continue;
                 }
-                SocketAddr::new(routed.backend.address, routed.backend.port)
+                address
             }
         };
         attempts += 1;

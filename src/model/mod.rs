@@ -22,7 +22,7 @@ use serde::Serialize;
 pub use access::{
     ALLOWED_CLUSTERS_ANNOTATION, ALLOWED_NETWORKS_ANNOTATION, AccessPolicy, AccessPolicyError,
 };
-pub use addresses::unroutable_endpoint;
+pub use addresses::{embedded_ipv4, unroutable_endpoint};
 pub use endpoints::{Endpoints, EndpointsBuilder};
 pub use ids::{
     ClusterId, DEFAULT_NETWORK, IdError, MAX_CLUSTER_ID_LEN, NetworkId, Protocol, ServiceKey,
@@ -105,6 +105,13 @@ pub enum Infrastructure {
     /// A pod of its gateway: dialled by a peer's request it would take the
     /// peer for a local client.
     GatewayPod,
+    /// An endpoint of the `default/kubernetes` Service: the API server
+    /// itself, wherever it runs.
+    ApiServer,
+    /// One of a Service's `externalIPs`: nodes forward it to the Service.
+    ExternalIp,
+    /// A load balancer address of a Service (`status.loadBalancer.ingress`).
+    LoadBalancerIp,
 }
 
 impl Infrastructure {
@@ -112,6 +119,9 @@ impl Infrastructure {
         match self {
             Infrastructure::ServiceIp => "a Service ClusterIP",
             Infrastructure::GatewayPod => "a gateway pod",
+            Infrastructure::ApiServer => "an API server endpoint (default/kubernetes)",
+            Infrastructure::ExternalIp => "a Service external IP",
+            Infrastructure::LoadBalancerIp => "a Service load balancer address",
         }
     }
 }

@@ -19,6 +19,7 @@ use crate::net::datagram::ConnectedUdp;
 use crate::net::proxy_header::{Caller, stream_header};
 use crate::net::splice::SpliceIo;
 use crate::routing::balancer::{ActiveGuard, BackendId};
+use crate::routing::inbound::refused_target;
 use crate::routing::{Path, PortRoute, RouteTable, RoutedBackend, ServiceRoutes};
 use crate::state::GatewayState;
 use crate::tunnel::client::{TunnelError, TunnelStream};
@@ -151,7 +152,8 @@ pub async fn open(
     let mut tried: Vec<BackendId> = Vec::new();
     let mut rng = fastrand::Rng::new();
     let mut last: Option<(String, bool)> = None;
-    for _ in 0..state.dial_attempts.max(1) {
+    let mut attempts = 0;
+    while attempts < state.dial_attempts.max(1) {
         let picked = match &selection {
             Selection::Port => state.chooser.pick(
                 service,
@@ -170,6 +172,21 @@ pub async fn open(
         };
         let id = BackendId::of(backend);
         tried.push(id.clone());
+        // A same-network backend is dialled from here: what a member lists
+        // must not loop this gateway into its own listeners (its import
+        // ports) or its cluster's machinery. Skipped without an attempt.
+        if *backend.path() == Path::Direct
+            && let Some(why) = refused_target(
+                table,
+                &state.inbound,
+                &SocketAddr::new(backend.backend.address, backend.backend.port),
+            )
+        {
+            tracing::debug!(backend = %id.address, %why, "same-network backend refused");
+            last = Some((why, false));
+            continue;
+        }
+        attempts += 1;
         let (path, transport) = match backend.path() {
             Path::Direct => (RoutePath::Direct, Transport::None),
             Path::Tunnel { .. } => (RoutePath::Tunnel, Transport::H2),

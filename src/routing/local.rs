@@ -8,7 +8,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use super::{Path, ServiceRoutes};
+use super::ServiceRoutes;
 use crate::model::{AccessPolicy, ClusterId, NetworkId, Protocol};
 
 /// A backend address (its target port included) and what a service it
@@ -58,7 +58,7 @@ pub(super) fn entries(routes: &ServiceRoutes) -> impl Iterator<Item = Entry> + '
                 .iter()
                 .map(move |routed| (port.protocol, routed))
         })
-        .filter(|(_, routed)| *routed.path() == Path::Direct)
+        .filter(|(_, routed)| routed.peer_dialable())
         .map(|(protocol, routed)| {
             (
                 BackendAddress {

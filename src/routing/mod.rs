@@ -51,6 +51,11 @@ impl Path {
 pub struct Via {
     pub network: NetworkId,
     pub path: Path,
+    /// Whether a tunnel server may dial this cluster's backends for a
+    /// peer: the viewer's own cluster's, or those of a cluster the admin's
+    /// network map puts on the viewer's network. A member's own word on its
+    /// network routes the viewer's egress, never a peer into this network.
+    pub peer_dialable: bool,
 }
 
 /// The routes of one service port.
@@ -228,10 +233,13 @@ impl RouteTable {
                         gateways: gateways.into(),
                     })
                 };
+                let peer_dialable = cluster.id == viewing.id
+                    || (cluster.network_attested && cluster.network == viewing.network);
                 let via = path.map(|path| {
                     Arc::new(Via {
                         network: cluster.network.clone(),
                         path,
+                        peer_dialable,
                     })
                 });
                 (cluster.id.clone(), (cluster.network.clone(), via))

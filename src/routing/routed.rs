@@ -30,6 +30,11 @@ impl<'a> RoutedBackend<'a> {
     pub fn path(&self) -> &'a Path {
         &self.via.path
     }
+
+    /// Whether a tunnel server may dial it for a peer ([`Via::peer_dialable`]).
+    pub fn peer_dialable(&self) -> bool {
+        self.via.path == Path::Direct && self.via.peer_dialable
+    }
 }
 
 /// The backends of one port route, in the merge's order.
@@ -169,6 +174,7 @@ mod tests {
         Arc::new(Via {
             network: NetworkId::new(network).expect("network id"),
             path: Path::Direct,
+            peer_dialable: true,
         })
     }
 

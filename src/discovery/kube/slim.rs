@@ -64,7 +64,25 @@ pub(super) fn slim(json: &mut serde_json::Value, kind: &str, local: bool) {
             .and_then(|l| l.get(GATEWAY_LABEL))
             .is_some_and(|v| v == "true");
         if !gateway {
+            // Of another Service's status only its load balancer addresses
+            // are read: machinery a peer must never have dialled.
+            let addresses: Vec<serde_json::Value> = object
+                .get("status")
+                .and_then(|s| s.get("loadBalancer"))
+                .and_then(|b| b.get("ingress"))
+                .and_then(|i| i.as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|ingress| ingress.get("ip").cloned())
+                .map(|ip| serde_json::json!({ "ip": ip }))
+                .collect();
             object.remove("status");
+            if !addresses.is_empty() {
+                object.insert(
+                    "status".to_owned(),
+                    serde_json::json!({"loadBalancer": {"ingress": addresses}}),
+                );
+            }
         }
         // Of a Service's labels only the gateway label is read.
         if let Some(labels) = object

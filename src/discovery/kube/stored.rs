@@ -452,7 +452,20 @@ mod tests {
         assert_eq!(spec.session_affinity.as_deref(), Some("ClientIP"));
         assert_eq!(spec.ip_families, Some(vec!["IPv4".into()]));
         assert_eq!(spec.ports.map(|p| p.len()), Some(1));
-        assert_eq!(service.status, None, "only a gateway's status is read");
+        // Of another Service's status only its load balancer addresses are
+        // read: machinery never dialled for a peer.
+        let status = service.status.expect("its load balancer addresses");
+        let ingress = status.load_balancer.and_then(|lb| lb.ingress);
+        let addresses: Vec<Option<String>> = ingress
+            .into_iter()
+            .flatten()
+            .map(|ingress| {
+                assert!(ingress.hostname.is_none() && ingress.ports.is_none());
+                ingress.ip
+            })
+            .collect();
+        assert_eq!(addresses, [Some("192.0.2.1".to_owned())]);
+        assert_eq!(status.conditions, None);
 
         let gateway = arriving_service(serde_json::json!({GATEWAY_LABEL: "true"}));
         let ingress = gateway

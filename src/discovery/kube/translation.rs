@@ -20,7 +20,7 @@ use super::store::{Changes, ClusterStore, ObjectKey, ServiceChanges, Stored};
 use crate::diagnostics::Diagnostic;
 use crate::discovery::export_validity::{Validity, export_validity};
 use crate::discovery::objects::SourcedObject;
-use crate::discovery::translate::{infrastructure, translate_cluster};
+use crate::discovery::translate::{API_SERVER_SERVICE, infrastructure, translate_cluster};
 use crate::model::{Cluster, InfrastructureAddresses, ServiceKey};
 
 /// Exported service names by namespace.
@@ -271,7 +271,7 @@ fn store_infrastructure(inputs: &Inputs<'_>) -> InfrastructureAddresses {
         .chain(
             store
                 .objects_of(Kind::EndpointSlice)
-                .filter(|(key, _)| &*key.0 == namespace),
+                .filter(|(key, _)| &*key.0 == namespace || &*key.0 == API_SERVER_SERVICE.0),
         )
         .filter_map(|(_, stored)| stored.item.as_ref().ok())
         .collect();

@@ -247,3 +247,27 @@ fn a_cluster_stating_another_cluster_set_leaves_the_set_alone() {
     let object = format!("ClusterProperty {CLUSTERSET_PROPERTY}");
     assert_eq!(error.object, Some(object));
 }
+
+/// Machinery a peer must never have dialled, from every Service of the
+/// cluster: ClusterIPs, external IPs, load balancer addresses, and the API
+/// server's own endpoints (`default/kubernetes`).
+#[test]
+fn machinery_holds_external_and_load_balancer_ips_and_the_api_servers_endpoints() {
+    let lb = "apiVersion: v1\nkind: Service\nmetadata: {name: lb, namespace: shop}\nspec: {clusterIP: 10.96.0.9, externalIPs: [203.0.113.7], ports: [{port: 80}]}\nstatus: {loadBalancer: {ingress: [{ip: 203.0.113.8}, {hostname: lb.example.com}]}}\n";
+    let api = "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: kubernetes, namespace: default, labels: {kubernetes.io/service-name: kubernetes}}\naddressType: IPv4\nendpoints: [{addresses: [192.0.2.10], conditions: {ready: true}}]\nports: [{name: https, port: 6443, protocol: TCP}]\n";
+    let (cluster, _) = in_c1(&format!("{lb}---\n{api}"));
+    let found: Vec<(String, Infrastructure)> = cluster
+        .infrastructure
+        .iter()
+        .map(|(ip, what)| (ip.to_string(), *what))
+        .collect();
+    for expected in [
+        ("10.96.0.9", Infrastructure::ServiceIp),
+        ("192.0.2.10", Infrastructure::ApiServer),
+        ("203.0.113.7", Infrastructure::ExternalIp),
+        ("203.0.113.8", Infrastructure::LoadBalancerIp),
+    ] {
+        let expected = (expected.0.to_owned(), expected.1);
+        assert!(found.contains(&expected), "{expected:?} in {found:?}");
+    }
+}
