@@ -323,8 +323,8 @@ pub async fn open(
     // The backend learns the original client (as the calling gateway
     // says it, or the gateway itself) and the caller's identity, which
     // comes from its certificate.
-    let announce = !datagrams && plan.proxy_protocol(&table, &caller.cluster);
-    let gateway = announce.then(|| caller.uri());
+    // Built on the first backend owed a header only.
+    let mut gateway: Option<String> = None;
     let metrics = state.metrics.connection(RoutePath::Inbound, transport);
     let mut tried: Vec<BackendId> = Vec::new();
     let mut last_error = None;
@@ -359,22 +359,23 @@ pub async fn open(
         };
         attempts += 1;
         let dial_started = Instant::now();
-        let header = match &gateway {
-            Some(gateway) => {
-                let told = Caller {
-                    source: client.unwrap_or(remote),
-                    cluster: caller.cluster.as_str(),
-                    gateway,
-                };
-                match stream_header(&told, address) {
-                    Ok(header) => Some(header),
-                    Err(error) => {
-                        tracing::warn!(%address, %error, "no PROXY protocol header could be built");
-                        break;
-                    }
+        let announce = !datagrams && plan.proxy_protocol(&table, &address);
+        let header = if announce {
+            let gateway = gateway.get_or_insert_with(|| caller.uri());
+            let told = Caller {
+                source: client.unwrap_or(remote),
+                cluster: caller.cluster.as_str(),
+                gateway,
+            };
+            match stream_header(&told, address) {
+                Ok(header) => Some(header),
+                Err(error) => {
+                    tracing::warn!(%address, %error, "no PROXY protocol header could be built");
+                    break;
                 }
             }
-            None => None,
+        } else {
+            None
         };
         let dialled = async {
             let to = state.overrides.backend(address);

@@ -79,6 +79,15 @@ pub struct MergedService {
 }
 
 impl MergedService {
+    /// Whether `cluster`'s own export of this service asks for the PROXY
+    /// protocol: its backends' ports speak it whatever the oldest export
+    /// says (a conflict, a rollout), so a header is owed to them.
+    pub fn proxy_protocol_of(&self, cluster: &ClusterId) -> bool {
+        self.holders.iter().any(|(holder, service)| {
+            holder == cluster && service.export.as_ref().is_some_and(|e| e.proxy_protocol)
+        })
+    }
+
     pub fn port(&self, protocol: Protocol, port: u16) -> Option<&MergedPort> {
         self.ports
             .iter()

@@ -192,7 +192,17 @@ pub async fn open(
             Path::Tunnel { .. } => (RoutePath::Tunnel, Transport::H2),
         };
         let started = Instant::now();
-        let told = (carry == Carry::Stream && service.proxy_protocol()).then_some(client);
+        // Decided per backend: on the direct path any local service that
+        // lists it may ask (a shared pod port), and so may its own
+        // cluster's export; through a tunnel the peer gateway decides the
+        // same way, given the client's address.
+        let wants = service.proxy_protocol_for(&backend.backend)
+            || (*backend.path() == Path::Direct
+                && table.local_backend_proxy_protocol(&SocketAddr::new(
+                    backend.backend.address,
+                    backend.backend.port,
+                )));
+        let told = (carry == Carry::Stream && wants).then_some(client);
         match connect(state, table, backend, told, carry).await {
             Ok(upstream) => {
                 // Counted once the transport is known: auto mode decides per peer.

@@ -25,16 +25,18 @@ pub enum InboundPlan<'a> {
 }
 
 impl InboundPlan<'_> {
-    /// Whether the backend is to be told who called (a PROXY protocol v2
-    /// header): its service asks for it, or for a backend named by
-    /// address, a service it serves for `caller` does.
-    pub fn proxy_protocol(&self, table: &RouteTable, caller: &ClusterId) -> bool {
-        match self {
+    /// Whether the backend at `address` (the plan's, or the one it picked)
+    /// is to be told who called (a PROXY protocol v2 header): decided per
+    /// backend, never per request, so a client can never have its first
+    /// bytes read as a header. The picked service asks for it, or any
+    /// service that lists the backend does (its own cluster's export among
+    /// them), whatever their policies admit.
+    pub fn proxy_protocol(&self, table: &RouteTable, address: &SocketAddr) -> bool {
+        let service = match self {
             InboundPlan::Pick { service, .. } => service.proxy_protocol(),
-            InboundPlan::Dial(address) => {
-                table.local_backend_proxy_protocol(address, caller, table.attested_network(caller))
-            }
-        }
+            InboundPlan::Dial(_) => false,
+        };
+        service || table.local_backend_proxy_protocol(address)
     }
 }
 

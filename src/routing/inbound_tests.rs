@@ -122,10 +122,82 @@ fn a_backend_is_told_who_called_only_when_its_service_asks() {
     let c3 = cluster("c3");
     let plan =
         |authority: &str| authorize(&table, &c3, Some(authority), &guard(&OWN)).expect("allowed");
-    assert!(plan("cart.shop.svc.clusterset.local:42").proxy_protocol(&table, &c3));
-    assert!(plan("10.0.0.1:8042").proxy_protocol(&table, &c3));
-    assert!(!plan("plain.shop.svc.clusterset.local:42").proxy_protocol(&table, &c3));
-    assert!(!plan("10.0.0.7:8042").proxy_protocol(&table, &c3));
+    let at = |address: &str| address.parse::<SocketAddr>().expect("address");
+    let cart = "cart.shop.svc.clusterset.local:42";
+    let plain = "plain.shop.svc.clusterset.local:42";
+    assert!(plan(cart).proxy_protocol(&table, &at("10.0.0.1:8042")));
+    assert!(plan("10.0.0.1:8042").proxy_protocol(&table, &at("10.0.0.1:8042")));
+    assert!(!plan(plain).proxy_protocol(&table, &at("10.0.0.7:8042")));
+    assert!(!plan("10.0.0.7:8042").proxy_protocol(&table, &at("10.0.0.7:8042")));
+}
+
+/// A pod port that speaks the PROXY protocol for one Service gets a header
+/// whichever Service reaches it, whatever that Service's policy or flag,
+/// and a backend whose own cluster's export asks gets one while an older
+/// export without the flag wins the merge: a client's first bytes are
+/// never read as a header.
+#[test]
+fn the_header_is_decided_per_backend_not_per_request() {
+    use crate::model::ALLOWED_CLUSTERS_ANNOTATION;
+    let mut set = set();
+    let mut told = ServiceBuilder::new()
+        .port("tcp", 42, 8042)
+        .exported_at(1)
+        .endpoint("10.0.0.1")
+        .proxy_protocol();
+    let only_c2 = [(ALLOWED_CLUSTERS_ANNOTATION.to_owned(), "c2".to_owned())].into();
+    if let Some(export) = told.export.as_mut() {
+        export.access = crate::model::AccessPolicy::from_annotations(&only_c2).expect("valid");
+    }
+    let mut shared = ServiceBuilder::new()
+        .port("tcp", 7, 8042)
+        .exported_at(1)
+        .endpoint("10.0.0.1");
+    shared.key = ServiceKey::new("shop", "shared");
+    if let Some(c1) = set.clusters.get_mut(&cluster("c1")) {
+        c1.services.insert(told.key.clone(), told.into());
+        c1.services.insert(shared.key.clone(), shared.into());
+    }
+    // c2's export of cart is younger and asks; the merged flag is c1's.
+    let mut rollout = ServiceBuilder::new()
+        .port("tcp", 42, 8042)
+        .exported_at(5)
+        .endpoint("10.0.0.2")
+        .proxy_protocol();
+    rollout.key = ServiceKey::new("shop", "rollout");
+    let oldest = ServiceBuilder::new()
+        .port("tcp", 42, 8042)
+        .exported_at(1)
+        .endpoint("10.0.0.3");
+    let mut oldest = oldest;
+    oldest.key = rollout.key.clone();
+    if let Some(c2) = set.clusters.get_mut(&cluster("c2")) {
+        c2.services.insert(rollout.key.clone(), rollout.into());
+    }
+    if let Some(c1) = set.clusters.get_mut(&cluster("c1")) {
+        c1.services.insert(oldest.key.clone(), oldest.into());
+    }
+    let table = RouteTable::build(&set, &merge(&set), "c1").expect("viewer");
+    let c3 = cluster("c3");
+    let at = |address: &str| address.parse::<SocketAddr>().expect("address");
+    let plan =
+        |authority: &str| authorize(&table, &c3, Some(authority), &guard(&OWN)).expect("allowed");
+    // shop/shared admits c3 and does not ask; cart (which does) admits c2 only.
+    assert!(
+        authorize(
+            &table,
+            &c3,
+            Some("cart.shop.svc.clusterset.local:42"),
+            &guard(&OWN)
+        )
+        .is_err()
+    );
+    let shared = plan("shared.shop.svc.clusterset.local:7");
+    assert!(shared.proxy_protocol(&table, &at("10.0.0.1:8042")));
+    assert!(plan("10.0.0.1:8042").proxy_protocol(&table, &at("10.0.0.1:8042")));
+    let rollout = plan("rollout.shop.svc.clusterset.local:42");
+    assert!(rollout.proxy_protocol(&table, &at("10.0.0.2:8042")));
+    assert!(!rollout.proxy_protocol(&table, &at("10.0.0.3:8042")));
 }
 
 #[test]

@@ -68,7 +68,7 @@ pub(super) fn entries(routes: &ServiceRoutes) -> impl Iterator<Item = Entry> + '
                 Serving {
                     protocol,
                     access: routes.access.clone(),
-                    proxy_protocol: routes.proxy_protocol(),
+                    proxy_protocol: routes.proxy_protocol_for(&routed.backend),
                 },
             )
         })
@@ -174,22 +174,12 @@ impl LocalBackends {
         }))
     }
 
-    /// Whether a service `address` serves, and whose policy admits a caller
-    /// of `cluster` on `network`, asks for the PROXY protocol. A pod port
-    /// speaks it or not whichever Service selects it.
-    pub(super) fn proxy_protocol(
-        &self,
-        address: &SocketAddr,
-        cluster: &ClusterId,
-        network: Option<&NetworkId>,
-    ) -> bool {
-        self.at(BackendAddress::from(*address)).any(|serving| {
-            serving.proxy_protocol
-                && serving
-                    .access
-                    .as_ref()
-                    .is_none_or(|policy| policy.admits(cluster, network))
-        })
+    /// Whether any service `address` serves asks for the PROXY protocol
+    /// for it, whatever its policy admits: a pod port speaks it or not
+    /// whichever Service selects it.
+    pub(super) fn proxy_protocol(&self, address: &SocketAddr) -> bool {
+        self.at(BackendAddress::from(*address))
+            .any(|serving| serving.proxy_protocol)
     }
 
     /// What the services `address` serves ask of the tunnel server.

@@ -96,6 +96,13 @@ impl ServiceRoutes {
         self.merged.proxy_protocol
     }
 
+    /// Whether `backend` is owed a PROXY protocol header through this
+    /// service: the service asks for it, or the backend's own cluster's
+    /// export does.
+    pub fn proxy_protocol_for(&self, backend: &crate::merge::Backend<'_>) -> bool {
+        self.merged.proxy_protocol || self.merged.proxy_protocol_of(backend.cluster)
+    }
+
     /// Why the service's policy refuses a caller of `cluster` on `network`;
     /// `None` when it admits it.
     pub fn not_admitted(&self, cluster: &ClusterId, network: Option<&NetworkId>) -> Option<String> {
@@ -519,16 +526,12 @@ impl RouteTable {
             .map(AsRef::as_ref)
     }
 
-    /// Whether a local service `address` serves, admitting a caller of
-    /// `cluster` on `network`, asks for the PROXY protocol.
-    pub fn local_backend_proxy_protocol(
-        &self,
-        address: &SocketAddr,
-        cluster: &ClusterId,
-        network: Option<&NetworkId>,
-    ) -> bool {
-        self.local_backends
-            .proxy_protocol(address, cluster, network)
+    /// Whether any local service that lists `address` asks for the PROXY
+    /// protocol for it, whoever calls: a pod port speaks it or not
+    /// whichever Service reaches it, and one that expects a header takes a
+    /// client's first bytes for one if none is written.
+    pub fn local_backend_proxy_protocol(&self, address: &SocketAddr) -> bool {
+        self.local_backends.proxy_protocol(address)
     }
 
     /// Whether `address` is a backend (with its target port) on the viewer's
