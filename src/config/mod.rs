@@ -217,6 +217,33 @@ pub struct Tuning {
     /// UDP flows of the gateway, before only light sources get in.
     #[serde(default = "default_max_udp_flows")]
     pub max_udp_flows: u32,
+    /// UDP flows the sources of one network prefix (an IPv4 /24, an IPv6
+    /// /56: about one node's pods) may hold, over every import port: one
+    /// tenant's pods, or one spoofer, cannot fill the gateway's table.
+    #[serde(default = "default_max_udp_flows_per_prefix")]
+    pub max_udp_flows_per_prefix: u32,
+    /// A new UDP flow whose client has sent one datagram ends after this
+    /// long without a second: a client that never speaks again (a forged
+    /// source among them) holds its flow, and the tunnel stream behind it,
+    /// briefly.
+    #[serde(default = "default_udp_unconfirmed_timeout", with = "humantime_serde")]
+    pub udp_unconfirmed_timeout: Duration,
+    /// Answers a UDP flow may send its client per datagram the client sent
+    /// (banked up to four times this), once the client has spoken twice;
+    /// before that, 4. Past it answers are dropped (`limit="udp_answers"`):
+    /// a forged source cannot be flooded with answers.
+    #[serde(default = "default_udp_answers_per_request")]
+    pub udp_answers_per_request: u32,
+}
+
+fn default_max_udp_flows_per_prefix() -> u32 {
+    1_024
+}
+fn default_udp_unconfirmed_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_udp_answers_per_request() -> u32 {
+    64
 }
 
 fn default_udp_idle_timeout() -> Duration {
@@ -290,6 +317,9 @@ impl Default for Tuning {
             udp_idle_timeout: default_udp_idle_timeout(),
             max_udp_flows_per_source: default_max_udp_flows_per_source(),
             max_udp_flows: default_max_udp_flows(),
+            max_udp_flows_per_prefix: default_max_udp_flows_per_prefix(),
+            udp_unconfirmed_timeout: default_udp_unconfirmed_timeout(),
+            udp_answers_per_request: default_udp_answers_per_request(),
         }
     }
 }

@@ -342,6 +342,16 @@ impl Gateway {
                     per_source: tuning.max_udp_flows_per_source,
                     total: tuning.max_udp_flows,
                 }),
+                prefixes: crate::net::sources::SourceTable::new(
+                    crate::net::sources::SourceLimits {
+                        per_source: tuning.max_udp_flows_per_prefix,
+                        total: tuning.max_udp_flows,
+                    },
+                ),
+                answers: crate::net::datagram::AnswerRule {
+                    per_request: tuning.udp_answers_per_request,
+                    unconfirmed_timeout: tuning.udp_unconfirmed_timeout,
+                },
             },
             handshakes: crate::state::Handshakes::new(options.tunnel.handshakes),
             peer_budgets: Arc::new(crate::tunnel::limits::PeerBudgets::new(

@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -146,18 +146,84 @@ pub struct ListenerClient {
     pub arrivals: mpsc::Receiver<Bytes>,
     /// Bytes waiting in `arrivals`, which the listener bounds.
     pub queued: Arc<AtomicUsize>,
+    pub rule: AnswerRule,
+    /// What the client earned and what was dropped; the listener reads it.
+    pub credit: Arc<AnswerCredit>,
+}
+
+/// How a listener's client earns answers and shows it is there. Its source
+/// address is only what its datagram says: until the client has spoken
+/// twice, it gets [`UNCONFIRMED_ANSWERS`] answers per datagram and its flow
+/// ends after `unconfirmed_timeout` without a second one; after that,
+/// `per_request` answers per datagram, banked up to four times that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerRule {
+    pub per_request: u32,
+    pub unconfirmed_timeout: Duration,
+}
+
+/// Answers per datagram of a client that has spoken once.
+pub const UNCONFIRMED_ANSWERS: u32 = 4;
+
+/// A flow's answers to its client: earned by its datagrams, spent by the
+/// answers sent, and those dropped for want of credit.
+#[derive(Debug, Default)]
+pub struct AnswerCredit {
+    credit: AtomicU32,
+    requests: AtomicU32,
+    dropped: AtomicU64,
+}
+
+impl AnswerCredit {
+    /// Answers dropped so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn earn(&self, rule: &AnswerRule) {
+        let requests = self
+            .requests
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        let grant = if requests >= 2 {
+            rule.per_request
+        } else {
+            UNCONFIRMED_ANSWERS
+        };
+        let bank = grant.saturating_mul(4);
+        let _ = self
+            .credit
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |credit| {
+                Some(credit.saturating_add(grant).min(bank))
+            });
+    }
+
+    fn spend(&self) -> bool {
+        let spent = self
+            .credit
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |credit| {
+                credit.checked_sub(1)
+            });
+        if spent.is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        spent.is_ok()
+    }
 }
 
 /// What a listener's client sent, as its flow table queued it.
 pub struct ClientArrivals {
     arrivals: mpsc::Receiver<Bytes>,
     queued: Arc<AtomicUsize>,
+    rule: AnswerRule,
+    credit: Arc<AnswerCredit>,
 }
 
 /// Answers to a listener's client, from the listening socket.
 pub struct ClientAnswers {
     socket: Arc<UdpSocket>,
     client: SocketAddr,
+    credit: Arc<AnswerCredit>,
 }
 
 impl DatagramPort for ListenerClient {
@@ -168,10 +234,13 @@ impl DatagramPort for ListenerClient {
         let arrivals = ClientArrivals {
             arrivals: self.arrivals,
             queued: self.queued,
+            rule: self.rule,
+            credit: self.credit.clone(),
         };
         let answers = ClientAnswers {
             socket: self.socket,
             client: self.client,
+            credit: self.credit,
         };
         (arrivals, answers)
     }
@@ -179,9 +248,20 @@ impl DatagramPort for ListenerClient {
 
 impl DatagramIncoming for ClientArrivals {
     async fn recv(&mut self) -> io::Result<Option<Bytes>> {
-        let datagram = self.arrivals.recv().await;
+        let next = self.arrivals.recv();
+        // A client that has spoken once must speak again soon, or its flow
+        // ends: its address may be anyone's.
+        let datagram = if self.credit.requests.load(Ordering::Relaxed) == 1 {
+            match tokio::time::timeout(self.rule.unconfirmed_timeout, next).await {
+                Ok(datagram) => datagram,
+                Err(_) => return Ok(None),
+            }
+        } else {
+            next.await
+        };
         if let Some(datagram) = &datagram {
             self.queued.fetch_sub(datagram.len(), Ordering::Relaxed);
+            self.credit.earn(&self.rule);
         }
         Ok(datagram)
     }
@@ -189,6 +269,10 @@ impl DatagramIncoming for ClientArrivals {
 
 impl DatagramOutgoing for ClientAnswers {
     async fn send(&mut self, datagram: Bytes) -> io::Result<()> {
+        // An answer the client did not earn is dropped, as UDP may.
+        if !self.credit.spend() {
+            return Ok(());
+        }
         self.socket
             .send_to(&datagram, self.client)
             .await
@@ -348,6 +432,11 @@ mod tests {
             client: client.local_addr().expect("address"),
             arrivals,
             queued: Arc::new(AtomicUsize::new(0)),
+            rule: AnswerRule {
+                per_request: 64,
+                unconfirmed_timeout: Duration::from_secs(5),
+            },
+            credit: Arc::default(),
         };
         let upstream = ConnectedUdp::connect(backend_address)
             .await
@@ -376,5 +465,112 @@ mod tests {
         assert!(started.elapsed() >= idle - Duration::from_millis(50));
         assert_eq!(outcome.client_to_backend, 8);
         assert_eq!(outcome.backend_to_client, 10);
+    }
+
+    /// A client that sent one datagram (its address may be anyone's) gets
+    /// at most four answers for it, and its flow ends soon without a
+    /// second datagram; one that spoke twice gets its answers.
+    #[tokio::test]
+    async fn a_client_earns_answers_and_one_that_spoke_once_is_dropped_soon() {
+        let backend = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        let listener = Arc::new(UdpSocket::bind("127.0.0.1:0").await.expect("bind"));
+        let client = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        let (arrive, arrivals) = mpsc::channel(8);
+        let credit = Arc::new(AnswerCredit::default());
+        let unconfirmed_timeout = Duration::from_millis(300);
+        let port = ListenerClient {
+            socket: listener.clone(),
+            client: client.local_addr().expect("address"),
+            arrivals,
+            queued: Arc::new(AtomicUsize::new(0)),
+            rule: AnswerRule {
+                per_request: 16,
+                unconfirmed_timeout,
+            },
+            credit: credit.clone(),
+        };
+        let upstream = ConnectedUdp::connect(backend.local_addr().expect("address"))
+            .await
+            .expect("connect");
+        let idle = Duration::from_secs(30);
+        let started = Instant::now();
+        let flow = tokio::spawn(pump(port, upstream, idle, idle));
+        arrive
+            .send(Bytes::from_static(b"q1"))
+            .await
+            .expect("queued");
+        let mut buffer = [0u8; 64];
+        let (_, from) = backend.recv_from(&mut buffer).await.expect("arrives");
+        for _ in 0..10 {
+            backend.send_to(b"answer", from).await.expect("answer");
+        }
+        let mut answers = 0;
+        while let Ok(Ok(_)) =
+            tokio::time::timeout(Duration::from_millis(200), client.recv(&mut buffer)).await
+        {
+            answers += 1;
+        }
+        assert_eq!(
+            answers, UNCONFIRMED_ANSWERS,
+            "four answers for one datagram"
+        );
+        let outcome = flow.await.expect("the flow ends");
+        assert!(
+            matches!(outcome.end, SpliceEnd::Closed),
+            "{:?}",
+            outcome.end
+        );
+        assert!(
+            started.elapsed() < idle,
+            "ended by the unconfirmed timeout, not the idle one"
+        );
+        assert_eq!(credit.dropped(), 6);
+
+        // A client that speaks twice keeps its flow and earns more.
+        let (arrive, arrivals) = mpsc::channel(8);
+        let credit = Arc::new(AnswerCredit::default());
+        let port = ListenerClient {
+            socket: listener.clone(),
+            client: client.local_addr().expect("address"),
+            arrivals,
+            queued: Arc::new(AtomicUsize::new(0)),
+            rule: AnswerRule {
+                per_request: 16,
+                unconfirmed_timeout,
+            },
+            credit: credit.clone(),
+        };
+        let upstream = ConnectedUdp::connect(backend.local_addr().expect("address"))
+            .await
+            .expect("connect");
+        let flow = tokio::spawn(pump(port, upstream, idle, idle));
+        for question in [&b"q1"[..], b"q2"] {
+            arrive
+                .send(Bytes::copy_from_slice(question))
+                .await
+                .expect("queued");
+            backend.recv_from(&mut buffer).await.expect("arrives");
+        }
+        tokio::time::sleep(unconfirmed_timeout * 2).await;
+        assert!(!flow.is_finished(), "a confirmed flow lives on");
+        let (_, from) = {
+            arrive
+                .send(Bytes::from_static(b"q3"))
+                .await
+                .expect("queued");
+            backend.recv_from(&mut buffer).await.expect("arrives")
+        };
+        for _ in 0..10 {
+            backend.send_to(b"answer", from).await.expect("answer");
+        }
+        let mut answers = 0;
+        while let Ok(Ok(_)) =
+            tokio::time::timeout(Duration::from_millis(200), client.recv(&mut buffer)).await
+        {
+            answers += 1;
+        }
+        assert_eq!(answers, 10);
+        assert_eq!(credit.dropped(), 0);
+        flow.abort();
     }
 }

@@ -13,6 +13,15 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
+/// The network prefix a source belongs to: an IPv4 /24 or an IPv6 /56
+/// (about one node's pod range), as an address.
+pub fn prefix_of(source: IpAddr) -> IpAddr {
+    match source.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & !0xff).into()),
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1_u128 << 72) - 1)).into()),
+    }
+}
+
 /// The caps of one listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SourceLimits {
@@ -249,5 +258,14 @@ mod tests {
             table.admit(mapped, u64::MAX).err(),
             Some(SourceRefusal::PerSource)
         );
+    }
+
+    #[test]
+    fn a_prefix_is_an_ipv4_24_or_an_ipv6_56() {
+        let prefix = |ip: &str| prefix_of(ip.parse().expect("ip")).to_string();
+        assert_eq!(prefix("10.1.2.3"), "10.1.2.0");
+        assert_eq!(prefix("::ffff:10.1.2.3"), "10.1.2.0");
+        assert_eq!(prefix("fd00:1:2:3:4::5"), "fd00:1:2::");
+        assert_eq!(prefix("fd00:1:2:3ff::1"), "fd00:1:2:300::");
     }
 }

@@ -2,9 +2,13 @@
 //! DNATs a ClusterSetIP's UDP port to a gateway pod's import port as it
 //! does TCP; here a **flow** is one client address on one import port,
 //! kept until `tuning.udpIdleTimeout` passes with no datagram either way
-//! and bounded per source and in total (`tuning.maxUdpFlowsPerSource`,
-//! `tuning.maxUdpFlows`, with the TCP listeners' fair refusal: the
-//! heaviest sources first). A flow's datagrams go to one backend of the
+//! and bounded per source prefix, per source and in total
+//! (`tuning.maxUdpFlowsPerPrefix`, `tuning.maxUdpFlowsPerSource`,
+//! `tuning.maxUdpFlows`, with the TCP listeners' fair refusal: the heaviest
+//! sources first). A source address is only what a datagram says: a flow
+//! whose client spoke once ends after `tuning.udpUnconfirmedTimeout`
+//! without a second datagram, and answers are earned per datagram the
+//! client sent (`tuning.udpAnswersPerRequest`, [`AnswerRule`](crate::net::datagram::AnswerRule)). A flow's datagrams go to one backend of the
 //! service port, picked when the flow starts like a TCP connection's
 //! (`upstream::open`): a UDP socket on the same network, else a tunnel
 //! stream to a gateway of the backend's network carrying capsules
@@ -31,8 +35,8 @@ use super::{EgressCharge, Finish};
 use crate::admin::metrics::{Limit, Transport};
 use crate::logging::connection::ConnectionId;
 use crate::model::Protocol;
-use crate::net::datagram::{ListenerClient, pump, receive};
-use crate::net::sources::{SourceRefusal, SourceSlot};
+use crate::net::datagram::{AnswerCredit, ListenerClient, pump, receive};
+use crate::net::sources::{SourceRefusal, SourceSlot, prefix_of};
 use crate::net::splice::{MemoryCharge, SpliceEnd, SpliceOutcome};
 use crate::state::GatewayState;
 use crate::tunnel::capsule::CapsulePort;
@@ -124,13 +128,27 @@ pub async fn serve(socket: UdpSocket, state: Arc<GatewayState>, shutdown: Cancel
                         Err(datagram) => datagram,
                     },
                 };
-                let slot = match state.udp.flows.admit(client.ip(), u64::MAX) {
-                    Ok(slot) => slot,
-                    Err(refusal) => {
-                        let limit = match refusal {
+                // Admitted by its source's prefix first, then by its
+                // address: many addresses of one prefix (one node's pods, or
+                // one spoofer) cannot take every flow.
+                let admitted = state
+                    .udp
+                    .prefixes
+                    .admit(prefix_of(client.ip()), u64::MAX)
+                    .map_err(|refusal| match refusal {
+                        SourceRefusal::PerSource => Limit::UdpFlowsPerPrefix,
+                        SourceRefusal::Total | SourceRefusal::Share => Limit::UdpFlows,
+                    })
+                    .and_then(|prefix| {
+                        let source = state.udp.flows.admit(client.ip(), u64::MAX);
+                        source.map(|source| (prefix, source)).map_err(|refusal| match refusal {
                             SourceRefusal::PerSource => Limit::UdpFlowsPerSource,
                             SourceRefusal::Total | SourceRefusal::Share => Limit::UdpFlows,
-                        };
+                        })
+                    });
+                let slots = match admitted {
+                    Ok(slots) => slots,
+                    Err(limit) => {
                         state.metrics.limited(limit, Transport::None);
                         flows.by_client.remove(&client);
                         continue;
@@ -146,16 +164,23 @@ pub async fn serve(socket: UdpSocket, state: Arc<GatewayState>, shutdown: Cancel
                 let _ = flow.offer(datagram);
                 let (id, queued) = (flow.id, flow.queued.clone());
                 flows.by_client.insert(client, flow);
+                let credit = Arc::new(AnswerCredit::default());
                 let port_end = ListenerClient {
                     socket: socket.clone(),
                     client,
                     arrivals,
                     queued,
+                    rule: state.udp.answers,
+                    credit: credit.clone(),
                 };
                 let (state, ended) = (state.clone(), ended.clone());
                 let task_state = state.clone();
                 state.connections.spawn(async move {
-                    run_flow(&task_state, port_end, local.port(), slot).await;
+                    run_flow(&task_state, port_end, local.port(), slots).await;
+                    let dropped = credit.dropped();
+                    if dropped > 0 {
+                        task_state.metrics.limited_by(Limit::UdpAnswers, Transport::None, dropped);
+                    }
                     let _ = ended.send((client, id));
                 });
             }
@@ -168,7 +193,7 @@ async fn run_flow(
     state: &Arc<GatewayState>,
     client_end: ListenerClient,
     import_port: u16,
-    _slot: SourceSlot,
+    _slots: (SourceSlot, SourceSlot),
 ) {
     let started = Instant::now();
     let client = client_end.client;

@@ -93,7 +93,12 @@ pub struct GatewayState {
 #[derive(Debug)]
 pub struct UdpFlows {
     pub idle_timeout: Duration,
+    /// Flows by source address.
     pub flows: Arc<SourceTable>,
+    /// Flows by source prefix ([`crate::net::sources::prefix_of`]).
+    pub prefixes: Arc<SourceTable>,
+    /// How a flow's client earns answers and shows it is there.
+    pub answers: crate::net::datagram::AnswerRule,
 }
 
 /// The tunnel port's handshakes in flight: the slots of clients that have

@@ -56,6 +56,12 @@ label_enum! {
         /// A datagram dropped because its flow had a full queue (its
         /// upstream not yet open, or slower than the client).
         UdpQueue => "udp_queue",
+        /// A new UDP flow while its source's prefix holds
+        /// `tuning.maxUdpFlowsPerPrefix`; its datagram is dropped.
+        UdpFlowsPerPrefix => "udp_flows_per_prefix",
+        /// An answer dropped: its flow's client had asked for no more
+        /// (`tuning.udpAnswersPerRequest`).
+        UdpAnswers => "udp_answers",
     }
 }
 
@@ -154,10 +160,15 @@ impl super::Metrics {
 
     /// Counts a connection ended, or work refused, by `limit`.
     pub fn limited(&self, limit: Limit, transport: Transport) {
+        self.limited_by(limit, transport, 1);
+    }
+
+    /// Counts `count` things `limit` cut short at once.
+    pub fn limited_by(&self, limit: Limit, transport: Transport, count: u64) {
         self.limits
             .limited
             .get_or_create(&LimitLabels { limit, transport })
-            .inc();
+            .inc_by(count);
     }
 
     /// Counts a failed accept on `listener`.
