@@ -72,6 +72,10 @@ fn strait_in_a_real_cluster_set() {
             "an import needs create on ServiceImports, not only patch",
             lab::rbac::an_import_needs_create,
         ),
+        (
+            "the gateway reads no Secret where a CA key lives",
+            lab::rbac::the_gateway_reads_no_secret_where_a_ca_key_lives,
+        ),
     ];
     let mut failed = Vec::new();
     for (name, scenario) in scenarios {

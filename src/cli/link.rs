@@ -23,7 +23,7 @@ pub struct LinkArgs {
     name: Option<String>,
     /// The namespace of the remote-cluster Secret in the local cluster
     /// (the gateway's `kube.remoteSecretNamespace`).
-    #[arg(long, value_name = "NAMESPACE", default_value = "strait-system")]
+    #[arg(long, value_name = "NAMESPACE", default_value = "strait-remotes")]
     namespace: String,
     /// The namespace of the reader's ServiceAccount in the remote cluster.
     #[arg(long, value_name = "NAMESPACE", default_value = "strait-system")]

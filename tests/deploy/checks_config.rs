@@ -126,16 +126,20 @@ fn the_gateway_reads_the_cluster_set_from_the_kubernetes_api() {
         settings.kube.kubeconfigs.is_empty(),
         "{origin}: kube.kubeconfigs names files the pod does not mount; remote clusters come from Secrets labelled {REMOTE_CLUSTER_LABEL}"
     );
-    // The Role grants Secrets in the gateway's namespace only, where
-    // POD_NAMESPACE points the Secret watcher by default.
+    // The gateway reads Secrets only where the remote-cluster Secrets
+    // live, apart from its own namespace, where a CA key may be kept.
+    let remotes = settings.kube.remote_secret_namespace.as_deref();
     assert!(
-        settings
-            .kube
-            .remote_secret_namespace
-            .as_deref()
-            .is_none_or(|ns| ns == gateway.namespace),
-        "{origin}: kube.remoteSecretNamespace should be the gateway's namespace {} (or left out)",
+        remotes.is_some_and(|ns| ns != gateway.namespace),
+        "{origin}: kube.remoteSecretNamespace should name a namespace apart from the gateway's {}, so that the gateway reads no Secret where a CA key may live",
         gateway.namespace
+    );
+    assert!(
+        crate::manifests::manifests()
+            .namespaces
+            .iter()
+            .any(|n| n.object.metadata.name.as_deref() == remotes),
+        "{origin}: kube.remoteSecretNamespace {remotes:?} is not a Namespace of deploy/"
     );
     let env = gateway.container.env.as_deref().unwrap_or_default();
     assert!(

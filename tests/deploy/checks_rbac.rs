@@ -21,6 +21,22 @@ pub(crate) enum Scope {
     Cluster,
     /// The gateway's own namespace only: a Role bound by a RoleBinding.
     OwnNamespace,
+    /// The remote-cluster Secret namespace only (`kube.remoteSecretNamespace`),
+    /// apart from the gateway's own: a Role bound by a RoleBinding there.
+    RemoteSecrets,
+}
+
+/// The namespace the gateway reads remote-cluster Secrets in, as its
+/// gateway.yaml says (checks_config requires it set, and apart from the
+/// gateway's own).
+pub(crate) fn remote_secret_namespace(gateway: &Gateway) -> String {
+    gateway
+        .settings()
+        .1
+        .kube
+        .remote_secret_namespace
+        .clone()
+        .unwrap_or_else(|| gateway.namespace.to_owned())
 }
 
 /// One API group and resource, and the verbs the gateway uses on it.
@@ -58,10 +74,10 @@ pub(crate) fn kube_source_access(writes: bool, imports: bool) -> Vec<Access> {
         .map(|a| Access {
             scope: match a.scope {
                 AccessScope::Cluster => Scope::Cluster,
-                // The remote-cluster Secret namespace and the Lease namespace
-                // are the gateway's own (POD_NAMESPACE; checks_config checks
-                // gateway.yaml does not move the Secrets elsewhere).
-                AccessScope::SecretNamespace | AccessScope::LeaseNamespace => Scope::OwnNamespace,
+                // The Lease namespace is the gateway's own (POD_NAMESPACE);
+                // the remote-cluster Secrets live apart (checks_config).
+                AccessScope::SecretNamespace => Scope::RemoteSecrets,
+                AccessScope::LeaseNamespace => Scope::OwnNamespace,
             },
             group: a.group,
             resource: a.resource,
@@ -177,7 +193,11 @@ fn the_service_account_is_the_subject_of_every_binding() {
 }
 
 /// Every (scope, group, resource, verb) the manifests grant the gateway.
-fn granted(account: &str, namespace: &str) -> BTreeMap<(Scope, String, String, String), String> {
+fn granted(
+    account: &str,
+    namespace: &str,
+    remote_namespace: &str,
+) -> BTreeMap<(Scope, String, String, String), String> {
     let m = manifests();
     let bound = |subjects: &Option<Vec<Subject>>| {
         subjects.iter().flatten().any(|s| {
@@ -204,27 +224,29 @@ fn granted(account: &str, namespace: &str) -> BTreeMap<(Scope, String, String, S
         }
     }
     for binding in m.role_bindings.iter().filter(|b| bound(&b.object.subjects)) {
-        assert_eq!(
-            binding.object.metadata.namespace.as_deref(),
-            Some(namespace),
-            "{}: binds the gateway in another namespace",
-            binding.origin
-        );
+        let bound_in = binding.object.metadata.namespace.as_deref();
+        let scope = if bound_in == Some(namespace) {
+            Scope::OwnNamespace
+        } else if bound_in == Some(remote_namespace) {
+            Scope::RemoteSecrets
+        } else {
+            panic!("{}: binds the gateway in another namespace", binding.origin)
+        };
         let role_ref = &binding.object.role_ref;
         if role_ref.kind == "ClusterRole" {
             if let Some(role) = cluster_role(&role_ref.name) {
                 for rule in role.object.rules.iter().flatten() {
-                    rules.push((Scope::OwnNamespace, &role.origin, rule));
+                    rules.push((scope, &role.origin, rule));
                 }
             }
             continue;
         }
         for role in m.roles.iter().filter(|r| {
             r.object.metadata.name.as_deref() == Some(&role_ref.name)
-                && r.object.metadata.namespace.as_deref() == Some(namespace)
+                && r.object.metadata.namespace.as_deref() == bound_in
         }) {
             for rule in role.object.rules.iter().flatten() {
-                rules.push((Scope::OwnNamespace, &role.origin, rule));
+                rules.push((scope, &role.origin, rule));
             }
         }
     }
@@ -276,7 +298,11 @@ fn rbac_grants_exactly_what_the_kube_source_uses() {
         .service_account_name
         .as_deref()
         .unwrap_or_else(|| panic!("{}: no serviceAccountName", gateway.origin()));
-    let granted = granted(account, gateway.namespace);
+    let granted = granted(
+        account,
+        gateway.namespace,
+        &remote_secret_namespace(&gateway),
+    );
     let needed: BTreeSet<(Scope, String, String, String)> =
         kube_source_access(writes_export_status(&gateway), manages_imports(&gateway))
             .iter()

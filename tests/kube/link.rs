@@ -41,6 +41,8 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
         "10.2.0.1",
     );
     remote.require_tokens();
+    // Where deploy/namespace.yaml keeps the remote-cluster Secrets.
+    local.apply(kube_api::fixtures::namespace("strait-remotes"));
     let remote_admin = remote.write_kubeconfig(dir.path(), "remote-admin");
     let local_admin = local.write_kubeconfig(dir.path(), "local-admin");
 
@@ -75,12 +77,12 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     let first = strait(&apply, &local_admin, dir.path()).await;
     assert!(first.status.success(), "{}", text(&first));
     let secret = local
-        .object("Secret", "strait-system", "c2")
+        .object("Secret", "strait-remotes", "c2")
         .expect("the local Secret");
     let second = strait(&apply, &local_admin, dir.path()).await;
     assert!(second.status.success(), "{}", text(&second));
     let again = local
-        .object("Secret", "strait-system", "c2")
+        .object("Secret", "strait-remotes", "c2")
         .expect("the local Secret");
     assert_eq!(
         again["metadata"]["resourceVersion"], secret["metadata"]["resourceVersion"],
@@ -113,7 +115,7 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
         text(&refused)
     );
     let kept = local
-        .object("Secret", "strait-system", "c2")
+        .object("Secret", "strait-remotes", "c2")
         .expect("the local Secret");
     assert_eq!(
         kept["metadata"]["resourceVersion"], secret["metadata"]["resourceVersion"],
@@ -198,7 +200,7 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     )
     .await;
     assert!(unlinked.status.success(), "{}", text(&unlinked));
-    assert!(local.object("Secret", "strait-system", "c2").is_none());
+    assert!(local.object("Secret", "strait-remotes", "c2").is_none());
     for (kind, namespace) in [
         ("ClusterRole", ""),
         ("ClusterRoleBinding", ""),

@@ -75,7 +75,7 @@ pub fn unlink_and_link_again(lab: &Lab) {
     ])
     .unwrap_or_else(|e| panic!("strait unlink: {e}"));
     assert!(
-        lab.try_kubectl("c1", &["-n", "strait-system", "get", "secret", "c3"])
+        lab.try_kubectl("c1", &["-n", "strait-remotes", "get", "secret", "c3"])
             .is_err(),
         "the remote-cluster Secret is gone"
     );

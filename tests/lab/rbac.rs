@@ -58,6 +58,15 @@ fn granted(lab: &Lab, cluster: &str) -> BTreeSet<(String, String, String)> {
             "-n",
             "strait-system",
         ],
+        [
+            "get",
+            "role",
+            "cluster-edge-remotes",
+            "-o",
+            "json",
+            "-n",
+            "strait-remotes",
+        ],
     ] {
         let role: Value =
             serde_json::from_str(&lab.kubectl(cluster, &args)).expect("a role as JSON");
@@ -159,4 +168,54 @@ pub fn an_import_needs_create(lab: &Lab) {
         lab.try_kubectl("c2", &["-n", ns, "get", "serviceimport", "late"])
             .is_ok()
     });
+}
+
+/// The gateway reads Secrets only in `strait-remotes`: not its own TLS
+/// Secret (a mounted volume needs no right) nor a CA key kept beside it in
+/// `strait-system`, as deploy/examples/certificate.yaml keeps cert-manager's.
+pub fn the_gateway_reads_no_secret_where_a_ca_key_lives(lab: &Lab) {
+    let can = |cluster: &str, args: &[&str]| -> bool {
+        let mut all = vec!["auth", "can-i"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--as", GATEWAY]);
+        // `can-i` exits 1 and says "no" when the answer is no.
+        match lab.try_kubectl(cluster, &all) {
+            Ok(answer) => answer.trim() == "yes",
+            Err(error) => {
+                assert!(error.contains("no"), "kubectl auth can-i {args:?}: {error}");
+                false
+            }
+        }
+    };
+    for cluster in CLUSTERS {
+        lab.kubectl(
+            cluster,
+            &[
+                "-n",
+                "strait-system",
+                "create",
+                "secret",
+                "generic",
+                "strait-ca",
+                "--from-literal=tls.key=not-a-real-key",
+            ],
+        );
+        for args in [
+            &["get", "secret/strait-ca", "-n", "strait-system"][..],
+            &["get", "secret/cluster-edge-tls", "-n", "strait-system"],
+            &["list", "secrets", "-n", "strait-system"],
+            &["watch", "secrets", "-n", "strait-system"],
+            &["list", "secrets", "-n", "default"],
+        ] {
+            assert!(!can(cluster, args), "{cluster}: the gateway may {args:?}");
+        }
+        assert!(
+            can(cluster, &["list", "secrets", "-n", "strait-remotes"]),
+            "{cluster}: the gateway reads the remote-cluster Secrets"
+        );
+        lab.kubectl(
+            cluster,
+            &["-n", "strait-system", "delete", "secret", "strait-ca"],
+        );
+    }
 }
