@@ -484,10 +484,11 @@ async fn tcp_client_from(source: std::net::IpAddr, dns: SocketAddr) -> tokio::ne
     stream
 }
 
-/// One address holds at most `MAX_TCP_PER_SOURCE` (32) TCP clients: the
-/// 33rd is closed and counted. Eight addresses then hold all 256 slots,
-/// idle: a 257th client of another address is answered, and the client
-/// idle the longest (the first) is the one closed for it.
+/// One address holds at most `MAX_TCP_PER_SOURCE` (32) TCP clients: its
+/// 33rd is answered, and that address's own idlest client (its first) is
+/// closed for it; no other address pays. Eight addresses then hold all 256
+/// slots, idle: a 257th client of another address is answered, and the
+/// client idle the longest is the one closed for it.
 #[tokio::test]
 async fn tcp_slots_are_capped_per_source_and_the_idlest_makes_room() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -515,20 +516,17 @@ async fn tcp_slots_are_capped_per_source_and_the_idlest_makes_room() {
             held.push(tcp_client_from(source(k), dns).await);
         }
         if k == 0 {
-            // Over its source's cap: closed, not left hanging.
-            let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-            socket.bind(SocketAddr::new(source(0), 0)).expect("bind");
-            let mut over = socket.connect(dns).await.expect("connect");
-            let refused = tokio::time::timeout(
+            // Over its source's cap: answered, and the source's own
+            // idlest client (its first) closed for it.
+            let over = tcp_client_from(source(0), dns).await;
+            let first = tokio::time::timeout(
                 Duration::from_secs(5),
-                tcp_query(&mut over, "echo.app.svc.clusterset.local."),
+                tcp_query(&mut held[0], "echo.app.svc.clusterset.local."),
             )
             .await
             .expect("closed, not left hanging");
-            assert!(
-                refused.is_none(),
-                "a connection over its source's cap is closed"
-            );
+            assert!(first.is_none(), "the source's own idlest client made room");
+            held[0] = over;
         }
         // Later clients are more recently active than earlier ones.
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -536,10 +534,11 @@ async fn tcp_slots_are_capped_per_source_and_the_idlest_makes_room() {
     assert_eq!(held.len(), strait::dns::MAX_TCP_CONNECTIONS);
     // Every slot is taken: a newcomer is answered all the same.
     let _newcomer = tcp_client_from(source(sources), dns).await;
-    // The first client, idle the longest, was closed for it.
+    // The oldest client left, idle the longest (source 0's second), was
+    // closed for it.
     let first = tokio::time::timeout(
         Duration::from_secs(5),
-        tcp_query(&mut held[0], "echo.app.svc.clusterset.local."),
+        tcp_query(&mut held[1], "echo.app.svc.clusterset.local."),
     )
     .await
     .expect("closed, not left hanging");

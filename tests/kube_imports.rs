@@ -692,6 +692,42 @@ async fn an_import_port_claimed_by_an_edited_derived_service_stays_put() {
     );
 }
 
+/// A tenant made a Service with cart's derived name and a selector of its
+/// own pods before Strait wrote it: Strait neither writes over it (a force
+/// would keep the selector and take the Service, and the ClusterSetIP
+/// would reach the tenant's pods) nor writes slices for it, and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_squatting_the_derived_name_is_never_written_over() {
+    let world = World::new().await;
+    let name = derived_service_name(&ServiceKey::new("shop", "cart"));
+    world.local.apply(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"type": "ClusterIP", "selector": {"app": "tenant"},
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]}}));
+    let gateway = world.gateway("gw-a", PortRange::default()).await;
+    report_until(&gateway, "the squatter reported", |report| {
+        report
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("is not Strait's"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = world.derived("cart").expect("the tenant's Service");
+    assert_eq!(held["spec"]["selector"], json!({"app": "tenant"}));
+    assert!(
+        held["metadata"]["labels"]["app.kubernetes.io/managed-by"].is_null(),
+        "{held:#}"
+    );
+    assert!(
+        world
+            .local
+            .object("EndpointSlice", "shop", &format!("{name}-ipv4"))
+            .is_none(),
+        "no slice of Strait's for a Service that is not Strait's"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_import_of_another_controller_is_left_alone() {
     let world = World::new().await;

@@ -76,6 +76,11 @@ fn strait_in_a_real_cluster_set() {
             "the gateway reads no Secret where a CA key lives",
             lab::rbac::the_gateway_reads_no_secret_where_a_ca_key_lives,
         ),
+        // Last: its denials are refusals of the gateway's user.
+        (
+            "the admission policy denies the gateway anything but its own objects",
+            lab::rbac::the_admission_policy_denies_the_gateway_anything_but_its_own_objects,
+        ),
     ];
     let mut failed = Vec::new();
     for (name, scenario) in scenarios {

@@ -489,7 +489,7 @@ impl Metrics {
         );
         metrics.registry.register(
             "dns_tcp_refused",
-            "DNS TCP connections closed at once because the connection limit was reached",
+            "DNS TCP connections closed for the connection limits: the idlest of all, or of one address, closed for a newcomer",
             metrics.dns_tcp_refused.clone(),
         );
         metrics

@@ -50,6 +50,7 @@ use crate::imports::{
 };
 use crate::merge::MergedSet;
 use crate::model::ServiceKey;
+use crate::model::names::SERVICE_NAME_LABEL;
 use crate::routing::RouteTable;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -384,6 +385,19 @@ impl Reconciler {
                 if !self.leadership.is_leader() {
                     return pass;
                 }
+                // A Service of that name that Strait did not make, nor takes
+                // over, is never written over (a force would take its
+                // selector along), and no slice is written for it.
+                if let Some(squatted) = squatted_by_another(change, &observed) {
+                    self.count(false);
+                    tracing::warn!(change = %change.describe(), service = %squatted,
+                        "import object not written: a Service of that name is not Strait's");
+                    pass.last_error = Some(format!(
+                        "{}: Service {squatted} exists and is not Strait's; delete or rename it",
+                        change.describe()
+                    ));
+                    continue;
+                }
                 // Taking over a previous implementation's import starts
                 // its derived Service's wait.
                 if let Change::Apply {
@@ -584,6 +598,25 @@ fn identity_object(kind: &str, namespace: &str, name: &str) -> Value {
 }
 
 /// Feeds a write's outcome into `observed`, so the next round sees it.
+/// The Service (`namespace/name`) that `change` would write over, or write
+/// slices for, when a Service of that name exists that Strait neither made
+/// nor takes over (`kube.adoptImports`).
+fn squatted_by_another(change: &Change, observed: &Observed) -> Option<String> {
+    let Change::Apply { object, .. } = change else {
+        return None;
+    };
+    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = match object["kind"].as_str() {
+        Some("Service") => object["metadata"]["name"].as_str(),
+        Some("EndpointSlice") => object["metadata"]["labels"][SERVICE_NAME_LABEL].as_str(),
+        _ => None,
+    }?;
+    let held = observed
+        .foreign_services
+        .get(&(namespace.to_owned(), name.to_owned()))?;
+    (!held.ours() && !observed.adoptable(held)).then(|| format!("{namespace}/{name}"))
+}
+
 fn apply_result(observed: &mut Observed, change: &Change, result: Option<Value>) {
     match change {
         Change::Apply { .. } => {

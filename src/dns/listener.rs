@@ -5,8 +5,8 @@
 //!
 //! Bounds: a few UDP worker threads share the socket and answer in batches
 //! ([`super::udp`]); TCP takes at most [`MAX_TCP_CONNECTIONS`] clients at
-//! once, [`MAX_TCP_PER_SOURCE`] of one address (past those the idlest
-//! client is closed for a newcomer; over its source's cap a newcomer is), each
+//! once, [`MAX_TCP_PER_SOURCE`] of one address (past either the idlest
+//! client, of all or of that address, is closed for a newcomer), each
 //! with an idle timeout between queries, a read and a write timeout per
 //! message, and a maximum age, so slow or idle clients cannot hold slots.
 
@@ -27,7 +27,7 @@ use super::counted::answer;
 use super::message::Transport;
 use super::zone::Zone;
 use crate::logging::connection::{ConnectionId, connection_span};
-use crate::net::slots::{Slot, Slots};
+use crate::net::slots::{AtSourceCap, Slot, Slots};
 use crate::state::GatewayState;
 
 /// Concurrent TCP clients; past them, the idlest is closed for a newcomer
@@ -141,7 +141,7 @@ async fn serve_tcp(
     zone: Arc<Zone>,
     stop: CancellationToken,
 ) {
-    let slots = Slots::new(MAX_TCP_CONNECTIONS, MAX_TCP_PER_SOURCE);
+    let slots = Slots::with(MAX_TCP_CONNECTIONS, MAX_TCP_PER_SOURCE, AtSourceCap::EvictOwnIdlest);
     let mut connections = JoinSet::new();
     loop {
         let (stream, peer) = tokio::select! {
@@ -175,6 +175,7 @@ async fn serve_tcp(
                         tracing::debug!(%peer, %error, "dns: tcp connection ended");
                     },
                     () = slot.client().evicted() => {
+                        state.metrics.dns_tcp_refused();
                         tracing::debug!(%peer, "dns: idlest tcp connection closed for a new client");
                     }
                 }

@@ -29,7 +29,11 @@ fn hashed_name(text: &str) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
     let encoded = BASE32HEX_NOPAD.encode(digest.as_ref()).to_ascii_lowercase();
     // sha256 gives 52 base32 characters: ten always exist.
-    format!("derived-{}", encoded.get(..10).unwrap_or(&encoded))
+    format!(
+        "{}{}",
+        crate::model::names::DERIVED_NAME_PREFIX,
+        encoded.get(..10).unwrap_or(&encoded)
+    )
 }
 
 /// The per-pod derived Service of one remote pod of a headless service:

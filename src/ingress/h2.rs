@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::inbound::{self, Asked};
-use super::lifetime::PeerLifetime;
+use crate::tls::lifetime::PeerLifetime;
 use crate::admin::metrics::{Limit, Listener, RefusedReason, Transport};
 use crate::backoff::sleep_until;
 use crate::logging::connection::{ConnectionId, record_peer, stream_span};
@@ -187,7 +187,7 @@ async fn serve_connection(
                 // GOAWAY: the peer opens new streams on a new connection
                 // (and authenticates again); the open ones get the grace.
                 draining = true;
-                state.metrics.limited(retirement.limit(), Transport::H2);
+                state.metrics.limited(super::retirement_limit(&retirement), Transport::H2);
                 tracing::info!(%remote, caller = %caller, reason = %retirement, "ending a tunnel connection; GOAWAY");
                 connection.graceful_shutdown();
                 grace_ends = Some(tokio::time::Instant::now() + settings.close_grace);

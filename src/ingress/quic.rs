@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::inbound::{self, Asked};
-use super::lifetime::PeerLifetime;
+use crate::tls::lifetime::PeerLifetime;
 use crate::admin::metrics::{Limit, RefusedReason, Transport};
 use crate::backoff::sleep_until;
 use crate::logging::connection::{ConnectionId, connection_span, record_peer, stream_span};
@@ -254,7 +254,7 @@ async fn serve_connection(
                 // QUIC has no GOAWAY: new streams are answered 421, which
                 // sends the client to a new connection; the open ones get
                 // the grace.
-                state.metrics.limited(retirement.limit(), Transport::Quic);
+                state.metrics.limited(super::retirement_limit(&retirement), Transport::Quic);
                 tracing::info!(%remote, caller = %caller, reason = %retirement, "ending a quic tunnel connection");
                 draining = Some((
                     retirement.as_str(),

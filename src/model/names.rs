@@ -42,6 +42,10 @@ pub const MANAGED_BY_VALUE: &str = "strait";
 /// a cluster id may be longer than a label value may be).
 pub const POD_CLUSTER_ANNOTATION: &str = "strait.dev/pod-cluster";
 pub const POD_ANNOTATION: &str = "strait.dev/pod";
+/// How every derived Service's name starts (the mcs-api reference
+/// controller's scheme): a Service of such a name that Strait did not make
+/// is read too, so that the import writer never writes over it.
+pub const DERIVED_NAME_PREFIX: &str = "derived-";
 /// The ServiceImport annotation holding its service's import ports.
 pub const IMPORT_PORTS_ANNOTATION: &str = "strait.dev/import-ports";
 

@@ -32,11 +32,24 @@ impl Client {
     }
 }
 
+/// What a source at its cap gets for a new client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtSourceCap {
+    /// Nothing: the newcomer is refused (a handshake: the source's pending
+    /// ones are its own to finish).
+    Refuse,
+    /// The source's own idlest client is closed for it (DNS over TCP: the
+    /// responder's main clients, CoreDNS pods, are few sources, and one
+    /// that left idle connections behind must still be answered).
+    EvictOwnIdlest,
+}
+
 /// A listener's slots.
 #[derive(Debug)]
 pub struct Slots {
     capacity: usize,
     per_source: usize,
+    at_source_cap: AtSourceCap,
     epoch: Instant,
     next_id: AtomicU64,
     clients: Mutex<HashMap<u64, Arc<Client>>>,
@@ -71,11 +84,18 @@ impl Drop for Slot {
 }
 
 impl Slots {
-    /// `capacity` slots in all, at most `per_source` for one address.
+    /// `capacity` slots in all, at most `per_source` for one address; a
+    /// source at its cap is refused.
     pub fn new(capacity: usize, per_source: usize) -> Arc<Self> {
+        Self::with(capacity, per_source, AtSourceCap::Refuse)
+    }
+
+    /// As [`Slots::new`], with what a source at its cap gets.
+    pub fn with(capacity: usize, per_source: usize, at_source_cap: AtSourceCap) -> Arc<Self> {
         Arc::new(Self {
             capacity: capacity.max(1),
             per_source: per_source.max(1),
+            at_source_cap,
             epoch: Instant::now(),
             next_id: AtomicU64::new(0),
             clients: Mutex::new(HashMap::new()),
@@ -86,24 +106,35 @@ impl Slots {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// A slot for a client of `source`: `None` when that source holds its
-    /// cap. When every slot is taken, the idlest client is closed for it.
+    /// A slot for a client of `source`. When that source holds its cap,
+    /// `None`, or (`AtSourceCap::EvictOwnIdlest`) its own idlest client is
+    /// closed for it. When every slot is taken, the idlest client is
+    /// closed for it.
     pub fn admit(self: &Arc<Self>, source: IpAddr) -> Option<Slot> {
         let source = source.to_canonical();
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        // Among the equally idle, the oldest connection.
+        let idlest = |clients: &HashMap<u64, Arc<Client>>, of: Option<IpAddr>| {
+            clients
+                .iter()
+                .filter(|(_, c)| of.is_none_or(|of| c.source == of))
+                .min_by_key(|(id, c)| (c.last_active.load(Ordering::Relaxed), **id))
+                .map(|(id, _)| *id)
+        };
         let of_source = clients.values().filter(|c| c.source == source).count();
         if of_source >= self.per_source {
-            return None;
-        }
-        if clients.len() >= self.capacity {
-            let idlest = clients
-                .iter()
-                // Among the equally idle, the oldest connection.
-                .min_by_key(|(id, c)| (c.last_active.load(Ordering::Relaxed), **id))
-                .map(|(id, _)| *id);
-            if let Some(client) = idlest.and_then(|id| clients.remove(&id)) {
+            if self.at_source_cap == AtSourceCap::Refuse {
+                return None;
+            }
+            if let Some(client) = idlest(&clients, Some(source)).and_then(|id| clients.remove(&id))
+            {
                 client.close.cancel();
             }
+        }
+        if clients.len() >= self.capacity
+            && let Some(client) = idlest(&clients, None).and_then(|id| clients.remove(&id))
+        {
+            client.close.cancel();
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let client = Arc::new(Client {
@@ -162,5 +193,26 @@ mod tests {
         assert_eq!(slots.held(), 3);
         drop((first, second, third, fourth));
         assert_eq!(slots.held(), 0);
+    }
+
+    /// A DNS client at its source's cap has its own idlest connection
+    /// closed for its newcomer: 300 idle connections from one address do
+    /// not leave that address unanswered.
+    #[test]
+    fn at_its_cap_a_source_may_lose_its_own_idlest_client_instead() {
+        let slots = Slots::with(100, 2, AtSourceCap::EvictOwnIdlest);
+        let first = slots.admit(ip(1)).expect("admitted");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let second = slots.admit(ip(1)).expect("admitted");
+        let other = slots.admit(ip(2)).expect("admitted");
+        second.touch();
+        let third = slots.admit(ip(1)).expect("the newcomer gets a slot");
+        assert!(first.client().close.is_cancelled(), "its own idlest is closed");
+        assert!(!second.client().close.is_cancelled());
+        assert!(!other.client().close.is_cancelled(), "no other source pays");
+        drop((first, second, third, other));
+        let refusing = Slots::new(100, 1);
+        let _held = refusing.admit(ip(1)).expect("admitted");
+        assert!(refusing.admit(ip(1)).is_none(), "handshakes are refused");
     }
 }

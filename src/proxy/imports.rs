@@ -10,7 +10,7 @@
 //! counted in `strait_import_listener_failures` and tried again at the next
 //! route change; it never stops the other ports.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -65,7 +65,9 @@ pub struct ImportListeners {
     state: Arc<GatewayState>,
     /// Ends every listener (a drain), and each one's own token ends it alone.
     shutdown: CancellationToken,
-    open: HashMap<u16, CancellationToken>,
+    /// By port and protocol: a port whose service port changes protocol
+    /// gets a socket of the new kind, not the old one kept.
+    open: HashMap<(u16, Protocol), CancellationToken>,
 }
 
 impl ImportListeners {
@@ -83,12 +85,12 @@ impl ImportListeners {
     /// of a closed port continue.
     pub fn sync(&mut self) {
         let table = self.state.routes.load_full();
-        let wanted: HashMap<u16, Protocol> = table
+        let wanted: HashSet<(u16, Protocol)> = table
             .import_ports()
             .map(|(port, key)| (port, key.protocol))
             .collect();
-        self.open.retain(|port, token| {
-            let keep = wanted.contains_key(port);
+        self.open.retain(|listener, token| {
+            let keep = wanted.contains(listener);
             if !keep {
                 token.cancel();
             }
@@ -96,7 +98,7 @@ impl ImportListeners {
         });
         let mut failed = 0;
         for (port, protocol) in &wanted {
-            if self.open.contains_key(port) {
+            if self.open.contains_key(&(*port, *protocol)) {
                 continue;
             }
             let address = SocketAddr::new(self.address, *port);
@@ -117,7 +119,7 @@ impl ImportListeners {
             };
             match bound {
                 Ok(()) => {
-                    self.open.insert(*port, token);
+                    self.open.insert((*port, *protocol), token);
                 }
                 Err(error) => {
                     failed += 1;

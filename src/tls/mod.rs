@@ -10,6 +10,7 @@ mod generate;
 mod identity;
 #[cfg(test)]
 mod identity_tests;
+pub mod lifetime;
 mod reload;
 mod revocation;
 mod trust;

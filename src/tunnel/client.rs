@@ -35,6 +35,7 @@ use crate::model::{ClusterId, GatewayAddress, GatewayHost};
 use crate::net::buffer::Chunk;
 use crate::net::dial::{DialError, DialOptions, dial};
 use crate::net::splice::SpliceIo;
+use crate::tls::lifetime::PeerLifetime;
 use crate::tls::{Identity, ReloadingTls, peer_identity};
 
 #[derive(Debug, thiserror::Error)]
@@ -387,6 +388,17 @@ impl TunnelPool {
         .map_err(|e| handshake(e.to_string()))?;
         tls.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER));
         let identity = peer_identity(tls.get_ref().1).map_err(|e| handshake(e.to_string()))?;
+        let leaf = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .map(|leaf| leaf.clone().into_owned())
+            .ok_or_else(|| handshake("no server certificate".to_owned()))?;
+        // Used until the server's certificate expires or the material in
+        // use stops trusting it (a revocation, a CA taken out); the
+        // server retires it by age itself.
+        let mut lifetime = PeerLifetime::new(leaf, &self.tls, Duration::MAX);
         if !allowed.contains(&identity.cluster) {
             return Err(TunnelError::WrongPeer {
                 gateway: peer.label.clone(),
@@ -413,6 +425,7 @@ impl TunnelPool {
         let metrics = peer.metrics.clone();
         let label = peer.label.clone();
         metrics.connections_add(1);
+        let (tls_material, grace) = (self.tls.clone(), settings.close_grace);
         tokio::spawn({
             let closed = closed.clone();
             let released = released.clone();
@@ -425,6 +438,19 @@ impl TunnelPool {
                         tracing::debug!(gateway = %label, %error, "tunnel connection dropped");
                     }
                     () = released.cancelled() => {}
+                    retirement = lifetime.retired(&tls_material) => {
+                        // No new stream on it; the open ones get a grace.
+                        tracing::info!(gateway = %label, reason = %retirement,
+                            "retiring a pooled tunnel connection");
+                        closed.cancel();
+                        let _ = tokio::time::timeout(grace, async {
+                            tokio::select! {
+                                _ = &mut connection => {}
+                                () = released.cancelled() => {}
+                            }
+                        })
+                        .await;
+                    }
                 }
                 closed.cancel();
                 metrics.connections_add(-1);

@@ -341,3 +341,58 @@ fn rbac_grants_exactly_what_the_kube_source_uses() {
         );
     }
 }
+
+/// `deploy/admission.yaml` guards exactly the gateway's own writes: its
+/// policy matches the gateway's ServiceAccount, covers every write verb the
+/// ClusterRole grants on Services and EndpointSlices, and is bound to deny.
+#[test]
+fn the_admission_policy_guards_the_gateways_writes() {
+    let m = manifests();
+    let gateway = gateway();
+    let account = gateway
+        .pod
+        .service_account_name
+        .as_deref()
+        .expect("checked elsewhere");
+    let user = format!("system:serviceaccount:{}:{account}", gateway.namespace);
+    let [policy] = m.admission_policies.as_slice() else {
+        panic!("deploy/: expected one ValidatingAdmissionPolicy");
+    };
+    let origin = &policy.origin;
+    let spec = policy.object.spec.as_ref().expect("a spec");
+    let conditions = spec.match_conditions.as_deref().unwrap_or_default();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.expression.contains(&format!("'{user}'"))),
+        "{origin}: does not match the gateway's ServiceAccount {user}"
+    );
+    assert_eq!(spec.failure_policy.as_deref(), Some("Fail"), "{origin}");
+    let rules = spec
+        .match_constraints
+        .as_ref()
+        .and_then(|c| c.resource_rules.as_deref())
+        .unwrap_or_default();
+    for resource in ["services", "endpointslices"] {
+        let operations: BTreeSet<&str> = rules
+            .iter()
+            .filter(|r| r.resources.iter().flatten().any(|r| r == resource))
+            .flat_map(|r| r.operations.iter().flatten().map(String::as_str))
+            .collect();
+        assert_eq!(
+            operations,
+            BTreeSet::from(["CREATE", "UPDATE", "DELETE"]),
+            "{origin}: {resource}"
+        );
+    }
+    assert!(
+        m.admission_bindings.iter().any(|b| {
+            let spec = b.object.spec.as_ref();
+            spec.and_then(|s| s.policy_name.as_deref()) == policy.object.metadata.name.as_deref()
+                && spec
+                    .and_then(|s| s.validation_actions.as_deref())
+                    .is_some_and(|actions| actions.iter().any(|a| a == "Deny"))
+        }),
+        "{origin}: no binding denies what it refuses"
+    );
+}

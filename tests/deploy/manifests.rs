@@ -5,6 +5,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -94,6 +97,8 @@ pub(crate) struct Manifests {
     pub(crate) pdbs: Vec<Found<PodDisruptionBudget>>,
     pub(crate) network_policies: Vec<Found<NetworkPolicy>>,
     pub(crate) crds: Vec<Found<CustomResourceDefinition>>,
+    pub(crate) admission_policies: Vec<Found<ValidatingAdmissionPolicy>>,
+    pub(crate) admission_bindings: Vec<Found<ValidatingAdmissionPolicyBinding>>,
 }
 
 /// Files under `deploy/` that are not applied as manifests, and why.
@@ -272,6 +277,12 @@ fn load() -> Manifests {
                 ("policy/v1", "PodDisruptionBudget") => add!(pdbs),
                 ("networking.k8s.io/v1", "NetworkPolicy") => add!(network_policies),
                 ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => add!(crds),
+                ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+                    add!(admission_policies)
+                }
+                ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
+                    add!(admission_bindings)
+                }
                 _ => panic!(
                     "{origin}: unknown kind {api_version}/{kind}; teach tests/deploy/manifests.rs to parse it"
                 ),

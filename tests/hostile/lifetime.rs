@@ -339,3 +339,51 @@ async fn tunnel_clients_ride_over_maximum_age_without_a_failed_stream() {
 
 trait ReadWrite: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> ReadWrite for T {}
+
+/// The client side: a pooled connection to a peer gateway whose certificate
+/// this gateway's own material stops trusting (c3's leaf listed in c1's
+/// `tls.crl`) is retired within a second, and the pool opens no new one to
+/// that peer (the handshake now fails): a revoked server is not used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_connection_to_a_revoked_server_is_retired() {
+    let _serial = SERIAL.lock().await;
+    let site = Site::start(lifetime_settings(Duration::from_secs(3600)), None).await;
+    let c1 = site.certs.join("c1");
+    let tls = Arc::new(strait::tls::ReloadingTls::load(&c1).expect("c1's material"));
+    let pool = strait::tunnel::client::TunnelPool::new(
+        lifetime_settings(Duration::from_secs(3600)),
+        tls.clone(),
+        strait::net::dial::DialOptions {
+            timeout: Duration::from_secs(2),
+            source: None,
+        },
+        Arc::new(strait::admin::metrics::Metrics::new()),
+    );
+    let gateway = strait::model::GatewayAddress {
+        host: strait::model::GatewayHost::Ip(site.tunnel.ip()),
+        port: site.tunnel.port(),
+    };
+    let c3 = [ClusterId::new("c3").expect("id")];
+    pool.connect(&gateway, None, &c3, ECHO)
+        .await
+        .expect("a stream through the pool");
+    let pooled = |pool: &strait::tunnel::client::TunnelPool| -> usize {
+        pool.connection_counts().iter().map(|(_, n)| n).sum()
+    };
+    assert_eq!(pooled(&pool), 1);
+    // c3's leaf, revoked by its issuer, in c1's own list.
+    let leaf = std::fs::read(site.certs.join("c3").join(strait::tls::CERT_FILE)).expect("c3's leaf");
+    let leaf = rustls_pki_types::CertificateDer::from_pem_slice(&leaf).expect("pem");
+    let crl = strait::tls::revocation_list(&site.cas["c3"], &[&leaf]).expect("crl");
+    std::fs::write(c1.join(strait::tls::CRL_FILE), crl).expect("tls.crl");
+    assert!(tls.reload_now().expect("a valid list"), "c1 took the list");
+    let revoked_at = Instant::now();
+    while pooled(&pool) > 0 && revoked_at.elapsed() < Duration::from_secs(1) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(pooled(&pool), 0, "the pooled connection is retired");
+    assert!(
+        pool.connect(&gateway, None, &c3, ECHO).await.is_err(),
+        "no stream reaches the revoked server"
+    );
+}

@@ -178,9 +178,12 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     );
 
     // The Secret works: the local cluster's source reads c2 through it.
-    let handle = KubeHandle::start(options(&local_admin, &[]))
-        .await
-        .expect("source starts");
+    let handle = KubeHandle::start(KubeOptions {
+        remote_secret_namespace: Some("strait-remotes".to_owned()),
+        ..options(&local_admin, &[])
+    })
+    .await
+    .expect("source starts");
     until(&handle, "c2 read through the linked Secret", |s| {
         s.all_synced() && backends(s, "c1", "cart") == ["c1 10.1.0.1:8080", "c2 10.2.0.1:8080"]
     })

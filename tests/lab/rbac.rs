@@ -219,3 +219,119 @@ pub fn the_gateway_reads_no_secret_where_a_ca_key_lives(lab: &Lab) {
         );
     }
 }
+
+/// `deploy/admission.yaml` against the real API server: as the gateway's
+/// ServiceAccount, a Service with a selector, an external IP or without
+/// Strait's label is denied, and so are an EndpointSlice of another manager
+/// and deleting a tenant's Service; a derived Service of Strait's shape
+/// passes. (The other scenarios show Strait's own writes pass: every import
+/// in them was written under this policy.)
+pub fn the_admission_policy_denies_the_gateway_anything_but_its_own_objects(lab: &Lab) {
+    let ns = "admission";
+    lab.namespace(ns);
+    let as_gateway = |args: &[&str]| -> Result<String, String> {
+        let mut all = vec!["--as", GATEWAY, "-n", ns];
+        all.extend_from_slice(args);
+        lab.try_kubectl("c1", &all)
+    };
+    let apply = |object: Value| -> Result<String, String> {
+        let path = lab
+            .state()
+            .join(format!("admission-{}.json", std::process::id()));
+        std::fs::write(&path, object.to_string()).expect("write the object");
+        let path = path.to_str().expect("utf-8 path").to_owned();
+        as_gateway(&[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "imports.strait.dev",
+            "-f",
+            &path,
+        ])
+    };
+    let service = |name: &str, labels: Value, spec: Value| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": ns, "labels": labels}, "spec": spec})
+    };
+    let ports =
+        serde_json::json!([{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 20001}]);
+    let ours = serde_json::json!({"app.kubernetes.io/managed-by": "strait"});
+    let denied = [
+        (
+            "a selector",
+            service(
+                "with-selector",
+                ours.clone(),
+                serde_json::json!({"ports": ports, "selector": {"app": "victim"}}),
+            ),
+        ),
+        (
+            "an external IP",
+            service(
+                "with-external-ip",
+                ours.clone(),
+                serde_json::json!({"ports": ports, "externalIPs": ["192.0.2.77"]}),
+            ),
+        ),
+        (
+            "no Strait label",
+            service(
+                "not-ours",
+                serde_json::json!({}),
+                serde_json::json!({"ports": ports}),
+            ),
+        ),
+        (
+            "another manager's slice",
+            serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": "forged", "namespace": ns,
+                    "labels": {"kubernetes.io/service-name": "victim",
+                        "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}},
+                "addressType": "IPv4", "endpoints": [{"addresses": ["10.1.0.99"]}],
+                "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}),
+        ),
+    ];
+    for (what, object) in denied {
+        let refusal = apply(object).expect_err(what);
+        assert!(
+            refusal.contains("strait-gateway-writes"),
+            "{what}: denied, but not by the policy: {refusal}"
+        );
+    }
+    // A tenant's own Service, created by the admin: the gateway may not
+    // delete it.
+    lab.kubectl(
+        "c1",
+        &[
+            "-n",
+            ns,
+            "create",
+            "service",
+            "clusterip",
+            "tenant",
+            "--tcp=80:8080",
+        ],
+    );
+    let refusal = as_gateway(&["delete", "service", "tenant"]).expect_err("a tenant's Service");
+    assert!(refusal.contains("strait-gateway-writes"), "{refusal}");
+    // A derived Service of Strait's shape, and its slice, pass.
+    apply(service(
+        "derived-admission",
+        ours,
+        serde_json::json!({"ports": ports}),
+    ))
+    .unwrap_or_else(|e| panic!("Strait's derived Service is denied: {e}"));
+    apply(
+        serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "derived-admission-ipv4", "namespace": ns,
+            "labels": {"kubernetes.io/service-name": "derived-admission",
+                "endpointslice.kubernetes.io/managed-by": "imports.strait.dev"}},
+        "addressType": "IPv4", "endpoints": [{"addresses": ["10.1.0.98"]}],
+        "ports": [{"name": "http", "port": 20001, "protocol": "TCP"}]}),
+    )
+    .unwrap_or_else(|e| panic!("Strait's slice is denied: {e}"));
+    as_gateway(&["delete", "endpointslice", "derived-admission-ipv4"])
+        .unwrap_or_else(|e| panic!("deleting Strait's slice is denied: {e}"));
+    as_gateway(&["delete", "service", "derived-admission"])
+        .unwrap_or_else(|e| panic!("deleting Strait's derived Service is denied: {e}"));
+}

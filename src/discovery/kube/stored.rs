@@ -15,7 +15,7 @@ use crate::discovery::objects::{Decoded, KubeObject, SliceInterner, decode_value
 use crate::model::names::{
     GATEWAY_LABEL, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
 };
-use crate::model::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use crate::model::names::{DERIVED_NAME_PREFIX, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
 /// An object's identity within its kind: namespace (empty when
 /// cluster-scoped) and name. Shared: the keys of a namespace's objects
@@ -230,7 +230,17 @@ pub(super) fn decode_adopting(
         }
     };
     let gateway = label(&json, GATEWAY_LABEL) == Some("true");
+    // A local Service named as a derived Service is kept whoever made it:
+    // the import writer must see one that is not Strait's, to leave it be.
+    let derived_name = local
+        && resource.kind == "Service"
+        && json
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|name| name.starts_with(DERIVED_NAME_PREFIX));
     let keeps_raw = resource.kind == "ServiceImport"
+        || derived_name
         || (matches!(resource.kind.as_str(), "Service" | "EndpointSlice")
             && (label(&json, MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
                 || (local && adopt_from.is_some_and(|manager| written_by(&json, manager)))));

@@ -15,6 +15,7 @@ use quinn::{Connection, Endpoint};
 use super::{QuicStream, client_config, encode_request, peer_certificate, read_response};
 use crate::admin::metrics::{Metrics, PoolMetrics};
 use crate::model::{ClusterId, GatewayAddress, GatewayHost};
+use crate::tls::lifetime::PeerLifetime;
 use crate::tls::{ReloadingTls, identity_of};
 use crate::tunnel::client::TunnelError;
 use crate::tunnel::{TunnelRequest, TunnelSettings};
@@ -186,8 +187,43 @@ impl QuicPool {
                 let watched = connection.clone();
                 let silent_peer = peer.clone();
                 let retry_after = self.settings.quic_retry_after;
+                // Used until the server's certificate expires or the
+                // material in use stops trusting it; the server retires it
+                // by age itself.
+                let mut lifetime = peer_certificate(&connection)
+                    .map(|leaf| PeerLifetime::new(leaf, &self.tls, Duration::MAX));
+                let (tls, grace) = (self.tls.clone(), self.settings.close_grace);
+                let label = peer.label.clone();
                 tokio::spawn(async move {
-                    let reason = watched.closed().await;
+                    let retired = async {
+                        match lifetime.as_mut() {
+                            Some(lifetime) => lifetime.retired(&tls).await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    let reason = tokio::select! {
+                        reason = watched.closed() => reason,
+                        retirement = retired => {
+                            tracing::info!(gateway = %label, reason = %retirement,
+                                "retiring a pooled QUIC tunnel connection");
+                            // No new stream on it; the open ones get a grace.
+                            {
+                                let mut held = silent_peer
+                                    .connection
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner());
+                                if held
+                                    .as_ref()
+                                    .is_some_and(|(c, _)| c.stable_id() == watched.stable_id())
+                                {
+                                    *held = None;
+                                }
+                            }
+                            let _ = tokio::time::timeout(grace, watched.closed()).await;
+                            watched.close(0u32.into(), b"retired");
+                            watched.closed().await
+                        }
+                    };
                     metrics.connections_add(-1);
                     // Silence until the idle timeout means the peer is gone:
                     // redialling it now would only wait out a connect timeout.

@@ -1,4 +1,6 @@
-//! How long a tunnel peer's connection may live. A peer is authenticated
+//! How long a tunnel peer's connection may live, on either side (the
+//! tunnel server's accepted connections, the client pool's dialled ones).
+//! A peer is authenticated
 //! once, at the handshake; its connection then ends when its certificate
 //! expires, when it is no longer trusted by the material in use (a
 //! revocation list that names it, a CA bundle that no longer issues it),
@@ -13,8 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rustls_pki_types::CertificateDer;
 use tokio::sync::watch;
 
-use crate::admin::metrics::Limit;
-use crate::tls::{ReloadingTls, TlsError, certificate_not_after};
+use super::{ReloadingTls, TlsError, certificate_not_after};
 
 /// Why a live peer connection is being ended.
 #[derive(Debug, thiserror::Error)]
@@ -29,15 +30,6 @@ pub enum Retirement {
 }
 
 impl Retirement {
-    /// How it counts in `strait_limited_total`.
-    pub fn limit(&self) -> Limit {
-        match self {
-            Retirement::NoLongerTrusted(_) => Limit::Revoked,
-            Retirement::Expired => Limit::CertificateExpired,
-            Retirement::MaxAge => Limit::MaxConnectionAge,
-        }
-    }
-
     /// The reason sent to the peer and logged.
     pub fn as_str(&self) -> &'static str {
         match self {
