@@ -700,7 +700,9 @@ async fn an_import_port_claimed_by_an_edited_derived_service_stays_put() {
 async fn a_service_squatting_the_derived_name_is_never_written_over() {
     let world = World::new().await;
     let name = derived_service_name(&ServiceKey::new("shop", "cart"));
-    world.local.apply(json!({"apiVersion": "v1", "kind": "Service",
+    world
+        .local
+        .apply(json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "namespace": "shop"},
         "spec": {"type": "ClusterIP", "selector": {"app": "tenant"},
             "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]}}));

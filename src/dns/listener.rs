@@ -141,7 +141,11 @@ async fn serve_tcp(
     zone: Arc<Zone>,
     stop: CancellationToken,
 ) {
-    let slots = Slots::with(MAX_TCP_CONNECTIONS, MAX_TCP_PER_SOURCE, AtSourceCap::EvictOwnIdlest);
+    let slots = Slots::with(
+        MAX_TCP_CONNECTIONS,
+        MAX_TCP_PER_SOURCE,
+        AtSourceCap::EvictOwnIdlest,
+    );
     let mut connections = JoinSet::new();
     loop {
         let (stream, peer) = tokio::select! {

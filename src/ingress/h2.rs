@@ -17,13 +17,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::inbound::{self, Asked};
-use crate::tls::lifetime::PeerLifetime;
 use crate::admin::metrics::{Limit, Listener, RefusedReason, Transport};
 use crate::backoff::sleep_until;
 use crate::logging::connection::{ConnectionId, record_peer, stream_span};
 use crate::net::buffer::Chunk;
 use crate::routing::inbound::InboundRefusal;
 use crate::state::GatewayState;
+use crate::tls::lifetime::PeerLifetime;
 use crate::tls::{Identity, peer_identity};
 use crate::tunnel::capsule::CONNECT_UDP;
 use crate::tunnel::frames::{GOAWAY_GRACE, Guarded};

@@ -14,13 +14,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::inbound::{self, Asked};
-use crate::tls::lifetime::PeerLifetime;
 use crate::admin::metrics::{Limit, RefusedReason, Transport};
 use crate::backoff::sleep_until;
 use crate::logging::connection::{ConnectionId, connection_span, record_peer, stream_span};
 use crate::net::slots::Slot;
 use crate::routing::inbound::InboundRefusal;
 use crate::state::GatewayState;
+use crate::tls::lifetime::PeerLifetime;
 use crate::tls::{Identity, identity_of};
 use crate::token_bucket::TokenBucket;
 use crate::tunnel::quic::{

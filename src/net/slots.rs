@@ -207,7 +207,10 @@ mod tests {
         let other = slots.admit(ip(2)).expect("admitted");
         second.touch();
         let third = slots.admit(ip(1)).expect("the newcomer gets a slot");
-        assert!(first.client().close.is_cancelled(), "its own idlest is closed");
+        assert!(
+            first.client().close.is_cancelled(),
+            "its own idlest is closed"
+        );
         assert!(!second.client().close.is_cancelled());
         assert!(!other.client().close.is_cancelled(), "no other source pays");
         drop((first, second, third, other));

@@ -372,7 +372,8 @@ async fn a_pooled_connection_to_a_revoked_server_is_retired() {
     };
     assert_eq!(pooled(&pool), 1);
     // c3's leaf, revoked by its issuer, in c1's own list.
-    let leaf = std::fs::read(site.certs.join("c3").join(strait::tls::CERT_FILE)).expect("c3's leaf");
+    let leaf =
+        std::fs::read(site.certs.join("c3").join(strait::tls::CERT_FILE)).expect("c3's leaf");
     let leaf = rustls_pki_types::CertificateDer::from_pem_slice(&leaf).expect("pem");
     let crl = strait::tls::revocation_list(&site.cas["c3"], &[&leaf]).expect("crl");
     std::fs::write(c1.join(strait::tls::CRL_FILE), crl).expect("tls.crl");

@@ -12,10 +12,10 @@ use super::slim::slim;
 use crate::diagnostics::{Diagnostic, Origin};
 use crate::discovery::objects::SourcedObject;
 use crate::discovery::objects::{Decoded, KubeObject, SliceInterner, decode_value};
+use crate::model::names::{DERIVED_NAME_PREFIX, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::model::names::{
     GATEWAY_LABEL, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
 };
-use crate::model::names::{DERIVED_NAME_PREFIX, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
 /// An object's identity within its kind: namespace (empty when
 /// cluster-scoped) and name. Shared: the keys of a namespace's objects
