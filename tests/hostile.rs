@@ -80,13 +80,29 @@ fn black_hole(ip: std::net::IpAddr) -> (socket2::Socket, Vec<std::net::TcpStream
 }
 
 fn service_yaml(name: &str, target: SocketAddr) -> String {
+    exported_yaml(name, "tcp", 42, "TCP", target)
+}
+
+/// A UDP Service `name` on port 53 whose one endpoint is `target`.
+fn udp_service_yaml(name: &str, target: SocketAddr) -> String {
+    exported_yaml(name, "dns", 53, "UDP", target)
+}
+
+/// An exported Service `name` with one port, and one endpoint `target`.
+fn exported_yaml(
+    name: &str,
+    port_name: &str,
+    port: u16,
+    protocol: &str,
+    target: SocketAddr,
+) -> String {
     format!(
         "---
 apiVersion: v1
 kind: Service
 metadata: {{name: {name}, namespace: app}}
 spec:
-  ports: [{{name: tcp, port: 42, targetPort: {port}}}]
+  ports: [{{name: {port_name}, port: {port}, protocol: {protocol}, targetPort: {target_port}}}]
 ---
 apiVersion: multicluster.x-k8s.io/v1alpha1
 kind: ServiceExport
@@ -99,11 +115,11 @@ metadata:
   namespace: app
   labels: {{kubernetes.io/service-name: {name}}}
 addressType: IPv4
-ports: [{{name: tcp, port: {port}}}]
+ports: [{{name: {port_name}, port: {target_port}, protocol: {protocol}}}]
 endpoints:
 - addresses: [\"{ip}\"]
 ",
-        port = target.port(),
+        target_port = target.port(),
         ip = target.ip()
     )
 }
@@ -234,6 +250,21 @@ impl Site {
     async fn metrics(&self) -> String {
         admin_get(self.gateway.addresses().admin, "/metrics").await
     }
+}
+
+/// A UDP backend that answers every datagram with itself, until dropped.
+fn udp_echo(ip: std::net::IpAddr) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let socket = std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).expect("bind udp echo");
+    socket.set_nonblocking(true).expect("nonblocking");
+    let socket = tokio::net::UdpSocket::from_std(socket).expect("tokio socket");
+    let address = socket.local_addr().expect("address");
+    let task = tokio::spawn(async move {
+        let mut buffer = vec![0u8; 65_536];
+        while let Ok((length, from)) = socket.recv_from(&mut buffer).await {
+            let _ = socket.send_to(&buffer[..length], from).await;
+        }
+    });
+    (address, task)
 }
 
 fn connect_request(authority: &str) -> http::Request<()> {

@@ -19,6 +19,8 @@ pub(super) struct Process {
     _echo: Backend,
     /// A backend that accepts and never reads.
     pub sink: Sink,
+    /// A UDP backend answering every datagram (`udpecho`, port 53).
+    _udp_echo: tokio::task::JoinHandle<()>,
 }
 
 /// A listener whose accepted connections are held and never read, with
@@ -94,9 +96,11 @@ impl Process {
             );
         }
         let sink = Sink::start(pod_ip(3, 2));
+        let (udp_echo, udp_echo_task) = super::udp_echo(pod_ip(3, 3));
         let c3 = cluster_yaml("c3", "net-b", tunnel, &[])
             + &service_yaml("echo", echo.address)
-            + &service_yaml("sink", sink.address);
+            + &service_yaml("sink", sink.address)
+            + &super::udp_service_yaml("udpecho", udp_echo);
         write_cluster(&config, "c3", &c3);
         std::fs::write(
             config.join("gateway.yaml"),
@@ -130,6 +134,7 @@ impl Process {
             certs,
             _echo: echo,
             sink,
+            _udp_echo: udp_echo_task,
         };
         let started = Instant::now();
         while TcpStream::connect(admin).await.is_err()
@@ -157,6 +162,16 @@ impl Process {
     /// An HTTP/2 connection to the tunnel port as `cluster`, driven in the
     /// background, with a 1 MiB window of its own.
     pub(super) async fn h2(&self, cluster: &str) -> h2::client::SendRequest<bytes::Bytes> {
+        self.h2_with_window(cluster, 1 << 20).await
+    }
+
+    /// The same with a stream window of `window` bytes (0: the gateway may
+    /// send nothing on a stream).
+    pub(super) async fn h2_with_window(
+        &self,
+        cluster: &str,
+        window: u32,
+    ) -> h2::client::SendRequest<bytes::Bytes> {
         let material = TlsMaterial::load(&self.certs.join(cluster)).expect("certificate");
         let connector = TlsConnector::from(material.client_config());
         let tcp = TcpStream::connect(self.tunnel).await.expect("reach tunnel");
@@ -165,7 +180,7 @@ impl Process {
             .await
             .expect("tls handshake");
         let (send, connection) = h2::client::Builder::new()
-            .initial_window_size(1 << 20)
+            .initial_window_size(window)
             .handshake(tls)
             .await
             .expect("h2 handshake");

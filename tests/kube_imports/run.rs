@@ -96,6 +96,14 @@ async fn strait_run_manages_imports_and_listens_on_the_recorded_import_port() {
     )
     .await;
     let admin = kube_api::admin::admin_address(&log).expect("checked");
+    // Its gateway.yaml sets no network map: said at start, as an error.
+    let started = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        started
+            .lines()
+            .any(|line| line.contains("ERROR") && line.contains("sets no `networks`")),
+        "{started}"
+    );
     // Every replica listens on the port recorded in the derived Service.
     let listening =
         format!("\"importPort\": {import_port},\n      \"service\": \"shop/cart:80/TCP\"");
