@@ -48,6 +48,10 @@ fn strait_in_a_real_cluster_set() {
             lab::coredns::multicluster_answers_from_mcs_objects,
         ),
         (
+            "a tenant's exported annotations claim no import port",
+            lab::tenant::a_tenants_exported_annotations_claim_no_import_port,
+        ),
+        (
             "connections go on when a gateway pod is deleted",
             lab::transparent::gateway_pod_deleted,
         ),

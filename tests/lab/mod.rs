@@ -5,6 +5,7 @@ pub mod coredns;
 pub mod link;
 pub mod migrate;
 pub mod rbac;
+pub mod tenant;
 pub mod transparent;
 
 use std::io::Write;
