@@ -398,17 +398,29 @@ env_lines() {
     echo "# every cluster, a context each (c1, c2, c3): $state/all.kubeconfig"
 }
 
+# Whether process $1 is still one of the lab's: a pid file outlives its
+# process, and the number may since name another (a test runner's group).
+lab_process() {
+    [ -r "/proc/$1/cmdline" ] &&
+        tr '\0' ' ' < "/proc/$1/cmdline" | grep -q -e "$state" -e "strait-lab" -e "$here"
+}
+
 down() {
     if [ -d "$state/pids" ]; then
         for f in "$state"/pids/*; do
             [ -e "$f" ] || continue
-            kill -TERM -- "-$(cat "$f")" 2>/dev/null || kill -TERM "$(cat "$f")" 2>/dev/null || true
+            pid="$(cat "$f")"
+            lab_process "$pid" || continue
+            kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
         done
         sleep 1
         for f in "$state"/pids/*; do
             [ -e "$f" ] || continue
-            kill -KILL -- "-$(cat "$f")" 2>/dev/null || true
+            pid="$(cat "$f")"
+            lab_process "$pid" || continue
+            kill -KILL -- "-$pid" 2>/dev/null || true
         done
+        rm -f "$state"/pids/*
     fi
     # Anything an interrupted run left: every lab process names the state
     # folder in its arguments (the kubelets their script).
