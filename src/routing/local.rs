@@ -1,6 +1,7 @@
 //! The backends on the viewer's own network, each with the access policy
-//! of the service it serves: the only addresses a tunnel server may dial
-//! for a peer. Searched per request; built once for a first table, and for
+//! of the service it serves and whether a tunnel server may dial it for a
+//! peer (those of clusters it can attest), and what each is owed (the PROXY
+//! protocol). Searched per request; built once for a first table, and for
 //! every later one patched with the direct backends of the services that
 //! changed (or shared whole when those are the same), so a change to one
 //! service costs the gateway no walk and no sort of every backend.
@@ -8,7 +9,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use super::ServiceRoutes;
+use super::{Path, ServiceRoutes};
 use crate::model::{AccessPolicy, ClusterId, NetworkId, Protocol};
 
 /// A backend address (its target port included) and what a service it
@@ -24,6 +25,10 @@ pub(super) struct Serving {
     access: Option<Arc<AccessPolicy>>,
     /// Whether its backends are told who called (`strait.dev/proxy-protocol`).
     proxy_protocol: bool,
+    /// Whether a tunnel server may dial the backend for a peer
+    /// ([`Via::peer_dialable`](super::Via::peer_dialable)); the others are
+    /// here for what this gateway owes them on its own direct path.
+    peer_dialable: bool,
 }
 
 /// A backend's address and target port: a `SocketAddr` less its IPv6 flow
@@ -58,7 +63,7 @@ pub(super) fn entries(routes: &ServiceRoutes) -> impl Iterator<Item = Entry> + '
                 .iter()
                 .map(move |routed| (port.protocol, routed))
         })
-        .filter(|(_, routed)| routed.peer_dialable())
+        .filter(|(_, routed)| *routed.path() == Path::Direct)
         .map(|(protocol, routed)| {
             (
                 BackendAddress {
@@ -69,6 +74,7 @@ pub(super) fn entries(routes: &ServiceRoutes) -> impl Iterator<Item = Entry> + '
                     protocol,
                     access: routes.access.clone(),
                     proxy_protocol: routes.proxy_protocol_for(&routed.backend),
+                    peer_dialable: routed.peer_dialable(),
                 },
             )
         })
@@ -81,6 +87,7 @@ fn sort(entries: &mut [Entry]) {
             pointer(a)
                 .cmp(&pointer(b))
                 .then(a.1.proxy_protocol.cmp(&b.1.proxy_protocol))
+                .then(a.1.peer_dialable.cmp(&b.1.peer_dialable))
                 .then(a.1.protocol.cmp(&b.1.protocol))
         })
     });
@@ -163,7 +170,7 @@ impl LocalBackends {
     ) -> Option<bool> {
         let mut entries = self
             .at(BackendAddress::from(*address))
-            .filter(|serving| serving.protocol == protocol)
+            .filter(|serving| serving.peer_dialable && serving.protocol == protocol)
             .peekable();
         entries.peek()?;
         Some(entries.any(|serving| {
@@ -218,6 +225,7 @@ mod tests {
                 protocol: Protocol::Tcp,
                 access: policy.cloned(),
                 proxy_protocol: false,
+                peer_dialable: true,
             },
         )
     }

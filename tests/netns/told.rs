@@ -30,9 +30,17 @@ fn told(name: &'static str, pods: &[(&str, u8)]) -> ServiceSpec<'static> {
 
 fn services(id: &str) -> Vec<ServiceSpec<'static>> {
     match id {
-        // c2 shares c1's network: the direct path.
-        "c2" => vec![told("near", &[("c2", 1)])],
-        "c3" => vec![told("far", &[("c3", 1)]), told("logged", &[("c3", 2)])],
+        // c2 shares c1's network: the direct path. `shared` reaches the
+        // told pods' port too, and does not ask.
+        "c2" => vec![
+            told("near", &[("c2", 1)]),
+            service("shared", TCP_42, EARLY, &[("c2", 1)]),
+        ],
+        "c3" => vec![
+            told("far", &[("c3", 1)]),
+            told("logged", &[("c3", 2)]),
+            service("shared", TCP_42, EARLY, &[("c3", 1)]),
+        ],
         // Not told, and on a pod of its own: a pod port speaks the PROXY
         // protocol or not, whichever Service selects it.
         "c4" => vec![service("echo", TCP_42, EARLY, &[("c4", 1)])],
@@ -99,6 +107,34 @@ pub async fn told_backends_learn_the_client_and_the_caller(env: Env, transport: 
         "HAProxy logged no connection from {local}: {}",
         haproxy.log()
     );
+
+    // A Service that does not ask, on the told pods' port: the pods get
+    // Strait's header all the same, on the direct path (c2-pod1) and
+    // through the tunnel (c3-pod1), so a client's first bytes are never
+    // read as one. (Decided per request, as before, no header was written
+    // and the pods read the client's bytes.)
+    let told_before: usize = ["c2-pod1", "c3-pod1"]
+        .iter()
+        .map(|pod| world.pod(pod).told().len())
+        .sum();
+    for _ in 0..6 {
+        let authority = "shared.app.svc.clusterset.local:42";
+        let held = client::Held::open(&client_ns, gateway, authority)
+            .await
+            .unwrap_or_else(|e| panic!("{authority}: {e}"));
+        drop(held);
+    }
+    let told_now: Vec<Result<super::backend::Told, String>> = ["c2-pod1", "c3-pod1"]
+        .iter()
+        .flat_map(|pod| world.pod(pod).told())
+        .collect();
+    assert_eq!(told_now.len(), told_before + 6, "{told_now:?}");
+    for told in &told_now {
+        let told = told
+            .as_ref()
+            .unwrap_or_else(|e| panic!("a pod read no header: {e}"));
+        assert_eq!(told.cluster, "c1");
+    }
 
     // A service that does not ask: no header, so the echo is exact (a
     // header would come back ahead of the payload).
