@@ -1,13 +1,36 @@
 //! What the tunnel server refuses: every target that is not a ready
 //! backend of an exported service port on its network (own listeners,
 //! loopback, link-local, strays, undeclared ports, their IPv4-mapped
-//! spellings), and machinery listed as a backend (a Service's ClusterIP).
+//! spellings), and machinery listed as a backend (a Service's ClusterIP,
+//! external IP and load balancer address, the API server's endpoint, also
+//! spelled NAT64 and 6to4).
 
 use super::*;
 
 /// `[::ffff:a.b.c.d]:port`: an IPv4 address spelled IPv4-mapped IPv6.
 fn mapped(address: SocketAddr) -> String {
     format!("[::ffff:{}]:{}", address.ip(), address.port())
+}
+
+/// `[64:ff9b::a.b.c.d]:port`: an IPv4 address through NAT64's prefix.
+fn nat64(address: SocketAddr) -> String {
+    format!("[64:ff9b::{}]:{}", address.ip(), address.port())
+}
+
+/// `[2002:aabb:ccdd::]:port`: an IPv4 address in 6to4's prefix.
+fn six_to_four(address: SocketAddr) -> String {
+    let std::net::IpAddr::V4(v4) = address.ip() else {
+        panic!("an IPv4 address");
+    };
+    let [a, b, c, d] = v4.octets();
+    format!(
+        "[2002:{:02x}{:02x}:{:02x}{:02x}::]:{}",
+        a,
+        b,
+        c,
+        d,
+        address.port()
+    )
 }
 
 pub async fn the_tunnel_server_dials_nothing_it_should_not(transport: TransportMode) {
@@ -55,6 +78,11 @@ pub async fn the_tunnel_server_dials_nothing_it_should_not(transport: TransportM
     // c3 also holds machinery a tenant lists as an endpoint of its export:
     // the `kubernetes` Service's ClusterIP (a tripwire listens there).
     let cluster_ip = Tripwire::start(at(pod_ip(3, 7))).await;
+    // And the API server's own endpoint (default/kubernetes), a Service's
+    // external IP and its load balancer address.
+    let api_endpoint = Tripwire::start(at(pod_ip(3, 6))).await;
+    let external_ip = Tripwire::start(at(pod_ip(3, 5))).await;
+    let balancer_ip = Tripwire::start(at(pod_ip(3, 4))).await;
     let c3_file = world.config.join("clusters/c3/objects.yaml");
     let mut c3_yaml = std::fs::read_to_string(&c3_file).expect("c3's objects");
     c3_yaml.push_str(&format!(
@@ -65,6 +93,23 @@ metadata: {{name: kubernetes, namespace: default}}
 spec:
   clusterIP: \"{api}\"
   ports: [{{name: https, port: {target}}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: kubernetes, namespace: default, labels: {{kubernetes.io/service-name: kubernetes}}}}
+addressType: IPv4
+ports: [{{name: https, port: {target}}}]
+endpoints:
+- {{addresses: [\"{api_endpoint}\"], conditions: {{ready: true}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: front, namespace: app}}
+spec:
+  type: LoadBalancer
+  externalIPs: [\"{external}\"]
+  ports: [{{name: tcp, port: 80}}]
+status: {{loadBalancer: {{ingress: [{{ip: \"{balancer}\"}}]}}}}
 ---
 apiVersion: v1
 kind: Service
@@ -83,8 +128,14 @@ addressType: IPv4
 ports: [{{name: tcp, port: {target}}}]
 endpoints:
 - {{addresses: [\"{api}\"], conditions: {{ready: true}}}}
+- {{addresses: [\"{api_endpoint}\"], conditions: {{ready: true}}}}
+- {{addresses: [\"{external}\"], conditions: {{ready: true}}}}
+- {{addresses: [\"{balancer}\"], conditions: {{ready: true}}}}
 ",
-        api = pod_ip(3, 7)
+        api = pod_ip(3, 7),
+        api_endpoint = pod_ip(3, 6),
+        external = pod_ip(3, 5),
+        balancer = pod_ip(3, 4),
     ));
     write_cluster(&world.config, "c3", &c3_yaml);
     let c3_state = world.gateways[2].state().clone();
@@ -129,6 +180,12 @@ endpoints:
         // Machinery listed as an endpoint: by address, and by name (its
         // only backend skipped when picked, so none is left).
         (cluster_ip.address.to_string(), 403),
+        (api_endpoint.address.to_string(), 403),
+        (external_ip.address.to_string(), 403),
+        (balancer_ip.address.to_string(), 403),
+        // The API server's endpoint spelled NAT64 and 6to4: the IPv4 it reaches.
+        (nat64(api_endpoint.address), 403),
+        (six_to_four(api_endpoint.address), 403),
         ("sneaky.app.svc.clusterset.local:42".into(), 503),
         ("example.com:443".into(), 400),
         ("localhost:80".into(), 400),
@@ -149,6 +206,9 @@ endpoints:
         ("stray address", &stray),
         ("undeclared port", &undeclared_port),
         ("Service ClusterIP", &cluster_ip),
+        ("API server endpoint", &api_endpoint),
+        ("external IP", &external_ip),
+        ("load balancer address", &balancer_ip),
     ] {
         assert_eq!(tripwire.hits(), 0, "{name} was dialled");
     }
