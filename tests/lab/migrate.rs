@@ -190,27 +190,37 @@ ports: [{{name: http, port: 8080, protocol: TCP}}]
             results
         });
         set_adoption(lab, Some(PREVIOUS));
-        wait_until(
-            "Strait holds the import and its derived Service",
-            120,
-            || {
-                let managed = lab.field(
-                    "c1",
-                    ns,
-                    &["service", "derived-previous"],
-                    "{.metadata.labels.app\\.kubernetes\\.io/managed-by}",
-                );
-                let old_slice = lab.try_kubectl(
-                    "c1",
-                    &["-n", ns, "get", "endpointslice", "derived-previous-1"],
-                );
-                managed == "strait" && old_slice.is_err()
-            },
-        );
+        // A wait that fails must still stop the caller, or the scope would
+        // wait for it forever.
+        let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            wait_until(
+                "Strait holds the import and its derived Service",
+                120,
+                || {
+                    let managed = lab.field(
+                        "c1",
+                        ns,
+                        &["service", "derived-previous"],
+                        "{.metadata.labels.app\\.kubernetes\\.io/managed-by}",
+                    );
+                    let old_slice = lab.try_kubectl(
+                        "c1",
+                        &["-n", ns, "get", "endpointslice", "derived-previous-1"],
+                    );
+                    managed == "strait" && old_slice.is_err()
+                },
+            )
+        }));
         // A while on the new path, then stop.
-        std::thread::sleep(std::time::Duration::from_secs(5));
+        if held.is_ok() {
+            std::thread::sleep(std::time::Duration::from_secs(5));
+        }
         stop.store(true, Ordering::Relaxed);
-        caller.join().expect("the caller thread")
+        let calls = caller.join().expect("the caller thread");
+        if let Err(failed) = held {
+            std::panic::resume_unwind(failed);
+        }
+        calls
     });
     let failed: Vec<&String> = calls.iter().filter_map(|c| c.as_ref().err()).collect();
     assert!(calls.len() > 20, "calls were made: {}", calls.len());
