@@ -467,17 +467,22 @@ mod tests {
         assert_eq!(outcome.backend_to_client, 10);
     }
 
-    /// A client that sent one datagram (its address may be anyone's) gets
-    /// at most four answers for it, and its flow ends soon without a
-    /// second datagram; one that spoke twice gets its answers.
-    #[tokio::test]
-    async fn a_client_earns_answers_and_one_that_spoke_once_is_dropped_soon() {
-        let backend = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
-        let listener = Arc::new(UdpSocket::bind("127.0.0.1:0").await.expect("bind"));
-        let client = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+    /// A flow of `client` on `listener` to `backend`, pumped in the
+    /// background: where its datagrams arrive, its answer credit, and the
+    /// pump.
+    async fn listener_flow(
+        listener: &Arc<UdpSocket>,
+        client: &UdpSocket,
+        backend: &UdpSocket,
+        unconfirmed_timeout: Duration,
+        idle: Duration,
+    ) -> (
+        mpsc::Sender<Bytes>,
+        Arc<AnswerCredit>,
+        tokio::task::JoinHandle<SpliceOutcome>,
+    ) {
         let (arrive, arrivals) = mpsc::channel(8);
         let credit = Arc::new(AnswerCredit::default());
-        let unconfirmed_timeout = Duration::from_millis(300);
         let port = ListenerClient {
             socket: listener.clone(),
             client: client.local_addr().expect("address"),
@@ -492,9 +497,26 @@ mod tests {
         let upstream = ConnectedUdp::connect(backend.local_addr().expect("address"))
             .await
             .expect("connect");
+        (
+            arrive,
+            credit,
+            tokio::spawn(pump(port, upstream, idle, idle)),
+        )
+    }
+
+    /// A client that sent one datagram (its address may be anyone's) gets
+    /// at most four answers for it, and its flow ends soon without a
+    /// second datagram; one that spoke twice gets its answers.
+    #[tokio::test]
+    async fn a_client_earns_answers_and_one_that_spoke_once_is_dropped_soon() {
+        let backend = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        let listener = Arc::new(UdpSocket::bind("127.0.0.1:0").await.expect("bind"));
+        let client = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        let unconfirmed_timeout = Duration::from_millis(300);
         let idle = Duration::from_secs(30);
         let started = Instant::now();
-        let flow = tokio::spawn(pump(port, upstream, idle, idle));
+        let (arrive, credit, flow) =
+            listener_flow(&listener, &client, &backend, unconfirmed_timeout, idle).await;
         arrive
             .send(Bytes::from_static(b"q1"))
             .await
@@ -527,23 +549,8 @@ mod tests {
         assert_eq!(credit.dropped(), 6);
 
         // A client that speaks twice keeps its flow and earns more.
-        let (arrive, arrivals) = mpsc::channel(8);
-        let credit = Arc::new(AnswerCredit::default());
-        let port = ListenerClient {
-            socket: listener.clone(),
-            client: client.local_addr().expect("address"),
-            arrivals,
-            queued: Arc::new(AtomicUsize::new(0)),
-            rule: AnswerRule {
-                per_request: 16,
-                unconfirmed_timeout,
-            },
-            credit: credit.clone(),
-        };
-        let upstream = ConnectedUdp::connect(backend.local_addr().expect("address"))
-            .await
-            .expect("connect");
-        let flow = tokio::spawn(pump(port, upstream, idle, idle));
+        let (arrive, credit, flow) =
+            listener_flow(&listener, &client, &backend, unconfirmed_timeout, idle).await;
         for question in [&b"q1"[..], b"q2"] {
             arrive
                 .send(Bytes::copy_from_slice(question))

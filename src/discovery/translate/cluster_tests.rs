@@ -2,6 +2,7 @@
 //! network, cluster set) and how clusters are assembled into one set.
 
 use super::*;
+use crate::model::Infrastructure;
 
 #[test]
 fn cluster_id_and_network_come_from_cluster_properties_of_either_version() {

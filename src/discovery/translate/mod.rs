@@ -2,8 +2,10 @@
 //! and the Kubernetes API source both hand their objects here, so a folder of
 //! YAML and a live cluster mean exactly the same thing. Pure: no I/O.
 
+mod infrastructure;
 mod service;
 
+pub use infrastructure::{API_SERVER_SERVICE, infrastructure};
 pub use service::labelled_gateway;
 
 use std::collections::{BTreeMap, HashMap};
@@ -19,8 +21,7 @@ use crate::model::names::{
 use crate::model::unroutable_endpoint;
 use crate::model::{
     AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, EndpointGroup, EndpointPort,
-    EndpointsBuilder, Export, Infrastructure, InfrastructureAddresses, NetworkId, Protocol,
-    ServiceKey,
+    EndpointsBuilder, Export, NetworkId, Protocol, ServiceKey,
 };
 
 use super::objects::SourcedObject;
@@ -247,93 +248,6 @@ fn translate_objects(
         service.endpoint_groups.shrink_to_fit();
     }
     (Some(cluster), findings.diagnostics)
-}
-
-/// The Service whose endpoints are the cluster's API servers: namespace
-/// and name.
-pub const API_SERVER_SERVICE: (&str, &str) = ("default", "kubernetes");
-
-/// The addresses of a cluster's own machinery among `objects` (all of one
-/// cluster), sorted: every Service's cluster IPs, external IPs and load
-/// balancer addresses, the API server's endpoints (`default/kubernetes`),
-/// and the endpoints of the gateway Service (the one labelled so in
-/// `gateway_namespace`). Read from
-/// every Service, exported or not: an endpoint naming any of them would
-/// make a tunnel server dial what no peer may reach.
-pub fn infrastructure<'a>(
-    objects: impl Iterator<Item = &'a SourcedObject> + Clone,
-    gateway_namespace: &str,
-) -> InfrastructureAddresses {
-    let mut found: Vec<(IpAddr, Infrastructure)> = Vec::new();
-    let mut gateways: Vec<&str> = Vec::new();
-    for sourced in objects.clone() {
-        if let KubeObject::Service(service) = &sourced.object {
-            if let Some(spec) = &service.spec {
-                found.extend(
-                    spec.cluster_ips
-                        .iter()
-                        .map(|ip| (*ip, Infrastructure::ServiceIp)),
-                );
-                let external = spec.external_ips.iter().flatten();
-                found.extend(
-                    external
-                        .filter_map(|ip| ip.parse::<IpAddr>().ok())
-                        .map(|ip| (ip.to_canonical(), Infrastructure::ExternalIp)),
-                );
-            }
-            let ingress = service
-                .status
-                .as_ref()
-                .and_then(|status| status.load_balancer.as_ref())
-                .and_then(|balancer| balancer.ingress.as_ref());
-            found.extend(
-                ingress
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|ingress| ingress.ip.as_deref()?.parse::<IpAddr>().ok())
-                    .map(|ip| (ip.to_canonical(), Infrastructure::LoadBalancerIp)),
-            );
-            if sourced.object.namespace() == Some(gateway_namespace)
-                && service::labelled_gateway(service)
-            {
-                gateways.push(sourced.object.name());
-            }
-        }
-    }
-    for sourced in objects {
-        if let KubeObject::EndpointSlice(slice) = &sourced.object
-            && slice.metadata.namespace.as_deref() == Some(API_SERVER_SERVICE.0)
-            && slice.metadata.service_name.as_deref() == Some(API_SERVER_SERVICE.1)
-        {
-            found.extend(
-                slice
-                    .endpoints
-                    .parsed
-                    .iter()
-                    .map(|endpoint| (endpoint.address.to_canonical(), Infrastructure::ApiServer)),
-            );
-            continue;
-        }
-        if let KubeObject::EndpointSlice(slice) = &sourced.object
-            && slice.metadata.namespace.as_deref() == Some(gateway_namespace)
-            && slice
-                .metadata
-                .service_name
-                .as_deref()
-                .is_some_and(|service| gateways.contains(&service))
-        {
-            found.extend(
-                slice
-                    .endpoints
-                    .parsed
-                    .iter()
-                    .map(|endpoint| (endpoint.address.to_canonical(), Infrastructure::GatewayPod)),
-            );
-        }
-    }
-    found.sort_unstable();
-    found.dedup_by_key(|(address, _)| *address);
-    found.into()
 }
 
 /// Joins translated clusters into a set: cluster ids must be unique and
