@@ -36,6 +36,10 @@ pub struct LinkArgs {
     /// cluster.clusterset.k8s.io ClusterProperty).
     #[arg(long, value_name = "ID")]
     local_cluster: Option<String>,
+    /// How long the reader's bound token lasts (at least 10m; the remote
+    /// server may cap it). Linking again renews a token past half its life.
+    #[arg(long, value_name = "DURATION", default_value = "365days", value_parser = humantime::parse_duration)]
+    token_lifetime: std::time::Duration,
 }
 
 impl LinkArgs {
@@ -52,6 +56,13 @@ impl LinkArgs {
         };
         crate::model::check_dns_subdomain(&local_id, 63)
             .map_err(|e| refused(format!("--local-cluster {local_id:?}: {e}")))?;
+        if self.token_lifetime < link::MIN_TOKEN_LIFETIME {
+            return Err(refused(format!(
+                "--token-lifetime {}: the API server mints tokens of at least {}",
+                humantime::format_duration(self.token_lifetime),
+                humantime::format_duration(link::MIN_TOKEN_LIFETIME)
+            )));
+        }
         Ok(LinkOptions {
             remote_kubeconfig: self.kubeconfig.clone(),
             context: self.context.clone(),
@@ -59,6 +70,7 @@ impl LinkArgs {
             remote_namespace: self.remote_namespace.clone(),
             local_namespace: self.namespace.clone(),
             reader: link::reader_name(&local_id),
+            token_lifetime: self.token_lifetime,
         })
     }
 }
@@ -73,28 +85,74 @@ pub fn run_link(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<(),
     runtime()?.block_on(async {
         let options = args.options().await?;
         let remote = link::Remote::connect(&options).await.map_err(refused)?;
-        let linked = link::link(&remote, &options).await.map_err(refused)?;
         if apply {
             let local = link::local_client(args.local_kubeconfig.as_deref())
                 .await
                 .map_err(refused)?;
+            let linked = link::link(&remote, &options, Some(&local))
+                .await
+                .map_err(refused)?;
             link::apply_local(&local, &linked).await.map_err(refused)?;
+            // Only now that the local Secret holds a bound token.
+            let retired = linked.token != link::TokenKind::Legacy
+                && link::retire_legacy_token(&remote, &options)
+                    .await
+                    .map_err(refused)?;
             emit(
                 out,
                 &format!(
-                    "linked {} ({}): Secret {}/{} applied in the local cluster\n",
-                    linked.name, linked.server, args.namespace, linked.name
+                    "linked {} ({}): Secret {}/{} applied in the local cluster; {}{}\n",
+                    linked.name,
+                    linked.server,
+                    args.namespace,
+                    linked.name,
+                    token_note(&linked),
+                    if retired {
+                        "; the legacy token Secret is deleted (its token revoked)"
+                    } else {
+                        ""
+                    }
                 ),
             )
         } else {
+            let linked = link::link(&remote, &options, None)
+                .await
+                .map_err(refused)?;
             let yaml = crate::discovery::yaml::to_string(&linked.secret).map_err(refused)?;
             eprintln!(
-                "linked {} ({}); apply this Secret in the local cluster (or run again with --apply):",
-                linked.name, linked.server
+                "linked {} ({}); {}; apply this Secret in the local cluster (or run again with --apply), then delete a legacy Secret {}/{} in the remote cluster if one is left:",
+                linked.name,
+                linked.server,
+                token_note(&linked),
+                args.remote_namespace,
+                link::token::legacy_token_name(&options.reader),
             );
             emit(out, &yaml)
         }
     })
+}
+
+/// What the user should know of the link's token.
+fn token_note(linked: &link::Linked) -> String {
+    let until = |expires: Option<std::time::SystemTime>| {
+        expires
+            .map(|e| humantime::format_rfc3339_seconds(e).to_string())
+            .unwrap_or_else(|| "an unknown time".to_owned())
+    };
+    match linked.token {
+        link::TokenKind::Bound => format!(
+            "a new bound token, valid until {} (run strait link again before then)",
+            until(linked.expires)
+        ),
+        link::TokenKind::Kept => format!(
+            "the token already held is kept, valid until {}",
+            until(linked.expires)
+        ),
+        link::TokenKind::Legacy => {
+            "the remote server does not serve TokenRequest: a legacy token that never expires"
+                .to_owned()
+        }
+    }
 }
 
 /// Deletes the local remote-cluster Secret, then the reader in the remote

@@ -89,44 +89,28 @@ impl ImportListeners {
             .import_ports()
             .map(|(port, key)| (port, key.protocol))
             .collect();
-        self.open.retain(|listener, token| {
-            let keep = wanted.contains(listener);
-            if !keep {
-                token.cancel();
-            }
-            keep
-        });
-        let mut failed = 0;
-        for (port, protocol) in &wanted {
-            if self.open.contains_key(&(*port, *protocol)) {
-                continue;
-            }
-            let address = SocketAddr::new(self.address, *port);
-            let token = self.shutdown.child_token();
-            let bound = if *protocol == Protocol::Udp {
+        let (address, state, shutdown) = (self.address, &self.state, &self.shutdown);
+        let failed = reconcile(&mut self.open, &wanted, |port, protocol| {
+            let address = SocketAddr::new(address, port);
+            let token = shutdown.child_token();
+            let bound = if protocol == Protocol::Udp {
                 bind_udp(address).map(|socket| {
-                    tokio::spawn(super::udp::serve(socket, self.state.clone(), token.clone()));
+                    tokio::spawn(super::udp::serve(socket, state.clone(), token.clone()));
                 })
             } else {
                 bind(address).map(|listener| {
                     tokio::spawn(serve_with(
                         listener,
-                        self.state.clone(),
+                        state.clone(),
                         token.clone(),
                         Selector::ImportPort,
                     ));
                 })
             };
-            match bound {
-                Ok(()) => {
-                    self.open.insert((*port, *protocol), token);
-                }
-                Err(error) => {
-                    failed += 1;
-                    tracing::warn!(%address, %error, "cannot listen on import port");
-                }
-            }
-        }
+            bound.map(|()| token).inspect_err(
+                |error| tracing::warn!(%address, %error, "cannot listen on import port"),
+            )
+        });
         self.state
             .metrics
             .set_import_listeners(self.open.len(), failed);
@@ -146,6 +130,37 @@ impl ImportListeners {
     }
 }
 
+/// Closes the listeners of `open` that `wanted` no longer names and opens
+/// those it names that are not open, each by `(port, protocol)`: a port
+/// whose service port changes protocol is closed as the old kind and
+/// opened as the new one. How many could not be opened.
+fn reconcile(
+    open: &mut HashMap<(u16, Protocol), CancellationToken>,
+    wanted: &HashSet<(u16, Protocol)>,
+    mut open_one: impl FnMut(u16, Protocol) -> io::Result<CancellationToken>,
+) -> u64 {
+    open.retain(|listener, token| {
+        let keep = wanted.contains(listener);
+        if !keep {
+            token.cancel();
+        }
+        keep
+    });
+    let mut failed = 0;
+    for &(port, protocol) in wanted {
+        if open.contains_key(&(port, protocol)) {
+            continue;
+        }
+        match open_one(port, protocol) {
+            Ok(token) => {
+                open.insert((port, protocol), token);
+            }
+            Err(_) => failed += 1,
+        }
+    }
+    failed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +172,78 @@ mod tests {
             eprintln!("SKIPPED: no IPv6 loopback on this host");
         }
         has
+    }
+
+    /// Opens real sockets, each held by a task until its token is
+    /// cancelled, as `sync` does.
+    fn open_real(port: u16, protocol: Protocol) -> io::Result<CancellationToken> {
+        let address = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port);
+        let token = CancellationToken::new();
+        let held = token.clone();
+        if protocol == Protocol::Udp {
+            let socket = bind_udp(address)?;
+            tokio::spawn(async move {
+                held.cancelled().await;
+                drop(socket);
+            });
+        } else {
+            let listener = bind(address)?;
+            tokio::spawn(async move {
+                held.cancelled().await;
+                drop(listener);
+            });
+        }
+        Ok(token)
+    }
+
+    async fn tcp_answers(port: u16) -> bool {
+        tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+            .await
+            .is_ok()
+    }
+
+    fn udp_bound(port: u16) -> bool {
+        std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).is_err()
+    }
+
+    #[tokio::test]
+    async fn a_port_that_changes_protocol_is_reopened_as_the_new_kind() {
+        // A free port number for both kinds.
+        let port = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut open = HashMap::new();
+        let tcp = HashSet::from([(port, Protocol::Tcp)]);
+        assert_eq!(reconcile(&mut open, &tcp, open_real), 0);
+        assert!(tcp_answers(port).await, "the TCP listener is open");
+        assert!(!udp_bound(port));
+
+        let udp = HashSet::from([(port, Protocol::Udp)]);
+        assert_eq!(reconcile(&mut open, &udp, open_real), 0);
+        assert_eq!(
+            open.keys().copied().collect::<Vec<_>>(),
+            [(port, Protocol::Udp)]
+        );
+        assert!(udp_bound(port), "a UDP socket is bound on the port");
+        // The TCP listener's task drops it once it sees its cancellation.
+        let mut closed = false;
+        for _ in 0..100 {
+            if !tcp_answers(port).await {
+                closed = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(closed, "the old TCP listener is closed");
+
+        // Unchanged: nothing is reopened.
+        let mut calls = 0;
+        reconcile(&mut open, &udp, |_, _| {
+            calls += 1;
+            Ok(CancellationToken::new())
+        });
+        assert_eq!(calls, 0);
     }
 
     #[tokio::test]

@@ -18,6 +18,29 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// The claims of the token a linked Secret's kubeconfig holds (read
+/// unverified, as the token's own issuer would decode them).
+fn token_claims(kubeconfig: &str) -> Value {
+    use data_encoding::BASE64URL_NOPAD;
+    use secrecy::ExposeSecret;
+    let parsed = kube::config::Kubeconfig::from_yaml(kubeconfig).expect("a kubeconfig");
+    let token = parsed.auth_infos[0]
+        .auth_info
+        .as_ref()
+        .and_then(|auth| auth.token.as_ref())
+        .expect("a token in the kubeconfig")
+        .expose_secret()
+        .to_owned();
+    let payload = token
+        .split('.')
+        .nth(1)
+        .unwrap_or_else(|| panic!("a JWT-shaped token: {token}"));
+    let bytes = BASE64URL_NOPAD
+        .decode(payload.as_bytes())
+        .expect("base64url claims");
+    serde_json::from_slice(&bytes).expect("JSON claims")
+}
+
 fn secret_kubeconfig(secret: &Value) -> String {
     use data_encoding::BASE64;
     let data = secret["data"]["kubeconfig"]
@@ -26,9 +49,8 @@ fn secret_kubeconfig(secret: &Value) -> String {
     String::from_utf8(BASE64.decode(data.as_bytes()).expect("base64")).expect("utf-8")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
-    let dir = tempfile::tempdir().expect("temp dir");
+/// c1's API server, and c2's over TLS: the linking and the linked cluster.
+async fn local_c1_and_remote_c2() -> (ApiServer, ApiServer) {
     let local = ApiServer::start(&["v1beta1"]).await;
     let remote = ApiServer::start_tls(&["v1beta1"]).await;
     populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
@@ -40,6 +62,13 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
         "198.51.100.2",
         "10.2.0.1",
     );
+    (local, remote)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (local, remote) = local_c1_and_remote_c2().await;
     remote.require_tokens();
     // Where deploy/namespace.yaml keeps the remote-cluster Secrets.
     local.apply(kube_api::fixtures::namespace("strait-remotes"));
@@ -134,9 +163,48 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     );
     let kubeconfig = secret_kubeconfig(&secret);
     assert!(
-        !kubeconfig.contains("test-token")
-            && kubeconfig.contains("token: sa-strait-system-strait-remote-reader-c1-"),
+        !kubeconfig.contains("test-token"),
         "the Secret carries the reader's own token:\n{kubeconfig}"
+    );
+    // A bound token: of the reader, tied to the link's anchor Secret,
+    // expiring after the default lifetime (365 days).
+    let claims = token_claims(&kubeconfig);
+    assert_eq!(
+        claims["kubernetes.io"]["serviceaccount"]["name"],
+        "strait-remote-reader-c1"
+    );
+    let anchor = remote
+        .object("Secret", "strait-system", "strait-remote-reader-c1-anchor")
+        .expect("the anchor Secret");
+    assert_eq!(
+        claims["kubernetes.io"]["secret"]["uid"],
+        anchor["metadata"]["uid"]
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_secs();
+    let lifetime = claims["exp"].as_u64().expect("exp") - now;
+    assert!(
+        (364 * 86_400..=365 * 86_400).contains(&lifetime),
+        "lifetime {lifetime} s"
+    );
+    assert!(
+        remote
+            .object("Secret", "strait-system", "strait-remote-reader-c1-token")
+            .is_none(),
+        "no legacy never-expiring token is made where TokenRequest is served"
+    );
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        stdout.contains("a new bound token, valid until"),
+        "{}",
+        text(&first)
+    );
+    assert!(
+        String::from_utf8_lossy(&second.stdout).contains("the token already held is kept"),
+        "{}",
+        text(&second)
     );
 
     // The reader in the remote cluster: list and watch of what is read there.
@@ -218,8 +286,9 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     }
     assert!(
         remote
-            .object("Secret", "strait-system", "strait-remote-reader-c1-token")
-            .is_none()
+            .object("Secret", "strait-system", "strait-remote-reader-c1-anchor")
+            .is_none(),
+        "the anchor is deleted, revoking the token"
     );
     until(&handle, "c2 gone", |s| {
         backends(s, "c1", "cart") == ["c1 10.1.0.1:8080"]
@@ -289,5 +358,84 @@ async fn strait_link_refuses_a_cluster_without_the_crds_or_the_rights() {
         limited
             .object("ClusterRole", "", "strait-remote-reader-c3")
             .is_none()
+    );
+}
+
+/// A server without TokenRequest gets the legacy token Secret, and says
+/// so; once the server serves TokenRequest, linking again replaces the
+/// legacy token with a bound one and deletes the legacy Secret (revoking
+/// its never-expiring token) only after the local Secret holds the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strait_link_falls_back_to_a_legacy_token_and_replaces_it_when_it_can() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (local, remote) = local_c1_and_remote_c2().await;
+    local.apply(kube_api::fixtures::namespace("strait-remotes"));
+    remote.serve_token_requests(false);
+    let remote_admin = remote.write_kubeconfig(dir.path(), "remote-admin");
+    let local_admin = local.write_kubeconfig(dir.path(), "local-admin");
+    let apply: [&std::ffi::OsStr; 6] = [
+        "link".as_ref(),
+        "--kubeconfig".as_ref(),
+        remote_admin.as_os_str(),
+        "--apply".as_ref(),
+        "--local-kubeconfig".as_ref(),
+        local_admin.as_os_str(),
+    ];
+    let legacy = strait(&apply, &local_admin, dir.path()).await;
+    assert!(legacy.status.success(), "{}", text(&legacy));
+    assert!(
+        String::from_utf8_lossy(&legacy.stdout).contains("a legacy token that never expires"),
+        "{}",
+        text(&legacy)
+    );
+    let secret = local
+        .object("Secret", "strait-remotes", "c2")
+        .expect("the local Secret");
+    assert!(
+        secret_kubeconfig(&secret).contains("sa-strait-system-strait-remote-reader-c1-"),
+        "the legacy Secret's token"
+    );
+    assert!(
+        remote
+            .object("Secret", "strait-system", "strait-remote-reader-c1-token")
+            .is_some()
+    );
+
+    remote.serve_token_requests(true);
+    let bound = strait(&apply, &local_admin, dir.path()).await;
+    assert!(bound.status.success(), "{}", text(&bound));
+    let stdout = String::from_utf8_lossy(&bound.stdout);
+    assert!(
+        stdout.contains("a new bound token") && stdout.contains("legacy token Secret is deleted"),
+        "{}",
+        text(&bound)
+    );
+    let secret = local
+        .object("Secret", "strait-remotes", "c2")
+        .expect("the local Secret");
+    let claims = token_claims(&secret_kubeconfig(&secret));
+    assert_eq!(
+        claims["kubernetes.io"]["secret"]["name"],
+        "strait-remote-reader-c1-anchor"
+    );
+    assert!(
+        remote
+            .object("Secret", "strait-system", "strait-remote-reader-c1-token")
+            .is_none(),
+        "the legacy token Secret is gone"
+    );
+
+    // A lifetime the API server would refuse is refused before any write.
+    let mut short = apply.to_vec();
+    short.extend([
+        std::ffi::OsStr::new("--token-lifetime"),
+        std::ffi::OsStr::new("5m"),
+    ]);
+    let refused = strait(&short, &local_admin, dir.path()).await;
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--token-lifetime 5m"),
+        "{}",
+        text(&refused)
     );
 }

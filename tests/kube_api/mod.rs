@@ -145,6 +145,7 @@ mod read;
 mod schema;
 mod store;
 mod tls;
+mod token;
 pub mod write;
 
 use std::collections::{BTreeMap, HashMap};
@@ -335,6 +336,11 @@ struct State {
     /// Bearer tokens accepted when authentication is on: `test-token` and
     /// every ServiceAccount token minted here.
     tokens: std::collections::HashSet<String>,
+    /// Tokens minted by TokenRequest, with what they are bound to.
+    bound_tokens: HashMap<String, token::BoundToken>,
+    minted_tokens: u64,
+    /// Whether the TokenRequest subresource is served (by default it is).
+    token_requests: bool,
     authenticate: bool,
     /// Requests answered `403 Forbidden`, as (method, plural).
     forbidden: Vec<(String, String)>,
@@ -441,7 +447,7 @@ impl Shared {
                 .get(hyper::header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "));
-            if !token.is_some_and(|t| state.tokens.contains(t)) {
+            if !token.is_some_and(|t| state.tokens.contains(t) || token::authenticates(&state, t)) {
                 return Some(json_response(
                     StatusCode::UNAUTHORIZED,
                     &status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized"),
@@ -520,6 +526,7 @@ impl ApiServer {
         let (changes, _) = broadcast::channel(4096);
         let state = State {
             ca_pem: tls.as_ref().map(|tls| tls.ca_pem.clone()),
+            token_requests: true,
             ..State::default()
         };
         let shared = Arc::new(Shared {
@@ -568,7 +575,9 @@ impl ApiServer {
                             if let Some(refusal) = shared.refuse(&request) {
                                 return Ok::<_, Infallible>(refusal);
                             }
-                            let response = if write::handles(&request) {
+                            let response = if token::handles(&request) {
+                                token::respond(&shared, request).await
+                            } else if write::handles(&request) {
                                 write::respond(&shared, request).await
                             } else {
                                 respond(&shared, request)
@@ -718,6 +727,12 @@ current-context: {name}
         let mut state = self.shared.state();
         state.authenticate = true;
         state.tokens.insert("test-token".to_owned());
+    }
+
+    /// Serves the TokenRequest subresource, or not (`404`, as a server
+    /// without it: `strait link` falls back to a legacy token Secret).
+    pub fn serve_token_requests(&self, served: bool) {
+        self.shared.state().token_requests = served;
     }
 
     /// Makes this a single-stack IPv4 cluster from now on, as a real one

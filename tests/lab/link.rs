@@ -119,9 +119,10 @@ pub fn unlink_and_link_again(lab: &Lab) {
 }
 
 /// c1's token for c3 is rotated while a c1 pod keeps asking for a c3
-/// service: the token Secret in c3 is deleted (the API server stops
-/// accepting the old token: c1's gateways lose their watch of c3, and keep
-/// routing on what they knew), then `strait link` issues a new one into
+/// service: the anchor Secret in c3 is deleted, which revokes the bound
+/// token (the real API server stops accepting it: c1's gateways lose their
+/// watch of c3, and keep routing on what they knew), then `strait link`
+/// binds a new one to a new anchor and writes it into
 /// c1's Secret. No request fails, and a service c3 exports afterwards
 /// reaches c1.
 pub fn token_rotated_under_traffic(lab: &Lab) {
@@ -154,7 +155,7 @@ pub fn token_rotated_under_traffic(lab: &Lab) {
                 "strait-system",
                 "delete",
                 "secret",
-                "strait-remote-reader-c1-token",
+                "strait-remote-reader-c1-anchor",
             ],
         );
         // Long enough for c1's watches of c3 to be refused.

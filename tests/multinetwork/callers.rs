@@ -54,6 +54,18 @@ fn udp_dig_falls_back_to_http2_when_the_wan_drops_udp() {
     );
 }
 
+/// 320 flows from 40 addresses of one /24: the prefix's 64 admitted, the
+/// rest refused and counted, and the prefix free again once they end
+/// unconfirmed.
+#[test]
+fn a_udp_flood_from_many_sources_of_one_prefix_stays_bounded() {
+    netns::run_needing(
+        "a_udp_flood_from_many_sources_of_one_prefix_stays_bounded",
+        &["iptables", "dig", "nsd"],
+        udp::a_flood_from_many_sources_of_one_prefix_stays_bounded,
+    );
+}
+
 /// 200 flows from one pod: 8 admitted, the rest refused and counted, and
 /// another pod is answered meanwhile.
 #[test]

@@ -15,6 +15,7 @@ use kube::core::ApiResource;
 use kube::discovery::Discovery;
 
 use super::KubeError;
+use super::bearer::Expiry;
 use super::connect::build_client;
 use super::kubeconfig::check_secret_kubeconfig;
 use crate::discovery::objects::{ABOUT_GROUP, CRD_VERSIONS, MCS_GROUP};
@@ -106,7 +107,48 @@ pub(super) async fn yaml_client(
 ) -> Result<Client, ClientError> {
     let kubeconfig = Kubeconfig::from_yaml(text)?;
     check_secret_kubeconfig(&kubeconfig)?;
+    report_token_expiry(&kubeconfig, what);
     kubeconfig_client(kubeconfig, what, watch_timeout).await
+}
+
+/// Says when a Secret's bearer token expires: `strait link` mints bound
+/// tokens that do, and a link whose token ran out reads nothing. Logged
+/// each time the Secret is read; a warning within a month of the end.
+fn report_token_expiry(kubeconfig: &Kubeconfig, what: &str) {
+    use secrecy::ExposeSecret;
+    let now = std::time::SystemTime::now();
+    for named in &kubeconfig.auth_infos {
+        let Some(token) = named.auth_info.as_ref().and_then(|a| a.token.as_ref()) else {
+            continue;
+        };
+        let Some(claims) = super::bearer::token_claims(token.expose_secret()) else {
+            continue;
+        };
+        let expires = claims.expires.map(humantime::format_rfc3339_seconds);
+        match claims.expiry(now) {
+            Some(Expiry::Expired) => tracing::error!(
+                cluster = what, expires = %expires.map(|e| e.to_string()).unwrap_or_default(),
+                "the remote cluster's token has expired: run `strait link` again to renew it"
+            ),
+            Some(Expiry::Soon(left)) => tracing::warn!(
+                cluster = what, expires = %expires.map(|e| e.to_string()).unwrap_or_default(),
+                left = %humantime::format_duration(round_to_hours(left)),
+                "the remote cluster's token expires soon: run `strait link` again to renew it"
+            ),
+            Some(Expiry::Later(_)) => tracing::info!(
+                cluster = what, expires = %expires.map(|e| e.to_string()).unwrap_or_default(),
+                "the remote cluster's token is bound and expiring"
+            ),
+            None => tracing::info!(
+                cluster = what,
+                "the remote cluster's token never expires (a legacy token Secret): run `strait link` again to replace it with a bound one"
+            ),
+        }
+    }
+}
+
+fn round_to_hours(duration: Duration) -> Duration {
+    Duration::from_secs(duration.as_secs() / 3600 * 3600)
 }
 
 async fn kubeconfig_client(

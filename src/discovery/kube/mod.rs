@@ -25,6 +25,7 @@
 //! which follows these snapshots.
 
 mod arrived;
+pub(crate) mod bearer;
 mod bounded;
 pub(crate) mod client;
 pub(crate) mod connect;

@@ -2,10 +2,11 @@
 //! remote cluster. In the remote cluster, a ServiceAccount, a ClusterRole
 //! with exactly the verbs the source needs there (list and watch of
 //! ClusterProperties, ServiceExports, Services and EndpointSlices), its
-//! binding and a long-lived token Secret; in the local cluster, the
-//! labelled remote-cluster Secret whose inline kubeconfig holds that
-//! token. Every write is a server-side apply by the field manager
-//! `strait-link`, so linking again changes nothing.
+//! binding and the anchor Secret its bound, expiring token is tied to
+//! ([`token`]); in the local cluster, the labelled remote-cluster Secret
+//! whose inline kubeconfig holds that token. Every write is a server-side
+//! apply by the field manager `strait-link`, and a token is kept while
+//! more than half of its life is left, so linking again changes nothing.
 //!
 //! The objects are built by pure functions ([`remote_objects`],
 //! [`kubeconfig_for`], [`local_secret`]); the rest is thin I/O.
@@ -31,11 +32,15 @@ use crate::discovery::kube::{
 };
 use crate::model::names::{ALT_CLUSTER_ID_PROPERTY, CLUSTER_ID_PROPERTY};
 
+pub mod token;
+
+pub use token::{Credential, MIN_TOKEN_LIFETIME, TokenKind};
+
 /// The field manager of every write `strait link` makes.
 pub const LINK_FIELD_MANAGER: &str = "strait-link";
 /// The start of a reader's name in the remote cluster: each linking
 /// cluster has its own (`strait-remote-reader-<its id>`: ServiceAccount,
-/// ClusterRole and binding; the token Secret adds `-token`), so that one
+/// ClusterRole and binding; the anchor Secret adds `-anchor`), so that one
 /// cluster's unlink or token rotation leaves the others' access alone.
 pub const READER_PREFIX: &str = "strait-remote-reader";
 
@@ -43,8 +48,6 @@ pub const READER_PREFIX: &str = "strait-remote-reader";
 pub fn reader_name(local_id: &str) -> String {
     format!("{READER_PREFIX}-{local_id}")
 }
-/// How long the remote token controller may take to fill in the token.
-const TOKEN_WAIT: Duration = Duration::from_secs(30);
 /// The watch timeout of the clients `link` builds (only their read
 /// timeout follows from it).
 const CLIENT_WATCH_TIMEOUT: Duration = Duration::from_secs(20);
@@ -65,6 +68,8 @@ pub struct LinkOptions {
     /// The reader's name in the remote cluster ([`reader_name`] of the
     /// local cluster's id).
     pub reader: String,
+    /// How long a token minted now lasts (the server may cap it).
+    pub token_lifetime: Duration,
 }
 
 /// Why linking or unlinking failed.
@@ -85,7 +90,7 @@ pub enum LinkError {
     )]
     MissingCrds { server: String, kinds: Vec<String> },
     #[error(
-        "not allowed to {action} in {cluster}: {message} (linking needs rights to create ServiceAccounts, Secrets, ClusterRoles and ClusterRoleBindings there; unlinking to delete them)"
+        "not allowed to {action} in {cluster}: {message} (linking needs rights to create ServiceAccounts and their tokens, Secrets, ClusterRoles and ClusterRoleBindings there; unlinking to delete them)"
     )]
     Forbidden {
         action: String,
@@ -107,6 +112,8 @@ pub enum LinkError {
         name: String,
         waited: Duration,
     },
+    #[error("{cluster} answered a TokenRequest for ServiceAccount {account} without a token")]
+    NoIssuedToken { cluster: String, account: String },
     #[error(
         "the remote cluster has no {CLUSTER_ID_PROPERTY} (nor {ALT_CLUSTER_ID_PROPERTY}) ClusterProperty to name it by: pass --name"
     )]
@@ -139,6 +146,9 @@ pub struct Linked {
     pub server: String,
     /// The remote-cluster Secret, as an object for the local cluster.
     pub secret: Value,
+    /// When its token expires (`None`: a legacy token, never).
+    pub expires: Option<std::time::SystemTime>,
+    pub token: TokenKind,
 }
 
 /// The resources a remote cluster's reader may list and watch: those the
@@ -165,18 +175,13 @@ fn reader_rules() -> Vec<Value> {
         .collect()
 }
 
-fn labels() -> Value {
+pub(crate) fn labels() -> Value {
     json!({"app.kubernetes.io/part-of": "strait", "app.kubernetes.io/managed-by": LINK_FIELD_MANAGER})
-}
-
-/// The token Secret's name.
-pub fn token_secret_name(reader: &str) -> String {
-    format!("{reader}-token")
 }
 
 /// The objects `link` applies in the remote cluster, in order: the
 /// namespace, the ServiceAccount, the ClusterRole, its binding and the
-/// token Secret.
+/// anchor Secret its tokens are bound to.
 pub fn remote_objects(namespace: &str, reader: &str) -> Vec<Value> {
     vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
@@ -189,9 +194,7 @@ pub fn remote_objects(namespace: &str, reader: &str) -> Vec<Value> {
             "metadata": {"name": reader, "labels": labels()},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader},
             "subjects": [{"kind": "ServiceAccount", "name": reader, "namespace": namespace}]}),
-        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
-            "metadata": {"name": token_secret_name(reader), "namespace": namespace, "labels": labels(),
-                "annotations": {"kubernetes.io/service-account.name": reader}}}),
+        token::anchor_secret(namespace, reader),
     ]
 }
 
@@ -381,7 +384,7 @@ fn remote_server(
     })
 }
 
-fn api_error(action: String, cluster: &str, source: kube::Error) -> LinkError {
+pub(crate) fn api_error(action: String, cluster: &str, source: kube::Error) -> LinkError {
     match source {
         kube::Error::Api(status) if status.code == 403 => LinkError::Forbidden {
             action,
@@ -398,7 +401,7 @@ fn api_error(action: String, cluster: &str, source: kube::Error) -> LinkError {
 
 /// Applies `object` (a Namespace, ServiceAccount, ClusterRole,
 /// ClusterRoleBinding or Secret) with the link's field manager.
-async fn apply(client: &Client, object: &Value, cluster: &str) -> Result<(), LinkError> {
+pub(crate) async fn apply(client: &Client, object: &Value, cluster: &str) -> Result<(), LinkError> {
     let kind = object["kind"].as_str().unwrap_or_default();
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -436,8 +439,13 @@ async fn apply(client: &Client, object: &Value, cluster: &str) -> Result<(), Lin
 }
 
 /// Creates the reader in the remote cluster and returns the local Secret
-/// that lets a gateway read it.
-pub async fn link(remote: &Remote, options: &LinkOptions) -> Result<Linked, LinkError> {
+/// that lets a gateway read it. With the local cluster at hand, a token
+/// its Secret already holds for this link is kept while it may be.
+pub async fn link(
+    remote: &Remote,
+    options: &LinkOptions,
+    local: Option<&Client>,
+) -> Result<Linked, LinkError> {
     let resources = remote.resources(options).await?;
     let name = match &options.name {
         Some(name) => name.clone(),
@@ -456,19 +464,37 @@ pub async fn link(remote: &Remote, options: &LinkOptions) -> Result<Linked, Link
     for object in remote_objects(&options.remote_namespace, &options.reader) {
         apply(client, &object, cluster).await?;
     }
-    let (token, ca) =
-        wait_for_token(client, &options.remote_namespace, &options.reader, cluster).await?;
+    let held = match local {
+        Some(local) => held_token(local, &options.local_namespace, &name, &remote.server).await?,
+        None => None,
+    };
+    let credential = token::credential(
+        client,
+        &options.remote_namespace,
+        &options.reader,
+        options.token_lifetime,
+        held.as_deref(),
+        cluster,
+    )
+    .await?;
     let server = RemoteServer {
         // The CA the cluster publishes with the token, else the kubeconfig's.
-        certificate_authority_data: ca.or_else(|| remote.server.certificate_authority_data.clone()),
+        certificate_authority_data: credential
+            .ca
+            .clone()
+            .or_else(|| remote.server.certificate_authority_data.clone()),
         ..remote.server.clone()
     };
-    let kubeconfig =
-        crate::discovery::yaml::to_string(&kubeconfig_for(&name, &options.reader, &server, &token))
-            .map_err(|error| LinkError::Unusable {
-                path: options.remote_kubeconfig.clone(),
-                what: format!("cannot write the kubeconfig: {error}"),
-            })?;
+    let kubeconfig = crate::discovery::yaml::to_string(&kubeconfig_for(
+        &name,
+        &options.reader,
+        &server,
+        &credential.token,
+    ))
+    .map_err(|error| LinkError::Unusable {
+        path: options.remote_kubeconfig.clone(),
+        what: format!("cannot write the kubeconfig: {error}"),
+    })?;
     // Refused here rather than by every gateway that reads the Secret.
     let written = Kubeconfig::from_yaml(&kubeconfig).map_err(|source| LinkError::Kubeconfig {
         path: options.remote_kubeconfig.clone(),
@@ -479,42 +505,69 @@ pub async fn link(remote: &Remote, options: &LinkOptions) -> Result<Linked, Link
         secret: local_secret(&name, &options.local_namespace, &kubeconfig),
         server: server.server,
         name,
+        expires: credential.expires,
+        token: credential.kind,
     })
 }
 
-/// The token and CA (base64 PEM) the token controller put in the token
-/// Secret, once it has.
-async fn wait_for_token(
-    client: &Client,
+/// The token the local Secret `name` holds, if `strait link` wrote it for
+/// this server (the kubeconfig a link writes has one user and one token).
+async fn held_token(
+    local: &Client,
     namespace: &str,
-    reader: &str,
-    cluster: &str,
-) -> Result<(String, Option<String>), LinkError> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let name = token_secret_name(reader);
-    let deadline = tokio::time::Instant::now() + TOKEN_WAIT;
-    loop {
-        let secret = secrets.get(&name).await.map_err(|source| {
-            api_error(format!("read Secret {namespace}/{name}"), cluster, source)
-        })?;
-        let data = secret.data.unwrap_or_default();
-        if let Some(token) = data
-            .get("token")
-            .and_then(|t| String::from_utf8(t.0.clone()).ok())
-            && !token.is_empty()
-        {
-            let ca = data.get("ca.crt").map(|pem| BASE64.encode(&pem.0));
-            return Ok((token, ca));
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(LinkError::NoToken {
-                namespace: namespace.to_owned(),
-                name,
-                waited: TOKEN_WAIT,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    name: &str,
+    server: &RemoteServer,
+) -> Result<Option<String>, LinkError> {
+    use secrecy::ExposeSecret;
+    let secrets: Api<Secret> = Api::namespaced(local.clone(), namespace);
+    let existing = secrets.get_opt(name).await.map_err(|source| {
+        api_error(
+            format!("read Secret {namespace}/{name}"),
+            "the local cluster",
+            source,
+        )
+    })?;
+    let Some(existing) = existing else {
+        return Ok(None);
+    };
+    if linked_server(&existing).as_deref() != Some(server.server.as_str()) {
+        return Ok(None);
     }
+    let token = existing
+        .data
+        .as_ref()
+        .and_then(|data| data.get(REMOTE_KUBECONFIG_KEY))
+        .and_then(|text| std::str::from_utf8(&text.0).ok())
+        .and_then(|text| Kubeconfig::from_yaml(text).ok())
+        .and_then(|kubeconfig| kubeconfig.auth_infos.into_iter().next())
+        .and_then(|user| user.auth_info)
+        .and_then(|auth| auth.token)
+        .map(|token| token.expose_secret().to_owned());
+    Ok(token)
+}
+
+/// Deletes the legacy never-expiring token Secret of the reader, if a link
+/// made before bound tokens left one: run once the local Secret holds the
+/// bound token. Whether one was deleted.
+pub async fn retire_legacy_token(
+    remote: &Remote,
+    options: &LinkOptions,
+) -> Result<bool, LinkError> {
+    let namespace = &options.remote_namespace;
+    let secrets = Api::<Secret>::namespaced(remote.client.clone(), namespace);
+    let name = token::legacy_token_name(&options.reader);
+    let present = secrets.get_opt(&name).await.map_err(|source| {
+        api_error(
+            format!("read Secret {namespace}/{name}"),
+            &remote.label,
+            source,
+        )
+    })?;
+    if present.is_none() {
+        return Ok(false);
+    }
+    delete(secrets, &name, &remote.label).await?;
+    Ok(true)
 }
 
 /// Creates (or updates) the remote-cluster Secret in the local cluster.
@@ -570,8 +623,9 @@ fn linked_server(secret: &Secret) -> Option<String> {
         .clone()
 }
 
-/// Deletes the reader from the remote cluster: its binding, role, token
-/// and account (those already gone are no error). The namespace stays.
+/// Deletes the reader from the remote cluster: its binding, role, anchor
+/// (revoking every bound token), legacy token Secret and account (those
+/// already gone are no error). The namespace stays.
 pub async fn unlink_remote(remote: &Remote, options: &LinkOptions) -> Result<(), LinkError> {
     let client = &remote.client;
     let namespace = &options.remote_namespace;
@@ -580,7 +634,8 @@ pub async fn unlink_remote(remote: &Remote, options: &LinkOptions) -> Result<(),
     delete(Api::<ClusterRoleBinding>::all(client.clone()), reader, at).await?;
     delete(Api::<ClusterRole>::all(client.clone()), reader, at).await?;
     let secrets = Api::<Secret>::namespaced(client.clone(), namespace);
-    delete(secrets, &token_secret_name(reader), at).await?;
+    delete(secrets.clone(), &token::anchor_name(reader), at).await?;
+    delete(secrets, &token::legacy_token_name(reader), at).await?;
     delete(
         Api::<ServiceAccount>::namespaced(client.clone(), namespace),
         reader,
@@ -699,9 +754,10 @@ mod tests {
         );
         assert_eq!(objects[3]["subjects"][0]["namespace"], "strait-system");
         assert_eq!(
-            objects[4]["metadata"]["annotations"]["kubernetes.io/service-account.name"],
-            "strait-remote-reader-c1"
+            objects[4]["metadata"]["name"],
+            "strait-remote-reader-c1-anchor"
         );
+        assert_eq!(objects[4]["type"], "Opaque", "no legacy token is asked for");
     }
 
     #[test]
