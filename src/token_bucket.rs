@@ -37,6 +37,18 @@ impl TokenBucket {
     pub fn tokens(&self) -> f64 {
         self.tokens
     }
+
+    /// Reserves one token at `now` and returns how long the caller waits
+    /// until it is covered: zero while the bucket holds one, else the time
+    /// the rate takes to refill every reservation made before it (a queue
+    /// paced at the rate, first come first served).
+    pub fn reserve(&mut self, now: Instant) -> std::time::Duration {
+        self.spend(1, now);
+        if self.tokens >= 0.0 || self.per_second <= 0.0 {
+            return std::time::Duration::ZERO;
+        }
+        std::time::Duration::from_secs_f64(-self.tokens / self.per_second)
+    }
 }
 
 #[cfg(test)]
@@ -58,5 +70,16 @@ mod tests {
         let later = start + Duration::from_secs(3600);
         assert!(bucket.spend(5, later));
         assert!(!bucket.spend(1, later));
+    }
+
+    #[test]
+    fn reservations_queue_at_the_rate() {
+        let start = Instant::now();
+        let mut bucket = TokenBucket::new(10, 2, start);
+        assert_eq!(bucket.reserve(start), Duration::ZERO);
+        assert_eq!(bucket.reserve(start), Duration::ZERO);
+        // Past the burst, each waits a tenth of a second more than the last.
+        let waits: Vec<u128> = (0..3).map(|_| bucket.reserve(start).as_millis()).collect();
+        assert_eq!(waits, [100, 200, 300]);
     }
 }

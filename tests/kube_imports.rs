@@ -58,6 +58,7 @@ fn options(local: &Path, remotes: &[&Path], identity: &str, range: PortRange) ->
             max_headless_endpoints: 8,
             quota: Default::default(),
             adopt_from: None,
+            writes: Default::default(),
         }),
         ..setup.writes
     };
@@ -525,7 +526,16 @@ async fn only_the_leader_writes_and_another_takes_over_when_it_stops() {
     );
     let (leader, follower, follower_report) = if ra.leader { (a, b, rb) } else { (b, a, ra) };
     assert_eq!(follower_report.writes, 0, "a follower never writes");
-    report_until(&follower, "the follower's plan", |r| r.imports.len() == 1).await;
+    // Nor plans: it would only redo the leader's work on every snapshot.
+    world.remote.apply(service("extra", &[("http", 80)]));
+    world.remote.apply(export("extra", "v1alpha1"));
+    world.import_until("extra", "the import", is_ready).await;
+    let follower_report = follower.imports().expect("reconciles").borrow().clone();
+    assert_eq!(
+        (follower_report.planned, follower_report.imports.len()),
+        (0, 0),
+        "a follower plans nothing: {follower_report:#?}"
+    );
 
     // The leader stops; after its Lease expires the other reconciles.
     drop(leader);

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::controller::writes::WriteLimits;
 use crate::imports::{NamespaceQuota, PortRange};
 
 /// `imports` in `gateway.yaml`.
@@ -40,6 +41,67 @@ pub struct ImportSettings {
     /// per-pod derived Services.
     #[serde(default)]
     pub namespace_quota: NamespaceQuotaSettings,
+    /// How wide and fast the import reconciler writes (`kube.manageImports`).
+    #[serde(default)]
+    pub writes: ImportWriteSettings,
+}
+
+/// `imports.writes`.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImportWriteSettings {
+    /// Writes in flight at once (at least 1).
+    #[serde(default = "default_write_concurrency")]
+    pub concurrency: std::num::NonZeroUsize,
+    /// Writes per second, sustained (at least 1).
+    #[serde(default = "default_write_qps")]
+    pub qps: std::num::NonZeroU32,
+    /// Writes that may go at once after a quiet spell (at least 1).
+    #[serde(default = "default_write_burst")]
+    pub burst: std::num::NonZeroU32,
+    /// How long one write may take before it counts as failed (and is
+    /// retried after a backoff).
+    #[serde(default = "default_write_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+fn default_write_concurrency() -> std::num::NonZeroUsize {
+    std::num::NonZeroUsize::new(WriteLimits::default().concurrency)
+        .unwrap_or(std::num::NonZeroUsize::MIN)
+}
+
+fn default_write_qps() -> std::num::NonZeroU32 {
+    std::num::NonZeroU32::new(WriteLimits::default().qps).unwrap_or(std::num::NonZeroU32::MIN)
+}
+
+fn default_write_burst() -> std::num::NonZeroU32 {
+    std::num::NonZeroU32::new(WriteLimits::default().burst).unwrap_or(std::num::NonZeroU32::MIN)
+}
+
+fn default_write_timeout() -> Duration {
+    WriteLimits::default().timeout
+}
+
+impl Default for ImportWriteSettings {
+    fn default() -> Self {
+        Self {
+            concurrency: default_write_concurrency(),
+            qps: default_write_qps(),
+            burst: default_write_burst(),
+            timeout: default_write_timeout(),
+        }
+    }
+}
+
+impl From<ImportWriteSettings> for WriteLimits {
+    fn from(settings: ImportWriteSettings) -> Self {
+        WriteLimits {
+            concurrency: settings.concurrency.get(),
+            qps: settings.qps.get(),
+            burst: settings.burst.get(),
+            timeout: settings.timeout,
+        }
+    }
 }
 
 /// `imports.namespaceQuota`.
@@ -95,6 +157,7 @@ impl Default for ImportSettings {
             release_grace: default_release_grace(),
             pod_addresses: Vec::new(),
             namespace_quota: NamespaceQuotaSettings::default(),
+            writes: ImportWriteSettings::default(),
         }
     }
 }
@@ -127,5 +190,16 @@ mod tests {
             .expect_err("an empty range");
         assert_eq!(error.0.field.as_deref(), Some("imports.portRange"));
         assert!(error.0.message.contains("is empty"), "{}", error.0.message);
+        let settings = GatewaySettings::parse(
+            "g.yaml",
+            "imports:\n  writes:\n    concurrency: 4\n    qps: 50\n    timeout: 3s\n",
+        )
+        .expect("write limits");
+        let limits = crate::controller::writes::WriteLimits::from(settings.imports.writes);
+        assert_eq!((limits.concurrency, limits.qps, limits.burst), (4, 50, 400));
+        assert_eq!(limits.timeout.as_secs(), 3);
+        let error = GatewaySettings::parse("g.yaml", "imports:\n  writes:\n    concurrency: 0\n")
+            .expect_err("no writes at all");
+        assert_eq!(error.0.field.as_deref(), Some("imports.writes.concurrency"));
     }
 }

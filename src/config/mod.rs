@@ -413,6 +413,7 @@ impl GatewaySettings {
                 max_headless_endpoints: self.dns.max_headless_endpoints,
                 quota: self.imports.namespace_quota.into(),
                 adopt_from: self.kube.adopt_imports.clone(),
+                writes: self.imports.writes.into(),
             }),
             retry: Retry::default(),
         }

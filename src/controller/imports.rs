@@ -4,8 +4,9 @@
 //! Services and slices, plus the namespaces it watches itself) → desired
 //! (`imports::plan`, from the cluster set with invalid objects left out, so
 //! one bad object stops only itself) → diff (`imports::diff`) → apply, each
-//! a function. Only the Lease holder writes; every replica computes the
-//! plan, which `/debug/imports` shows.
+//! a function. Only the Lease holder plans and writes (its
+//! `/debug/imports` shows the plan); a follower stays idle until it wins
+//! the Lease, then plans from the snapshot it holds.
 //!
 //! Writes are server-side applies under the field manager `strait`
 //! (forced: these objects are Strait's), so other controllers' fields
@@ -36,6 +37,7 @@ use tokio::time::Instant;
 
 use super::ImportOptions;
 use super::lease::Leadership;
+use super::writes::WriteError;
 use crate::backoff::Backoff;
 use crate::backoff::Retry;
 use crate::discovery::kube::client::{ClusterSource, Kind};
@@ -109,7 +111,6 @@ pub(super) fn start(
     let namespace_task = tokio::spawn(watch_namespaces(client.clone(), namespaces_sender));
     let reconciler = Reconciler {
         client,
-        options,
         leadership,
         reports,
         merged: None,
@@ -118,6 +119,8 @@ pub(super) fn start(
         refused: BTreeMap::new(),
         settling: BTreeMap::new(),
         written: HashMap::new(),
+        pacer: super::writes::Pacer::new(&options.writes),
+        options,
     };
     let task = tokio::spawn(async move {
         let _namespaces = AbortOnDropHandle::new(namespace_task);
@@ -185,6 +188,8 @@ struct Reconciler {
     settling: BTreeMap<ServiceKey, Instant>,
     /// Writes the snapshots may not show yet, by object: see [`Written`].
     written: HashMap<(String, String, String), Written>,
+    /// Paces the writes at `imports.writes`.
+    pacer: super::writes::Pacer,
 }
 
 /// One merge of the usable set, and the remote headless pods of the local
@@ -227,6 +232,30 @@ impl Reconciler {
             let snapshot = snapshots.borrow_and_update().clone();
             let known = namespaces.borrow_and_update().clone();
             leader.borrow_and_update();
+            let is_leader = self.leadership.is_leader();
+            if !is_leader {
+                // A follower plans nothing: it would only redo the leader's
+                // work on every snapshot. It takes over from the snapshot
+                // it holds when it wins the Lease.
+                self.merged = None;
+                self.local_routes = None;
+                self.reports.send_if_modified(|report| {
+                    let was_leader = std::mem::replace(&mut report.leader, false);
+                    if was_leader {
+                        report.imports.clear();
+                        report.skipped.clear();
+                        report.exhausted.clear();
+                    }
+                    was_leader
+                });
+                tokio::select! {
+                    changed = leader.changed() => if changed.is_err() { return },
+                    // Followed only so the next pass sees the latest.
+                    changed = snapshots.changed() => if changed.is_err() { return },
+                    changed = namespaces.changed() => if changed.is_err() { return },
+                }
+                continue;
+            }
             let pass = self.evaluate(&snapshot, known).await;
             let is_leader = self.leadership.is_leader();
             self.reports.send_modify(|report| {
@@ -381,66 +410,39 @@ impl Reconciler {
                 break;
             }
             tracing::debug!(round, writes = pending.len(), "reconciling imports");
-            for change in &pending {
+            for wave in super::writes::waves(&pending) {
                 if !self.leadership.is_leader() {
                     return pass;
                 }
-                // A Service of that name that Strait did not make, nor takes
-                // over, is never written over (a force would take its
-                // selector along), and no slice is written for it.
-                if let Some(squatted) = squatted_by_another(change, &observed) {
-                    self.count(false);
-                    tracing::warn!(change = %change.describe(), service = %squatted,
-                        "import object not written: a Service of that name is not Strait's");
-                    pass.last_error = Some(format!(
-                        "{}: Service {squatted} exists and is not Strait's; delete or rename it",
-                        change.describe()
-                    ));
-                    continue;
-                }
-                // Taking over a previous implementation's import starts
-                // its derived Service's wait.
-                if let Change::Apply {
-                    object,
-                    status: false,
-                } = change
-                    && object["kind"] == "ServiceImport"
-                    && observed
-                        .get(object)
-                        .is_some_and(|held| observed.adoptable(held))
-                {
-                    let key = ServiceKey::new(
-                        object["metadata"]["namespace"].as_str().unwrap_or_default(),
-                        object["metadata"]["name"].as_str().unwrap_or_default(),
-                    );
-                    self.settling.insert(key, now + ADOPT_SETTLE);
-                }
-                match self.write(change, &local, &observed).await {
-                    Ok(result) => {
-                        self.count(true);
-                        tracing::info!(change = %change.describe(), "import object written");
-                        self.remember(change, &observed, result.clone());
-                        apply_result(&mut observed, change, result);
-                    }
-                    Err(error) => {
-                        self.count(false);
-                        pass.failed = true;
-                        if let (Change::Apply { object, .. }, true) =
-                            (change, is_family_refusal(&error))
-                            && let Some(service) =
-                                object["metadata"]["labels"]["multicluster.kubernetes.io/service-name"]
-                                    .as_str()
-                        {
-                            let namespace =
-                                object["metadata"]["namespace"].as_str().unwrap_or_default();
-                            self.refused.insert(
-                                ServiceKey::new(namespace, service),
-                                now + REFUSED_RETRY,
-                            );
+                let wave = self.admit_wave(wave, &observed, &mut pass, now);
+                let writes: Vec<_> = wave
+                    .iter()
+                    .map(|change| self.write(change, &local, &observed))
+                    .collect();
+                let leadership = &self.leadership;
+                let outcomes =
+                    super::writes::run_wave(writes, &self.options.writes, &self.pacer, &|| {
+                        leadership.is_leader()
+                    })
+                    .await;
+                for (change, outcome) in wave.into_iter().zip(outcomes) {
+                    match outcome {
+                        // Leadership was lost before its turn.
+                        None => return pass,
+                        Some(Ok(result)) => {
+                            self.count(true);
+                            tracing::info!(change = %change.describe(), "import object written");
+                            self.remember(change, &observed, result.clone());
+                            apply_result(&mut observed, change, result);
                         }
-                        tracing::warn!(change = %change.describe(), %error,
-                            "import object not written");
-                        pass.last_error = Some(format!("{}: {error}", change.describe()));
+                        Some(Err(error)) => {
+                            self.count(false);
+                            pass.failed = true;
+                            self.note_refusal(change, &error, now);
+                            tracing::warn!(change = %change.describe(), %error,
+                                "import object not written");
+                            pass.last_error = Some(format!("{}: {error}", change.describe()));
+                        }
                     }
                 }
             }
@@ -451,6 +453,63 @@ impl Reconciler {
             }
         }
         pass
+    }
+
+    /// The changes of a wave that may be written: a Service of that name
+    /// that Strait did not make, nor takes over, is never written over (a
+    /// force would take its selector along), and no slice is written for
+    /// it. Taking over a previous implementation's import starts its
+    /// derived Service's wait.
+    fn admit_wave<'c>(
+        &mut self,
+        wave: Vec<&'c Change>,
+        observed: &Observed,
+        pass: &mut Pass,
+        now: Instant,
+    ) -> Vec<&'c Change> {
+        let mut admitted = Vec::with_capacity(wave.len());
+        for change in wave {
+            if let Some(squatted) = squatted_by_another(change, observed) {
+                self.count(false);
+                tracing::warn!(change = %change.describe(), service = %squatted,
+                    "import object not written: a Service of that name is not Strait's");
+                pass.last_error = Some(format!(
+                    "{}: Service {squatted} exists and is not Strait's; delete or rename it",
+                    change.describe()
+                ));
+                continue;
+            }
+            if let Change::Apply {
+                object,
+                status: false,
+            } = change
+                && object["kind"] == "ServiceImport"
+                && observed
+                    .get(object)
+                    .is_some_and(|held| observed.adoptable(held))
+            {
+                let key = ServiceKey::new(
+                    object["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    object["metadata"]["name"].as_str().unwrap_or_default(),
+                );
+                self.settling.insert(key, now + ADOPT_SETTLE);
+            }
+            admitted.push(change);
+        }
+        admitted
+    }
+
+    /// A derived Service refused for its IP families is not tried again for
+    /// [`REFUSED_RETRY`].
+    fn note_refusal(&mut self, change: &Change, error: &WriteError, now: Instant) {
+        if let (Change::Apply { object, .. }, WriteError::Api(error)) = (change, error)
+            && is_family_refusal(error)
+            && let Some(service) = object["metadata"]["labels"][SERVICE_NAME_LABEL].as_str()
+        {
+            let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+            self.refused
+                .insert(ServiceKey::new(namespace, service), now + REFUSED_RETRY);
+        }
     }
 
     /// Lays the writes the snapshot does not show yet over `observed`, and

@@ -21,6 +21,7 @@ mod imports;
 mod lease;
 pub mod link;
 mod status;
+pub mod writes;
 
 use std::time::Duration;
 
@@ -121,6 +122,8 @@ pub struct ImportOptions {
     /// (`kube.adoptImports`); `None`: another controller's import is left
     /// alone.
     pub adopt_from: Option<String>,
+    /// How wide and fast the writes go (`imports.writes`).
+    pub writes: writes::WriteLimits,
 }
 
 /// What the controller writes; with neither, it does not run.

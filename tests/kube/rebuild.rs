@@ -119,3 +119,79 @@ async fn a_change_after_a_quiet_spell_is_published_without_the_debounce() {
         .await;
     assert_eq!(backends(&held, "c1", "cart"), ["c1 10.1.0.6:8080"]);
 }
+
+/// Another cluster's Strait writes import objects into its own cluster (a
+/// derived Service, the EndpointSlices it manages): they are never read
+/// from a remote cluster, so none of those writes reaches this source,
+/// while that cluster's other Services and slices still do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_clusters_import_objects_are_not_read() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let local = ApiServer::start(&["v1beta1"]).await;
+    let remote = ApiServer::start(&["v1beta1"]).await;
+    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
+    populate(
+        &remote,
+        "c2",
+        "net-b",
+        "v1beta1",
+        "198.51.100.2",
+        "10.2.0.1",
+    );
+    let handle = KubeHandle::start(options(
+        &local.write_kubeconfig(dir.path(), "local"),
+        &[&remote.write_kubeconfig(dir.path(), "remote")],
+    ))
+    .await
+    .expect("source starts");
+    let synced = until(&handle, "both synced", |s| s.all_synced()).await;
+    let counts = |s: &SourceSnapshot, id: &str, kind: &str| {
+        s.clusters
+            .iter()
+            .find(|c| c.id.as_deref() == Some(id))
+            .and_then(|c| c.objects.get(kind).copied())
+            .unwrap_or_default()
+    };
+    let before = (
+        counts(&synced, "c2", "Service"),
+        counts(&synced, "c2", "EndpointSlice"),
+    );
+    // c2's Strait imports a service into c2: its derived Service and slice.
+    let mut derived = service("derived-0123456789", &[("http", 80)]);
+    derived["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "strait",
+        "multicluster.kubernetes.io/service-name": "elsewhere"});
+    remote.apply(derived);
+    let mut imported = slice(
+        "derived-0123456789",
+        "derived-0123456789-a",
+        &[("10.2.9.9", true)],
+    );
+    imported["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] =
+        json!("imports.strait.dev");
+    remote.apply(imported);
+    // Then a Service and a slice of its own, on the same watches: once they
+    // arrive, the import objects would have too.
+    remote.apply(service("later", &[("http", 80)]));
+    remote.apply(slice("later", "later-1", &[("10.2.0.7", true)]));
+    let after = until(&handle, "c2's own objects", |s| {
+        counts(s, "c2", "Service") > before.0 && counts(s, "c2", "EndpointSlice") > before.1
+    })
+    .await;
+    assert_eq!(
+        (
+            counts(&after, "c2", "Service"),
+            counts(&after, "c2", "EndpointSlice")
+        ),
+        (before.0 + 1, before.1 + 1),
+        "only c2's own Service and slice were read"
+    );
+    // The local cluster's import objects are read: they are its own.
+    let local_before = counts(&after, "c1", "Service");
+    let mut own = service("derived-abcdef0123", &[("http", 80)]);
+    own["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "strait"});
+    local.apply(own);
+    until(&handle, "c1's derived Service", |s| {
+        counts(s, "c1", "Service") == local_before + 1
+    })
+    .await;
+}

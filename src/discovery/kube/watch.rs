@@ -187,6 +187,26 @@ async fn served_versions_change(
     }
 }
 
+/// The label selector of a kind in a remote cluster: the import objects
+/// another cluster's Strait writes there (derived Services, and the
+/// EndpointSlices it manages) are never read. Nothing of the set comes
+/// from them, and each of that Strait's writes would otherwise wake every
+/// replica of every other cluster. The local cluster's are read: they are
+/// this cluster's import objects.
+pub(super) fn remote_selector(kind: Kind, local: bool) -> Option<String> {
+    use crate::model::names::{
+        ENDPOINTSLICE_MANAGED_BY_LABEL, IMPORTED_SLICE_MANAGER, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    };
+    match (kind, local) {
+        (_, true) => None,
+        (Kind::Service, false) => Some(format!("{MANAGED_BY_LABEL}!={MANAGED_BY_VALUE}")),
+        (Kind::EndpointSlice, false) => Some(format!(
+            "{ENDPOINTSLICE_MANAGED_BY_LABEL}!={IMPORTED_SLICE_MANAGER}"
+        )),
+        _ => None,
+    }
+}
+
 /// Watches one kind for as long as the hub listens.
 ///
 /// One kube-runtime watcher serves the kind for as long as it works: after
@@ -206,9 +226,12 @@ async fn watch_kind(
     let timeout = u32::try_from(options.watch_timeout.as_secs())
         .unwrap_or(u32::MAX)
         .max(1);
-    let config = watcher::Config::default().timeout(timeout);
-    let origin = Arc::new(Origin::file(format!("cluster {} API", reporter.id.source)));
     let local = reporter.id.source == ClusterSource::Local;
+    let mut config = watcher::Config::default().timeout(timeout);
+    if let Some(selector) = remote_selector(kind, local) {
+        config = config.labels(&selector);
+    }
+    let origin = Arc::new(Origin::file(format!("cluster {} API", reporter.id.source)));
     let adopt_from = options.adopt_from.as_deref();
     let mut backoff = Backoff::new(options.retry);
     // An error a retry away from the last one belongs to the same outage;
