@@ -197,15 +197,17 @@ fn serve(observed: &mut Observed, changes: Vec<Change>, served: &mut u32) {
             "EndpointSlice" => observed.slices.get(&(namespace.clone(), name.clone())),
             other => panic!("the plan wrote a {other}"),
         };
-        let mut held = held.map(|o| o.raw.clone()).unwrap_or_else(|| {
-            *served += 1;
-            json!({"metadata": {
-                "uid": format!("00000000-0000-4000-8000-{:012x}", *served),
-                "resourceVersion": served.to_string(),
-                "creationTimestamp": "2026-12-01T00:00:00Z",
-                "generation": 1,
-            }})
-        });
+        let mut held = held
+            .map(|o| serde_json::Value::clone(&o.raw))
+            .unwrap_or_else(|| {
+                *served += 1;
+                json!({"metadata": {
+                    "uid": format!("00000000-0000-4000-8000-{:012x}", *served),
+                    "resourceVersion": served.to_string(),
+                    "creationTimestamp": "2026-12-01T00:00:00Z",
+                    "generation": 1,
+                }})
+            });
         if status {
             held["status"] = object["status"].clone();
         } else {

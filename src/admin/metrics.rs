@@ -45,8 +45,10 @@ macro_rules! label_enum {
 
 mod handles;
 mod limits;
+mod work;
 pub use handles::{ConnectionMetrics, PoolMetrics};
 pub use limits::{Limit, Listener};
+pub use work::Stage;
 
 label_enum! {
     /// How a connection reaches its backend, as seen by this gateway.
@@ -283,6 +285,7 @@ pub struct Metrics {
     dns_truncated: Family<DnsTransportLabels, Counter>,
     dns_tcp_refused: Counter,
     limits: limits::LimitMetrics,
+    work: work::WorkMetrics,
 }
 
 impl Default for Metrics {
@@ -334,8 +337,10 @@ impl Metrics {
             dns_truncated: Family::default(),
             dns_tcp_refused: Counter::default(),
             limits: limits::LimitMetrics::default(),
+            work: work::WorkMetrics::default(),
         };
         metrics.limits.register(&mut metrics.registry);
+        metrics.work.register(&mut metrics.registry);
         metrics.registry.register(
             "connections_opened",
             "Connections accepted, by path and tunnel transport",
@@ -539,6 +544,12 @@ impl Metrics {
         self.imports_managed.set(gauge(managed));
         self.imports_foreign.set(gauge(foreign));
         self.import_ports_exhausted.set(gauge(exhausted));
+    }
+
+    /// Records a running total of control-plane work
+    /// (`strait_control_plane_work_total{stage}`).
+    pub fn set_work_total(&self, stage: Stage, total: u64) {
+        self.work.set_total(stage, total);
     }
 
     /// Records the import reconciler's successful and failed writes in total.

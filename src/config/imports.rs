@@ -196,7 +196,10 @@ mod tests {
         )
         .expect("write limits");
         let limits = crate::controller::writes::WriteLimits::from(settings.imports.writes);
-        assert_eq!((limits.concurrency, limits.qps, limits.burst), (4, 50, 400));
+        assert_eq!(
+            (limits.concurrency, limits.qps, limits.burst),
+            (4, 50, 1000)
+        );
         assert_eq!(limits.timeout.as_secs(), 3);
         let error = GatewaySettings::parse("g.yaml", "imports:\n  writes:\n    concurrency: 0\n")
             .expect_err("no writes at all");

@@ -37,7 +37,7 @@ use tokio::time::Instant;
 
 use super::ImportOptions;
 use super::lease::Leadership;
-use super::writes::WriteError;
+use super::writes::{Outcome, WriteError};
 use crate::backoff::Backoff;
 use crate::backoff::Retry;
 use crate::discovery::kube::client::{ClusterSource, Kind};
@@ -52,7 +52,7 @@ use crate::imports::{
 };
 use crate::merge::MergedSet;
 use crate::model::ServiceKey;
-use crate::model::names::SERVICE_NAME_LABEL;
+use crate::model::names::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
 use crate::routing::RouteTable;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -87,6 +87,10 @@ pub struct ImportsReport {
     pub exhausted: Vec<String>,
     /// The last write error, if the last pass had one.
     pub last_error: Option<String>,
+    /// Passes made while leading, and the objects they rendered in all:
+    /// the work counters of `strait_control_plane_work_total`.
+    pub passes: u64,
+    pub rendered: u64,
 }
 
 impl ImportsReport {
@@ -215,6 +219,8 @@ struct Written {
 /// What one pass found.
 struct Pass {
     plan: Option<ImportPlan>,
+    /// Objects rendered in all its rounds.
+    rendered: u64,
     failed: bool,
     last_error: Option<String>,
 }
@@ -261,6 +267,8 @@ impl Reconciler {
             self.reports.send_modify(|report| {
                 report.leader = is_leader;
                 report.planned = snapshot.generation;
+                report.passes += 1;
+                report.rendered += pass.rendered;
                 report.last_error = pass.last_error.clone();
                 if let Some(plan) = &pass.plan {
                     report.imports = plan.imports.clone();
@@ -337,6 +345,7 @@ impl Reconciler {
     ) -> Pass {
         let mut pass = Pass {
             plan: None,
+            rendered: 0,
             failed: false,
             last_error: None,
         };
@@ -401,6 +410,7 @@ impl Reconciler {
                 Owners::Required,
                 Timestamp::now(),
             );
+            pass.rendered += u64::try_from(desired.len()).unwrap_or(u64::MAX);
             let mut pending = changes(&desired, &observed);
             if !may_delete {
                 pending.retain(|change| matches!(change, Change::Apply { .. }));
@@ -410,41 +420,56 @@ impl Reconciler {
                 break;
             }
             tracing::debug!(round, writes = pending.len(), "reconciling imports");
-            for wave in super::writes::waves(&pending) {
-                if !self.leadership.is_leader() {
-                    return pass;
-                }
-                let wave = self.admit_wave(wave, &observed, &mut pass, now);
-                let writes: Vec<_> = wave
-                    .iter()
-                    .map(|change| self.write(change, &local, &observed))
-                    .collect();
-                let leadership = &self.leadership;
-                let outcomes =
-                    super::writes::run_wave(writes, &self.options.writes, &self.pacer, &|| {
-                        leadership.is_leader()
-                    })
-                    .await;
-                for (change, outcome) in wave.into_iter().zip(outcomes) {
-                    match outcome {
-                        // Leadership was lost before its turn.
-                        None => return pass,
-                        Some(Ok(result)) => {
-                            self.count(true);
-                            tracing::info!(change = %change.describe(), "import object written");
-                            self.remember(change, &observed, result.clone());
-                            apply_result(&mut observed, change, result);
-                        }
-                        Some(Err(error)) => {
-                            self.count(false);
-                            pass.failed = true;
-                            self.note_refusal(change, &error, now);
-                            tracing::warn!(change = %change.describe(), %error,
-                                "import object not written");
-                            pass.last_error = Some(format!("{}: {error}", change.describe()));
-                        }
+            if !self.leadership.is_leader() {
+                return pass;
+            }
+            let admitted = self.admit(pending.iter(), &observed, &mut pass, now);
+            let chains = super::writes::chains(admitted);
+            let leadership = &self.leadership;
+            let (local_ref, observed_ref) = (&*local, &observed);
+            let this = &*self;
+            let outcomes = super::writes::run_chains(
+                &chains,
+                &self.options.writes,
+                &self.pacer,
+                &|| leadership.is_leader(),
+                &|change| this.write(change, local_ref, observed_ref),
+            )
+            .await;
+            let written = chains
+                .iter()
+                .zip(outcomes)
+                .flat_map(|(chain, (children, status))| {
+                    chain
+                        .children
+                        .iter()
+                        .zip(children)
+                        .chain(chain.status.iter().zip(status))
+                })
+                .map(|(change, outcome)| (*change, outcome))
+                .collect::<Vec<_>>();
+            for (change, outcome) in written {
+                match outcome {
+                    Outcome::NotTried => {}
+                    Outcome::Written(result) => {
+                        self.count(true);
+                        tracing::info!(change = %change.describe(), "import object written");
+                        self.remember(change, &observed, result.clone());
+                        apply_result(&mut observed, change, result);
+                    }
+                    Outcome::Failed(error) => {
+                        self.count(false);
+                        pass.failed = true;
+                        self.note_refusal(change, &error, now);
+                        tracing::warn!(change = %change.describe(), %error,
+                            "import object not written");
+                        pass.last_error = Some(format!("{}: {error}", change.describe()));
                     }
                 }
+            }
+            // Leadership lost during the round: the next leader takes over.
+            if !self.leadership.is_leader() {
+                return pass;
             }
             // A refused write is tried again after a backoff, not in the
             // next round of the same pass.
@@ -455,19 +480,19 @@ impl Reconciler {
         pass
     }
 
-    /// The changes of a wave that may be written: a Service of that name
+    /// The changes of a round that may be written: a Service of that name
     /// that Strait did not make, nor takes over, is never written over (a
     /// force would take its selector along), and no slice is written for
     /// it. Taking over a previous implementation's import starts its
     /// derived Service's wait.
-    fn admit_wave<'c>(
+    fn admit<'c>(
         &mut self,
-        wave: Vec<&'c Change>,
+        wave: impl Iterator<Item = &'c Change>,
         observed: &Observed,
         pass: &mut Pass,
         now: Instant,
     ) -> Vec<&'c Change> {
-        let mut admitted = Vec::with_capacity(wave.len());
+        let mut admitted = Vec::new();
         for change in wave {
             if let Some(squatted) = squatted_by_another(change, observed) {
                 self.count(false);
@@ -504,7 +529,7 @@ impl Reconciler {
     fn note_refusal(&mut self, change: &Change, error: &WriteError, now: Instant) {
         if let (Change::Apply { object, .. }, WriteError::Api(error)) = (change, error)
             && is_family_refusal(error)
-            && let Some(service) = object["metadata"]["labels"][SERVICE_NAME_LABEL].as_str()
+            && let Some(service) = object["metadata"]["labels"][MCS_SERVICE_NAME_LABEL].as_str()
         {
             let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
             self.refused

@@ -23,11 +23,20 @@ use crate::model::{PodRef, PortKey};
 /// One object as the API server holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObservedObject {
-    pub raw: Value,
+    /// Shared with the store that holds it: observing the local cluster
+    /// copies no JSON.
+    pub raw: std::sync::Arc<Value>,
 }
 
 impl ObservedObject {
     pub fn new(raw: Value) -> Self {
+        Self {
+            raw: std::sync::Arc::new(raw),
+        }
+    }
+
+    /// An object the store already holds.
+    pub fn shared(raw: std::sync::Arc<Value>) -> Self {
         Self { raw }
     }
 
@@ -542,7 +551,7 @@ mod tests {
         observed.insert(derived("derived-f", "forged", "u-none", 20002));
         // A foreign import's owned "derived" Service.
         let mut foreign = import("other", "u-other", None);
-        foreign.raw["metadata"]["labels"] = json!({});
+        std::sync::Arc::make_mut(&mut foreign.raw)["metadata"]["labels"] = json!({});
         observed.insert(foreign);
         observed.insert(derived("derived-o", "other", "u-other", 20003));
         // An import an older version wrote (no record): its owned derived

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{GatewayError, GatewayOptions, Routes, load_routes_reusing};
 use crate::admin::JsonView;
-use crate::admin::metrics::{Metrics, ReloadKind, ReloadResult};
+use crate::admin::metrics::{Metrics, ReloadKind, ReloadResult, Stage};
 use crate::controller::{ExportStatusReport, ImportsReport};
 use crate::diagnostics::{Diagnostic, Origin};
 use crate::discovery::kube::{KubeHandle, SourceSnapshot, SyncState};
@@ -337,6 +337,10 @@ fn spawn_kube(
                                 report.exhausted.len(),
                             );
                             state.metrics.set_import_writes(report.writes, report.failed_writes);
+                            state.metrics.set_work_total(Stage::ImportPass, report.passes);
+                            state
+                                .metrics
+                                .set_work_total(Stage::ImportObjectRendered, report.rendered);
                         }
                         _ => imports = None,
                     }
@@ -390,12 +394,15 @@ async fn imports_changed(
     }
 }
 
-/// Sets the per-cluster sync metrics and forgets clusters that are gone.
+/// Sets the per-cluster sync metrics and forgets clusters that are gone;
+/// counts the source's publications and cluster translations.
 fn record_sync(
     metrics: &Metrics,
     snapshot: &SourceSnapshot,
     labels: &mut std::collections::HashSet<String>,
 ) {
+    metrics.set_work_total(Stage::Publication, snapshot.generation);
+    metrics.set_work_total(Stage::ClusterTranslation, snapshot.translations);
     let mut current = std::collections::HashSet::new();
     for cluster in &snapshot.clusters {
         let label = cluster.label().to_owned();

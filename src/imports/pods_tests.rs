@@ -220,7 +220,7 @@ fn serve(observed: &mut Observed, pending: Vec<Change>) {
             Change::Apply { object, status } => {
                 let mut held = observed
                     .get(&object)
-                    .map(|held| held.raw.clone())
+                    .map(|held| serde_json::Value::clone(&held.raw))
                     .unwrap_or_else(|| json!({"metadata": {"uid": format!("uid-{n}")}}));
                 if status {
                     held["status"] = object["status"].clone();
@@ -302,7 +302,7 @@ fn a_lagging_import_watch_deletes_no_per_pod_service() {
     // not rendered, and must not be deleted for that.
     let key = ServiceKey::new("data", "pg");
     if let Some(import) = observed.imports.get_mut(&key) {
-        import.raw["metadata"]
+        std::sync::Arc::make_mut(&mut import.raw)["metadata"]
             .as_object_mut()
             .expect("metadata")
             .remove("uid");

@@ -418,12 +418,18 @@ fn serve(observed: &mut Observed, changes: Vec<Change>) {
             .to_owned();
         let key = ServiceKey::new("shop", "cart");
         let mut held = match kind.as_str() {
-            "ServiceImport" => observed.imports.get(&key).map(|o| o.raw.clone()),
-            "Service" => observed.derived.get(&key).map(|o| o.raw.clone()),
+            "ServiceImport" => observed
+                .imports
+                .get(&key)
+                .map(|o| serde_json::Value::clone(&o.raw)),
+            "Service" => observed
+                .derived
+                .get(&key)
+                .map(|o| serde_json::Value::clone(&o.raw)),
             _ => observed
                 .slices
                 .get(&("shop".to_owned(), name.clone()))
-                .map(|o| o.raw.clone()),
+                .map(|o| serde_json::Value::clone(&o.raw)),
         }
         .unwrap_or_else(|| json!({"metadata": {"uid": format!("uid-{kind}")}}));
         if status {
@@ -479,7 +485,7 @@ fn a_plan_converges_and_an_edit_is_put_back() {
     // Someone edits the derived Service's target port: it is put back.
     let key = ServiceKey::new("shop", "cart");
     let held = observed.derived.get_mut(&key).expect("derived");
-    held.raw["spec"]["ports"][0]["targetPort"] = 8080.into();
+    std::sync::Arc::make_mut(&mut held.raw)["spec"]["ports"][0]["targetPort"] = 8080.into();
     let repair = changes(&desired(&observed), &observed);
     assert_eq!(
         repair.iter().map(Change::describe).collect::<Vec<_>>(),

@@ -374,6 +374,9 @@ struct Shared {
     address: SocketAddr,
     /// Set for a server that stands in for a remote cluster ([`ApiServer::start_tls`]).
     tls: Option<tls::ServerTls>,
+    /// How long each write takes and how many are served at once
+    /// ([`ApiServer::slow_writes`]); `None`: at once, unbounded.
+    write_gate: Mutex<Option<(Duration, Arc<tokio::sync::Semaphore>)>>,
 }
 
 /// Counts of the cuts made to the connections open at the time.
@@ -537,6 +540,7 @@ impl ApiServer {
             crd_versions: crd_versions.to_vec(),
             address,
             tls,
+            write_gate: Mutex::new(None),
         });
         let server = ApiServer {
             shared,
@@ -575,6 +579,17 @@ impl ApiServer {
                             if let Some(refusal) = shared.refuse(&request) {
                                 return Ok::<_, Infallible>(refusal);
                             }
+                            let gate = (request.method() != hyper::Method::GET)
+                                .then(|| shared.write_gate.lock().ok().and_then(|g| g.clone()))
+                                .flatten();
+                            let _permit = match gate {
+                                Some((delay, slots)) => {
+                                    let permit = slots.acquire_owned().await.ok();
+                                    tokio::time::sleep(delay).await;
+                                    permit
+                                }
+                                None => None,
+                            };
                             let response = if token::handles(&request) {
                                 token::respond(&shared, request).await
                             } else if write::handles(&request) {
@@ -727,6 +742,18 @@ current-context: {name}
         let mut state = self.shared.state();
         state.authenticate = true;
         state.tokens.insert("test-token".to_owned());
+    }
+
+    /// Makes every write take `delay` and serves at most `in_flight` writes
+    /// at once (the rest wait their turn), as a real server's round trip
+    /// and its priority-and-fairness seats would.
+    pub fn slow_writes(&self, delay: Duration, in_flight: usize) {
+        if let Ok(mut gate) = self.shared.write_gate.lock() {
+            *gate = Some((
+                delay,
+                Arc::new(tokio::sync::Semaphore::new(in_flight.max(1))),
+            ));
+        }
     }
 
     /// Serves the TokenRequest subresource, or not (`404`, as a server

@@ -33,7 +33,6 @@ use crate::discovery::observed::{Observed, ObservedObject};
 use crate::discovery::translate::assemble;
 use crate::merge::{MergedSet, merge_reusing};
 use crate::model::{ClusterSet, ServiceKey};
-use serde_json::Value;
 
 /// Reports queued between the cluster tasks and the hub.
 const QUEUE: usize = 1024;
@@ -52,6 +51,7 @@ pub(super) fn empty_snapshot() -> SourceSnapshot {
     SourceSnapshot {
         generation: 0,
         set_revision: 0,
+        translations: 0,
         set: Ok(Arc::new(ClusterSet::default())),
         warnings: Vec::new(),
         clusters: Vec::new(),
@@ -219,6 +219,8 @@ struct Hub {
     /// for those. `exports` counts its changes.
     exported: Exported,
     exports: u64,
+    /// Clusters translated since the hub started.
+    translations: u64,
 }
 
 /// Runs the hub until it is aborted.
@@ -244,6 +246,7 @@ pub(super) async fn run(start: HubStart) {
         local_validity: None,
         exported: Exported::new(),
         exports: 0,
+        translations: 0,
     };
     if options.remote_secrets {
         let task = tokio::spawn(watch_secrets(
@@ -534,6 +537,7 @@ impl Hub {
         let snapshot = SourceSnapshot {
             generation: self.generation,
             set_revision: self.set_revision,
+            translations: self.translations,
             set: self.set.clone(),
             warnings: self.warnings.clone(),
             clusters,
@@ -592,7 +596,7 @@ impl Hub {
         let mut gateways: HashSet<(&str, &str)> = HashSet::new();
         for (kind, key, stored) in entry.store.objects() {
             if let Some(raw) = stored.raw() {
-                observed.insert(ObservedObject::new(Value::clone(raw)));
+                observed.insert(ObservedObject::shared(raw.clone()));
             }
             // The label counts only in the gateway namespace: a tenant's
             // labelled Service must not add its pods to derived slices.
@@ -658,6 +662,7 @@ impl Hub {
                 .is_some_and(|t| t.revision == entry.revision && t.exports == self.exports);
             if !current {
                 translated_now += 1;
+                self.translations += 1;
                 entry.translations += 1;
                 let changes = entry.store.take_changes();
                 let inputs = Inputs {

@@ -296,6 +296,9 @@ pub struct SourceSnapshot {
     pub generation: u64,
     /// Increases when the cluster set may have changed (not on sync-state changes alone).
     pub set_revision: u64,
+    /// Clusters translated (whole or their changed services) since the
+    /// source started, removed clusters' included.
+    pub translations: u64,
     /// The cluster set, or every finding when the objects are invalid.
     pub set: Result<Arc<ClusterSet>, Diagnostics>,
     pub warnings: Vec<Diagnostic>,
