@@ -124,6 +124,7 @@ pub(super) fn start(
         settling: BTreeMap::new(),
         written: HashMap::new(),
         pacer: super::writes::Pacer::new(&options.writes),
+        quiet: None,
         options,
     };
     let task = tokio::spawn(async move {
@@ -194,6 +195,22 @@ struct Reconciler {
     written: HashMap<(String, String, String), Written>,
     /// Paces the writes at `imports.writes`.
     pacer: super::writes::Pacer,
+    /// The inputs of the last pass that ended with nothing left to write:
+    /// a pass over the same inputs is skipped (the echo of its own writes
+    /// arriving, a snapshot that changed nothing of the imports).
+    quiet: Option<PassInputs>,
+}
+
+/// What a pass's outcome depends on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PassInputs {
+    set_revision: u64,
+    /// [`Observed::fingerprint`] after the overlay of pending writes.
+    observed: u64,
+    refused: BTreeSet<ServiceKey>,
+    settling: BTreeSet<ServiceKey>,
+    may_write: bool,
+    may_delete: bool,
 }
 
 /// One merge of the usable set, and the remote headless pods of the local
@@ -219,6 +236,8 @@ struct Written {
 /// What one pass found.
 struct Pass {
     plan: Option<ImportPlan>,
+    /// Its inputs were those of the last quiet pass: nothing was planned.
+    skipped: bool,
     /// Objects rendered in all its rounds.
     rendered: u64,
     failed: bool,
@@ -267,7 +286,7 @@ impl Reconciler {
             self.reports.send_modify(|report| {
                 report.leader = is_leader;
                 report.planned = snapshot.generation;
-                report.passes += 1;
+                report.passes += u64::from(!pass.skipped);
                 report.rendered += pass.rendered;
                 report.last_error = pass.last_error.clone();
                 if let Some(plan) = &pass.plan {
@@ -345,6 +364,7 @@ impl Reconciler {
     ) -> Pass {
         let mut pass = Pass {
             plan: None,
+            skipped: false,
             rendered: 0,
             failed: false,
             last_error: None,
@@ -380,6 +400,19 @@ impl Reconciler {
             .clusters
             .iter()
             .all(|c| c.state != SyncState::Connecting);
+        let inputs = |observed: &Observed, this: &Self| PassInputs {
+            set_revision: snapshot.set_revision,
+            observed: observed.fingerprint(),
+            refused: this.refused.keys().cloned().collect(),
+            settling: this.settling.keys().cloned().collect(),
+            may_write,
+            may_delete,
+        };
+        if self.quiet.as_ref() == Some(&inputs(&observed, self)) {
+            pass.skipped = true;
+            return pass;
+        }
+        self.quiet = None;
         for round in 0..ROUNDS {
             // Each round: a port this pass's deletes released is held back
             // for the rest of it too.
@@ -416,7 +449,11 @@ impl Reconciler {
                 pending.retain(|change| matches!(change, Change::Apply { .. }));
             }
             pass.plan = Some(plan);
-            if pending.is_empty() || !may_write || !self.leadership.is_leader() {
+            if pending.is_empty() {
+                self.quiet = Some(inputs(&observed, self));
+                break;
+            }
+            if !may_write || !self.leadership.is_leader() {
                 break;
             }
             tracing::debug!(round, writes = pending.len(), "reconciling imports");

@@ -119,7 +119,7 @@ pub struct ContestedPort {
 }
 
 /// One gateway pod of this cluster, as its Service's EndpointSlices list it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayEndpoint {
     pub address: IpAddr,
@@ -159,6 +159,36 @@ pub struct Observed {
 }
 
 impl Observed {
+    /// A digest of what is held: every object's kind, namespace, name and
+    /// resource version, the namespaces, the gateway pods and the adopted
+    /// manager. Two equal digests mean the same objects at the same
+    /// versions, so a pass over either plans the same (the import
+    /// reconciler skips a pass whose inputs did not change).
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.namespaces.hash(&mut hasher);
+        self.gateway_endpoints.hash(&mut hasher);
+        self.adopt_from.hash(&mut hasher);
+        let objects = self
+            .imports
+            .values()
+            .chain(self.derived.values())
+            .chain(self.pod_services.values())
+            .chain(self.slices.values())
+            .chain(self.foreign_services.values())
+            .chain(self.foreign_slices.values());
+        for object in objects {
+            object.kind().hash(&mut hasher);
+            object.namespace().hash(&mut hasher);
+            object.name().hash(&mut hasher);
+            object.raw["metadata"]["resourceVersion"]
+                .as_str()
+                .hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+
     /// Sorts one object into its place; objects of other kinds, and
     /// Services and slices Strait did not create, are ignored.
     pub fn insert(&mut self, object: ObservedObject) {

@@ -319,7 +319,7 @@ fn spawn_kube(
         let mut loaded = {
             let snapshot = snapshots.borrow_and_update().clone();
             record_sync(&state.metrics, &snapshot, &mut labels);
-            snapshot.set_revision
+            (snapshot.set_revision, snapshot.imports_revision)
         };
         // The export status writer's leadership and writes, when it runs.
         let mut status = options.controller.as_ref().and_then(|c| c.export_status());
@@ -364,8 +364,14 @@ fn spawn_kube(
             }
             let snapshot = snapshots.borrow_and_update().clone();
             record_sync(&state.metrics, &snapshot, &mut labels);
-            if snapshot.set_revision != loaded {
-                loaded = snapshot.set_revision;
+            // The import objects count where Strait records import ports.
+            let imports_revision = if options.settings.kube.manage_imports {
+                snapshot.imports_revision
+            } else {
+                loaded.1
+            };
+            if (snapshot.set_revision, imports_revision) != loaded {
+                loaded = (snapshot.set_revision, imports_revision);
                 reload(&options, &state);
             }
         }

@@ -195,3 +195,64 @@ async fn a_remote_clusters_import_objects_are_not_read() {
     })
     .await;
 }
+
+/// One of Strait's own import objects in the local cluster (a derived
+/// Service, a slice it manages) changing, as each of its writes echoes
+/// back: the snapshot says so (`imports_revision`, which the routes'
+/// import ports follow) but the set is not rebuilt; a Service of the
+/// same namespace that is not Strait's still rebuilds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_import_objects_changing_rebuild_no_set() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let local = ApiServer::start(&["v1beta1"]).await;
+    let remote = ApiServer::start(&["v1beta1"]).await;
+    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
+    populate(
+        &remote,
+        "c2",
+        "net-b",
+        "v1beta1",
+        "198.51.100.2",
+        "10.2.0.1",
+    );
+    let handle = KubeHandle::start(options(
+        &local.write_kubeconfig(dir.path(), "local"),
+        &[&remote.write_kubeconfig(dir.path(), "remote")],
+    ))
+    .await
+    .expect("source starts");
+    let synced = until(&handle, "both synced", |s| s.all_synced()).await;
+    let mut derived = service("derived-0123456789", &[("http", 80)]);
+    derived["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "strait",
+        "multicluster.kubernetes.io/service-name": "cart"});
+    local.apply(derived.clone());
+    let echoed = until(&handle, "the derived Service", |s| {
+        s.imports_revision > synced.imports_revision
+    })
+    .await;
+    assert_eq!(echoed.set_revision, synced.set_revision, "no set rebuilt");
+    assert_eq!(
+        echoed.translations, synced.translations,
+        "nothing translated"
+    );
+    let mut slice_of_it = slice(
+        "derived-0123456789",
+        "derived-0123456789-a",
+        &[("10.1.0.9", true)],
+    );
+    slice_of_it["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] =
+        json!("imports.strait.dev");
+    slice_of_it["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("strait");
+    local.apply(slice_of_it);
+    let sliced = until(&handle, "its slice", |s| {
+        s.imports_revision > echoed.imports_revision
+    })
+    .await;
+    assert_eq!(sliced.set_revision, synced.set_revision, "no set rebuilt");
+    // Not Strait's: the set is rebuilt as before.
+    local.apply(service("mine", &[("http", 80)]));
+    until(&handle, "a tenant's Service", |s| {
+        s.set_revision > synced.set_revision
+    })
+    .await;
+}

@@ -20,7 +20,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::client::{ClusterSource, Kind};
 use super::report::{ClusterReport, HubMessage, RemoteSecret, SecretReport};
 use super::secrets::watch_secrets;
-use super::store::ClusterStore;
+use super::store::{ClusterStore, StoreEvent};
 use super::translation::{Exported, Inputs, Translation, translate};
 use super::watch::{Connect, TaskId, run_cluster};
 use super::{ClusterStatus, KubeOptions, SecretsStatus, SourceSnapshot, SyncState};
@@ -52,6 +52,7 @@ pub(super) fn empty_snapshot() -> SourceSnapshot {
         generation: 0,
         set_revision: 0,
         translations: 0,
+        imports_revision: 0,
         set: Ok(Arc::new(ClusterSet::default())),
         warnings: Vec::new(),
         clusters: Vec::new(),
@@ -221,6 +222,8 @@ struct Hub {
     exports: u64,
     /// Clusters translated since the hub started.
     translations: u64,
+    /// Changes of the local cluster's import objects that fed no set.
+    imports_revision: u64,
 }
 
 /// Runs the hub until it is aborted.
@@ -247,6 +250,7 @@ pub(super) async fn run(start: HubStart) {
         exported: Exported::new(),
         exports: 0,
         translations: 0,
+        imports_revision: 0,
     };
     if options.remote_secrets {
         let task = tokio::spawn(watch_secrets(
@@ -371,13 +375,18 @@ impl Hub {
                     self.replacement_report(&source, report);
                     return true;
                 }
+                let import_object = self.only_import_object(&source, &report);
                 let Some(entry) = self.clusters.get_mut(&source) else {
                     return false;
                 };
                 if entry.generation != generation {
                     return false;
                 }
-                self.set_dirty |= entry.apply(&source, report);
+                let changed = entry.apply(&source, report);
+                // Still published: the import reconciler and the routes'
+                // import ports read it.
+                self.set_dirty |= changed && !import_object;
+                self.imports_revision += u64::from(changed && import_object);
                 self.set_dirty |= entry.update_state(&source, &self.options);
                 true
             }
@@ -385,6 +394,46 @@ impl Hub {
                 self.secret(report);
                 true
             }
+        }
+    }
+
+    /// Whether `report` is a change of one of Strait's own import objects
+    /// in the local cluster (a derived Service, not exported, or a slice
+    /// Strait manages), before and after: those never feed the cluster
+    /// set, so their changes (mostly the echoes of Strait's own writes)
+    /// publish a snapshot without rebuilding the set.
+    fn only_import_object(&self, source: &ClusterSource, report: &ClusterReport) -> bool {
+        use crate::model::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+        let ClusterReport::Event(kind, event) = report else {
+            return false;
+        };
+        let Some(entry) = self.clusters.get(source) else {
+            return false;
+        };
+        if !source.is_local() || !matches!(kind, Kind::Service | Kind::EndpointSlice) {
+            return false;
+        }
+        let strait_owned = |key: &super::store::ObjectKey, stored: &super::store::Stored| {
+            let labelled = stored.raw().is_some_and(|raw| {
+                raw["metadata"]["labels"][MANAGED_BY_LABEL].as_str() == Some(MANAGED_BY_VALUE)
+            });
+            let exported = *kind == Kind::Service
+                && self
+                    .exported
+                    .get(&key.0)
+                    .is_some_and(|names| names.contains(&key.1));
+            labelled && !exported && !stored.gateway
+        };
+        let held = |key: &super::store::ObjectKey| {
+            entry
+                .store
+                .get_key_value(*kind, key)
+                .map(|(key, stored)| strait_owned(key, stored))
+        };
+        match &**event {
+            StoreEvent::Apply(key, new) => strait_owned(key, new) && held(key).unwrap_or(true),
+            StoreEvent::Delete(key) => held(key).unwrap_or(false),
+            StoreEvent::Init | StoreEvent::InitApply(..) | StoreEvent::InitDone => false,
         }
     }
 
@@ -538,6 +587,7 @@ impl Hub {
             generation: self.generation,
             set_revision: self.set_revision,
             translations: self.translations,
+            imports_revision: self.imports_revision,
             set: self.set.clone(),
             warnings: self.warnings.clone(),
             clusters,

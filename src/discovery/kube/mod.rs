@@ -299,6 +299,11 @@ pub struct SourceSnapshot {
     /// Clusters translated (whole or their changed services) since the
     /// source started, removed clusters' included.
     pub translations: u64,
+    /// Increases when one of Strait's own import objects in the local
+    /// cluster changed (a derived Service, a slice it manages): they feed
+    /// no cluster set, but the recorded import ports and remote pods'
+    /// addresses the routes read from `local_imports`.
+    pub imports_revision: u64,
     /// The cluster set, or every finding when the objects are invalid.
     pub set: Result<Arc<ClusterSet>, Diagnostics>,
     pub warnings: Vec<Diagnostic>,
