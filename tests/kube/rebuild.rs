@@ -249,6 +249,26 @@ async fn the_local_import_objects_changing_rebuild_no_set() {
     })
     .await;
     assert_eq!(sliced.set_revision, synced.set_revision, "no set rebuilt");
+    // A ServiceImport's status written (as the reconciler writes `Ready`):
+    // published, not rebuilt; its spec changed: rebuilt.
+    local.apply(import("cart", "10.96.1.1", "v1beta1"));
+    let imported = until(&handle, "the import", |s| {
+        s.set_revision > sliced.set_revision
+    })
+    .await;
+    let mut ready = import("cart", "10.96.1.1", "v1beta1");
+    ready["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    local.apply(ready);
+    let status = until(&handle, "the import's status", |s| {
+        s.generation > imported.generation
+    })
+    .await;
+    assert_eq!(status.set_revision, imported.set_revision, "no set rebuilt");
+    local.apply(import("cart", "10.96.1.2", "v1beta1"));
+    until(&handle, "the import's new address", |s| {
+        s.set_revision > imported.set_revision
+    })
+    .await;
     // Not Strait's: the set is rebuilt as before.
     local.apply(service("mine", &[("http", 80)]));
     until(&handle, "a tenant's Service", |s| {

@@ -401,6 +401,18 @@ fn same_content(a: &Stored, b: &Stored) -> bool {
                 };
                 bare(x) == bare(y)
             }
+            // Likewise a write to a ServiceImport's status (Strait's own,
+            // as the import reconciler): what the set reads of an import
+            // (its spec and metadata) is as it was. The reconciler still
+            // sees the new object, which the store keeps.
+            (KubeObject::ServiceImport(x), KubeObject::ServiceImport(y)) => {
+                let bare = |import: &crate::discovery::objects::ServiceImport| {
+                    let mut import = import.clone();
+                    import.metadata.resource_version = None;
+                    import
+                };
+                bare(x) == bare(y)
+            }
             (x, y) => x == y,
         },
         (Err(x), Err(y)) => x == y,
