@@ -43,9 +43,9 @@ use crate::backoff::Retry;
 use crate::discovery::kube::client::{ClusterSource, Kind};
 use crate::discovery::kube::{LocalImports, SourceSnapshot, SyncState};
 use crate::discovery::observed::{Observed, ObservedObject};
-use crate::imports::diff::{Change, changes};
+use crate::imports::diff::{Change, applies, changes};
 use crate::imports::naming::FIELD_MANAGER;
-use crate::imports::render::{Owners, desired_objects};
+use crate::imports::render::{Owners, desired_objects_of};
 use crate::imports::{
     ImportPlan, PlanInputs, ReleasedPorts, RemotePods, Skipped, SourceBackends, plan, remote_pods,
     source_backends,
@@ -413,6 +413,10 @@ impl Reconciler {
             return pass;
         }
         self.quiet = None;
+        // After the first round, only the services the last round wrote
+        // can need more (a derived Service after its import, slices after
+        // their Service): the others were settled by the first.
+        let mut touched: Option<BTreeSet<ServiceKey>> = None;
         for round in 0..ROUNDS {
             // Each round: a port this pass's deletes released is held back
             // for the rest of it too.
@@ -435,16 +439,20 @@ impl Reconciler {
                 pod_ranges: None,
                 quota: self.options.quota,
             });
-            let desired = desired_objects(
+            let desired = desired_objects_of(
                 &plan,
                 &merged,
                 &observed,
                 &local.api_version,
                 Owners::Required,
                 Timestamp::now(),
+                touched.as_ref(),
             );
             pass.rendered += u64::try_from(desired.len()).unwrap_or(u64::MAX);
-            let mut pending = changes(&desired, &observed);
+            let mut pending = match &touched {
+                None => changes(&desired, &observed),
+                Some(_) => applies(&desired, &observed),
+            };
             if !may_delete {
                 pending.retain(|change| matches!(change, Change::Apply { .. }));
             }
@@ -460,6 +468,15 @@ impl Reconciler {
             if !self.leadership.is_leader() {
                 return pass;
             }
+            touched = Some(
+                pending
+                    .iter()
+                    .map(|change| {
+                        let (namespace, name) = super::writes::service_of(change);
+                        ServiceKey::new(namespace, name)
+                    })
+                    .collect(),
+            );
             let admitted = self.admit(pending.iter(), &observed, &mut pass, now);
             let chains = super::writes::chains(admitted);
             let leadership = &self.leadership;

@@ -114,7 +114,8 @@ pub fn chains<'c>(pending: impl IntoIterator<Item = &'c Change>) -> Vec<Chain<'c
         .collect()
 }
 
-fn service_of(change: &Change) -> (String, String) {
+/// The service a change belongs to, as `(namespace, name)`.
+pub fn service_of(change: &Change) -> (String, String) {
     let (kind, namespace, name) = change.identity();
     let label = match change {
         Change::Apply { object, .. } if kind != "ServiceImport" => object["metadata"]["labels"]

@@ -115,6 +115,20 @@ fn needs_apply(desired: &DesiredObject, held: Option<&ObservedObject>) -> bool {
 /// The writes that make `observed` hold `desired`: applies first (an
 /// import before its derived Service before its slices, as `desired`
 /// orders them), then deletions.
+/// The applies `desired` needs, and no deletion: for a `desired` that is
+/// only part of the plan (some services' objects), where what it leaves
+/// out is not thereby unwanted.
+pub fn applies(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
+    desired
+        .iter()
+        .filter(|object| needs_apply(object, observed.get(&object.object)))
+        .map(|object| Change::Apply {
+            object: object.object.clone(),
+            status: object.status,
+        })
+        .collect()
+}
+
 pub fn changes(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
     let mut changes = Vec::new();
     let mut wanted: HashSet<(String, String, String)> = HashSet::new();

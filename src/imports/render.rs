@@ -114,6 +114,21 @@ pub fn desired_objects(
     owners: Owners,
     now: Timestamp,
 ) -> Vec<DesiredObject> {
+    desired_objects_of(plan, merged, observed, api_version, owners, now, None)
+}
+
+/// The objects of the plan's imports of the services in `only` (every
+/// import when `None`): a round that follows writes renders only the
+/// services those writes touched.
+pub fn desired_objects_of(
+    plan: &ImportPlan,
+    merged: &MergedSet,
+    observed: &Observed,
+    api_version: &str,
+    owners: Owners,
+    now: Timestamp,
+    only: Option<&std::collections::BTreeSet<ServiceKey>>,
+) -> Vec<DesiredObject> {
     let mut objects = Vec::new();
     // Each service's import ports, recorded on its ServiceImport.
     let mut allocated: BTreeMap<&ServiceKey, Vec<(&PortKey, u16)>> = BTreeMap::new();
@@ -124,6 +139,9 @@ pub fn desired_objects(
             .push((key, *port));
     }
     for planned in &plan.imports {
+        if only.is_some_and(|only| !only.contains(&planned.key)) {
+            continue;
+        }
         let Some(service) = merged.services.get(&planned.key) else {
             continue;
         };
