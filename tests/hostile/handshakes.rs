@@ -302,7 +302,17 @@ async fn half_handshakes_cannot_starve_the_gateway_of_descriptors() {
         println!("  {line}");
     }
     assert!(grown_mib < 64, "the gateway grew {grown_mib} MiB");
-    assert!(shed >= 900, "handshakes past the cap were shed: {shed}");
+    // Past the cap each newcomer sheds the oldest handshake, unless the
+    // tunnel listener's share of the descriptors refused it first (which
+    // of the two depends on how many descriptors the host has left).
+    let refused = metric(
+        &metrics,
+        "strait_limited_total{limit=\"listener_share\",transport=\"none\"}",
+    );
+    assert!(
+        shed >= 600 && shed + refused >= 900,
+        "handshakes past the cap were shed ({shed}) or refused for the listener's share ({refused})"
+    );
     drop(held);
 }
 
