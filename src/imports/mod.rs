@@ -614,7 +614,7 @@ fn plan_import(
             false,
             ReadyReason::ImportPortsExhausted,
             format!(
-                "{exhausted} of {} ports have no gateway import port: the range {} is full.",
+                "{exhausted} of {} ports have no gateway import port: the range {} (imports.portRange) is full, one port per service port and per remote headless pod's port; widen it below the nodes' ephemeral ports (docs/performance.md, import ports at scale).",
                 ports.len(),
                 inputs.range
             ),
