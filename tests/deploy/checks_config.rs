@@ -370,7 +370,16 @@ fn check_corefile(origin: &str, corefile: &str, zone: &str) {
         lines.next().is_some(),
         "{origin}: no server block `{header}` for the zone gateway.yaml answers"
     );
-    let block: Vec<&str> = lines.take_while(|l| l.trim() != "}").collect();
+    // Up to the block's own closing brace, past those of nested blocks
+    // (`cache 5 { … }`).
+    let mut depth = 1usize;
+    let block: Vec<&str> = lines
+        .take_while(|l| {
+            depth += l.matches('{').count();
+            depth = depth.saturating_sub(l.matches('}').count());
+            depth > 0
+        })
+        .collect();
     let target = block
         .iter()
         .find_map(|l| l.trim().strip_prefix("forward . "))
