@@ -468,17 +468,23 @@ impl Reconciler {
             if !self.leadership.is_leader() {
                 return pass;
             }
+            let owners = derived_owners(&observed);
+            let owner = |namespace: &str, derived: &str| {
+                owners
+                    .get(&(namespace.to_owned(), derived.to_owned()))
+                    .cloned()
+            };
             touched = Some(
                 pending
                     .iter()
                     .map(|change| {
-                        let (namespace, name) = super::writes::service_of(change);
+                        let (namespace, name) = super::writes::service_of(change, &owner);
                         ServiceKey::new(namespace, name)
                     })
                     .collect(),
             );
             let admitted = self.admit(pending.iter(), &observed, &mut pass, now);
-            let chains = super::writes::chains(admitted);
+            let chains = super::writes::chains(admitted, &owner);
             let leadership = &self.leadership;
             let (local_ref, observed_ref) = (&*local, &observed);
             let this = &*self;
@@ -541,13 +547,13 @@ impl Reconciler {
     /// derived Service's wait.
     fn admit<'c>(
         &mut self,
-        wave: impl Iterator<Item = &'c Change>,
+        pending: impl Iterator<Item = &'c Change>,
         observed: &Observed,
         pass: &mut Pass,
         now: Instant,
     ) -> Vec<&'c Change> {
         let mut admitted = Vec::new();
-        for change in wave {
+        for change in pending {
             if let Some(squatted) = squatted_by_another(change, observed) {
                 self.count(false);
                 tracing::warn!(change = %change.describe(), service = %squatted,
@@ -753,6 +759,28 @@ fn squatted_by_another(change: &Change, observed: &Observed) -> Option<String> {
         .foreign_services
         .get(&(namespace.to_owned(), name.to_owned()))?;
     (!held.ours() && !observed.adoptable(held)).then(|| format!("{namespace}/{name}"))
+}
+
+/// The service of each derived Service held, by its namespace and name: a
+/// gateway slice names only its derived Service, and its import's `Ready`
+/// must wait for it as for the others.
+fn derived_owners(observed: &Observed) -> HashMap<(String, String), String> {
+    observed
+        .derived
+        .iter()
+        .chain(
+            observed
+                .pod_services
+                .iter()
+                .map(|((key, _), held)| (key, held)),
+        )
+        .map(|(key, held)| {
+            (
+                (key.namespace.to_string(), held.name().to_owned()),
+                key.name.to_string(),
+            )
+        })
+        .collect()
 }
 
 fn apply_result(observed: &mut Observed, change: &Change, result: Option<Value>) {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 
 use crate::imports::diff::Change;
-use crate::model::names::MCS_SERVICE_NAME_LABEL;
+use crate::model::names::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
 use crate::token_bucket::TokenBucket;
 
 /// `imports.writes`: how fast and how wide the reconciler writes.
@@ -90,15 +90,21 @@ pub struct Chain<'c> {
     pub status: Vec<&'c Change>,
 }
 
-/// A round's changes by the service they belong to (an import's, its
-/// derived Services' and their slices' by the MCS service-name label;
-/// anything else alone), in the order each service first appears.
-pub fn chains<'c>(pending: impl IntoIterator<Item = &'c Change>) -> Vec<Chain<'c>> {
+/// Which service a derived Service belongs to, by its namespace and name
+/// (a gateway slice names only its derived Service).
+pub type DerivedOwner<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
+
+/// A round's changes by the service they belong to ([`service_of`]), in
+/// the order each service first appears.
+pub fn chains<'c>(
+    pending: impl IntoIterator<Item = &'c Change>,
+    derived: DerivedOwner<'_>,
+) -> Vec<Chain<'c>> {
     let mut order: Vec<(String, String)> = Vec::new();
     let mut by_service: std::collections::HashMap<(String, String), Chain<'c>> =
         std::collections::HashMap::new();
     for change in pending {
-        let key = service_of(change);
+        let key = service_of(change, derived);
         let chain = by_service.entry(key.clone()).or_insert_with(|| {
             order.push(key);
             Chain::default()
@@ -114,14 +120,23 @@ pub fn chains<'c>(pending: impl IntoIterator<Item = &'c Change>) -> Vec<Chain<'c
         .collect()
 }
 
-/// The service a change belongs to, as `(namespace, name)`.
-pub fn service_of(change: &Change) -> (String, String) {
+/// The service a change belongs to, as `(namespace, name)`: an import's
+/// own; a derived Service's and an MCS slice's by their MCS service-name
+/// label; a gateway slice's through the derived Service it names
+/// (`derived`); anything else alone.
+pub fn service_of(change: &Change, derived: DerivedOwner<'_>) -> (String, String) {
     let (kind, namespace, name) = change.identity();
     let label = match change {
-        Change::Apply { object, .. } if kind != "ServiceImport" => object["metadata"]["labels"]
-            [MCS_SERVICE_NAME_LABEL]
-            .as_str()
-            .map(str::to_owned),
+        Change::Apply { object, .. } if kind != "ServiceImport" => {
+            let labels = &object["metadata"]["labels"];
+            labels[MCS_SERVICE_NAME_LABEL]
+                .as_str()
+                .map(str::to_owned)
+                .or_else(|| {
+                    let derived_name = labels[SERVICE_NAME_LABEL].as_str()?;
+                    derived(&namespace, derived_name)
+                })
+        }
         _ => None,
     };
     match (kind.as_str(), label) {
@@ -217,16 +232,30 @@ mod tests {
         change.identity().2
     }
 
+    fn gateway_slice(derived: &str, name: &str) -> Change {
+        Change::Apply {
+            object: json!({"kind": "EndpointSlice", "metadata": {"namespace": "n", "name": name,
+                "labels": {SERVICE_NAME_LABEL: derived}}}),
+            status: false,
+        }
+    }
+
+    /// The derived Service `derived-<service>` belongs to `<service>`.
+    fn owner(_namespace: &str, derived: &str) -> Option<String> {
+        derived.strip_prefix("derived-").map(str::to_owned)
+    }
+
     #[test]
     fn a_rounds_changes_chain_by_service_with_the_status_last() {
         let pending = [
             import("a", true),
             slice("a", "a-1"),
             import("b", false),
-            slice("a", "a-2"),
+            gateway_slice("derived-a", "a-2"),
             slice("b", "b-1"),
+            gateway_slice("unknown", "u-1"),
         ];
-        let chains = chains(&pending);
+        let chains = chains(&pending, &owner);
         let names: Vec<(Vec<String>, Vec<String>)> = chains
             .iter()
             .map(|c| {
@@ -244,6 +273,7 @@ mod tests {
                     vec!["a".to_owned()]
                 ),
                 (vec!["b".to_owned(), "b-1".to_owned()], vec![]),
+                (vec!["u-1".to_owned()], vec![]),
             ]
         );
     }
@@ -272,7 +302,7 @@ mod tests {
         let mut pending = vec![slice("b", "b-0"), import("b", true)];
         pending.extend((0..8).map(|n| slice("a", &format!("a-{n}"))));
         pending.push(import("a", true));
-        let chains = chains(&pending);
+        let chains = chains(&pending, &owner);
         let limits = WriteLimits {
             concurrency: 4,
             qps: 1000,
@@ -316,7 +346,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn writes_are_paced_a_slow_one_times_out_and_a_failed_child_holds_its_status() {
         let pending: Vec<Change> = (0..5).map(|n| slice(&n.to_string(), "s")).collect();
-        let five = chains(&pending);
+        let five = chains(&pending, &owner);
         let limits = WriteLimits {
             concurrency: 16,
             qps: 10,
@@ -336,7 +366,7 @@ mod tests {
         );
 
         let pending = [slice("a", "a-1"), import("a", true)];
-        let chained = chains(&pending);
+        let chained = chains(&pending, &owner);
         let slow = |_: &Change| async {
             tokio::time::sleep(Duration::from_secs(5)).await;
             Ok::<_, kube::Error>(None)

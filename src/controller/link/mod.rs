@@ -34,7 +34,7 @@ use crate::model::names::{ALT_CLUSTER_ID_PROPERTY, CLUSTER_ID_PROPERTY};
 
 pub mod token;
 
-pub use token::{Credential, MIN_TOKEN_LIFETIME, TokenKind};
+pub use token::{Credential, MIN_TOKEN_LIFETIME, TokenKind, retire_legacy_token};
 
 /// The field manager of every write `strait link` makes.
 pub const LINK_FIELD_MANAGER: &str = "strait-link";
@@ -465,7 +465,9 @@ pub async fn link(
         apply(client, &object, cluster).await?;
     }
     let held = match local {
-        Some(local) => held_token(local, &options.local_namespace, &name, &remote.server).await?,
+        Some(local) => {
+            token::held_token(local, &options.local_namespace, &name, &remote.server).await?
+        }
         None => None,
     };
     let credential = token::credential(
@@ -510,66 +512,6 @@ pub async fn link(
     })
 }
 
-/// The token the local Secret `name` holds, if `strait link` wrote it for
-/// this server (the kubeconfig a link writes has one user and one token).
-async fn held_token(
-    local: &Client,
-    namespace: &str,
-    name: &str,
-    server: &RemoteServer,
-) -> Result<Option<String>, LinkError> {
-    use secrecy::ExposeSecret;
-    let secrets: Api<Secret> = Api::namespaced(local.clone(), namespace);
-    let existing = secrets.get_opt(name).await.map_err(|source| {
-        api_error(
-            format!("read Secret {namespace}/{name}"),
-            "the local cluster",
-            source,
-        )
-    })?;
-    let Some(existing) = existing else {
-        return Ok(None);
-    };
-    if linked_server(&existing).as_deref() != Some(server.server.as_str()) {
-        return Ok(None);
-    }
-    let token = existing
-        .data
-        .as_ref()
-        .and_then(|data| data.get(REMOTE_KUBECONFIG_KEY))
-        .and_then(|text| std::str::from_utf8(&text.0).ok())
-        .and_then(|text| Kubeconfig::from_yaml(text).ok())
-        .and_then(|kubeconfig| kubeconfig.auth_infos.into_iter().next())
-        .and_then(|user| user.auth_info)
-        .and_then(|auth| auth.token)
-        .map(|token| token.expose_secret().to_owned());
-    Ok(token)
-}
-
-/// Deletes the legacy never-expiring token Secret of the reader, if a link
-/// made before bound tokens left one: run once the local Secret holds the
-/// bound token. Whether one was deleted.
-pub async fn retire_legacy_token(
-    remote: &Remote,
-    options: &LinkOptions,
-) -> Result<bool, LinkError> {
-    let namespace = &options.remote_namespace;
-    let secrets = Api::<Secret>::namespaced(remote.client.clone(), namespace);
-    let name = token::legacy_token_name(&options.reader);
-    let present = secrets.get_opt(&name).await.map_err(|source| {
-        api_error(
-            format!("read Secret {namespace}/{name}"),
-            &remote.label,
-            source,
-        )
-    })?;
-    if present.is_none() {
-        return Ok(false);
-    }
-    delete(secrets, &name, &remote.label).await?;
-    Ok(true)
-}
-
 /// Creates (or updates) the remote-cluster Secret in the local cluster.
 /// A Secret of that name that links another server, or that no link
 /// wrote, is left alone: a remote cluster naming itself after another
@@ -604,6 +546,18 @@ pub async fn apply_local(local: &Client, linked: &Linked) -> Result<(), LinkErro
 /// The server a Secret that `strait link` wrote links to; `None` for a
 /// Secret no link wrote.
 fn linked_server(secret: &Secret) -> Option<String> {
+    linked_kubeconfig(secret)?
+        .clusters
+        .first()?
+        .cluster
+        .as_ref()?
+        .server
+        .clone()
+}
+
+/// The kubeconfig of a Secret that `strait link` wrote; `None` for a
+/// Secret no link wrote.
+fn linked_kubeconfig(secret: &Secret) -> Option<Kubeconfig> {
     let labels = secret.metadata.labels.as_ref()?;
     if labels
         .get("app.kubernetes.io/managed-by")
@@ -613,14 +567,7 @@ fn linked_server(secret: &Secret) -> Option<String> {
         return None;
     }
     let text = secret.data.as_ref()?.get(REMOTE_KUBECONFIG_KEY)?;
-    let kubeconfig = Kubeconfig::from_yaml(std::str::from_utf8(&text.0).ok()?).ok()?;
-    kubeconfig
-        .clusters
-        .first()?
-        .cluster
-        .as_ref()?
-        .server
-        .clone()
+    Kubeconfig::from_yaml(std::str::from_utf8(&text.0).ok()?).ok()
 }
 
 /// Deletes the reader from the remote cluster: its binding, role, anchor

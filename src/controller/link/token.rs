@@ -16,7 +16,10 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use super::{LinkError, api_error, apply, labels};
+use super::{
+    LinkError, LinkOptions, Remote, RemoteServer, api_error, apply, delete, labels,
+    linked_kubeconfig,
+};
 use crate::discovery::kube::bearer::token_claims;
 
 /// How long the remote token controller may take to fill in a legacy token.
@@ -71,18 +74,21 @@ pub struct Credential {
     pub kind: TokenKind,
 }
 
-/// Whether `held` may be kept: bound to the current anchor, with more
-/// than half of `lifetime` left at `now`. Its claims are read unverified;
-/// a token that lies about them only fails to work, as it would anyway.
-pub fn keepable(held: &str, anchor_uid: &str, lifetime: Duration, now: SystemTime) -> bool {
-    let Some(claims) = token_claims(held) else {
-        return false;
-    };
-    let bound_here = claims.bound_secret_uid.as_deref() == Some(anchor_uid);
-    let left = claims
-        .expires
-        .and_then(|expires| expires.duration_since(now).ok());
-    bound_here && left.is_some_and(|left| left > lifetime / 2)
+/// When `held` expires, if it may be kept: bound to the current anchor,
+/// with more than half of `lifetime` left at `now`. Its claims are read
+/// unverified; a token that lies about them only fails to work, as it
+/// would anyway.
+pub fn keepable(
+    held: &str,
+    anchor_uid: &str,
+    lifetime: Duration,
+    now: SystemTime,
+) -> Option<SystemTime> {
+    let claims = token_claims(held)?;
+    let expires = claims.expires?;
+    let left = expires.duration_since(now).ok()?;
+    (claims.bound_secret_uid.as_deref() == Some(anchor_uid) && left > lifetime / 2)
+        .then_some(expires)
 }
 
 /// The reader's credential in the remote cluster: `held` if it may be
@@ -106,12 +112,12 @@ pub async fn credential(
         .uid
         .unwrap_or_default();
     if let Some(held) = held
-        && keepable(held, &anchor_uid, lifetime, SystemTime::now())
+        && let Some(expires) = keepable(held, &anchor_uid, lifetime, SystemTime::now())
     {
         return Ok(Credential {
             token: held.to_owned(),
             ca: None,
-            expires: token_claims(held).and_then(|c| c.expires),
+            expires: Some(expires),
             kind: TokenKind::Kept,
         });
     }
@@ -203,6 +209,66 @@ async fn wait_for_legacy_token(
     }
 }
 
+/// The token the local Secret `name` holds, if `strait link` wrote it for
+/// `server` (the kubeconfig a link writes has one user and one token).
+pub(super) async fn held_token(
+    local: &Client,
+    namespace: &str,
+    name: &str,
+    server: &RemoteServer,
+) -> Result<Option<String>, LinkError> {
+    use secrecy::ExposeSecret;
+    let secrets: Api<Secret> = Api::namespaced(local.clone(), namespace);
+    let existing = secrets.get_opt(name).await.map_err(|source| {
+        api_error(
+            format!("read Secret {namespace}/{name}"),
+            "the local cluster",
+            source,
+        )
+    })?;
+    let Some(kubeconfig) = existing.as_ref().and_then(linked_kubeconfig) else {
+        return Ok(None);
+    };
+    let links_server = kubeconfig
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.server.as_deref())
+        == Some(server.server.as_str());
+    Ok(kubeconfig
+        .auth_infos
+        .into_iter()
+        .next()
+        .and_then(|user| user.auth_info)
+        .and_then(|auth| auth.token)
+        .filter(|_| links_server)
+        .map(|token| token.expose_secret().to_owned()))
+}
+
+/// Deletes the legacy never-expiring token Secret of the reader, if a link
+/// made before bound tokens left one: run once the local Secret holds the
+/// bound token. Whether one was deleted.
+pub async fn retire_legacy_token(
+    remote: &Remote,
+    options: &LinkOptions,
+) -> Result<bool, LinkError> {
+    let namespace = &options.remote_namespace;
+    let secrets = Api::<Secret>::namespaced(remote.client.clone(), namespace);
+    let name = legacy_token_name(&options.reader);
+    let present = secrets.get_opt(&name).await.map_err(|source| {
+        api_error(
+            format!("read Secret {namespace}/{name}"),
+            &remote.label,
+            source,
+        )
+    })?;
+    if present.is_none() {
+        return Ok(false);
+    }
+    delete(secrets, &name, &remote.label).await?;
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,17 +288,18 @@ mod tests {
         let now = SystemTime::now();
         let day = Duration::from_secs(86_400);
         let lifetime = 365 * day;
-        assert!(keepable(&token("u1", now + 200 * day), "u1", lifetime, now));
+        let kept = token("u1", now + 200 * day);
+        assert!(keepable(&kept, "u1", lifetime, now).is_some());
         assert!(
-            !keepable(&token("u1", now + 100 * day), "u1", lifetime, now),
+            keepable(&token("u1", now + 100 * day), "u1", lifetime, now).is_none(),
             "past half its life: renewed"
         );
         assert!(
-            !keepable(&token("u0", now + 200 * day), "u1", lifetime, now),
+            keepable(&token("u0", now + 200 * day), "u1", lifetime, now).is_none(),
             "bound to an anchor since deleted: renewed"
         );
-        assert!(!keepable("opaque-legacy-token", "u1", lifetime, now));
+        assert!(keepable("opaque-legacy-token", "u1", lifetime, now).is_none());
         let unbound = jwt_for_tests(&json!({"exp": 4_000_000_000u64}));
-        assert!(!keepable(&unbound, "u1", lifetime, now));
+        assert!(keepable(&unbound, "u1", lifetime, now).is_none());
     }
 }

@@ -124,19 +124,22 @@ fn report_token_expiry(kubeconfig: &Kubeconfig, what: &str) {
         let Some(claims) = super::bearer::token_claims(token.expose_secret()) else {
             continue;
         };
-        let expires = claims.expires.map(humantime::format_rfc3339_seconds);
+        let expires = claims
+            .expires
+            .map(|e| humantime::format_rfc3339_seconds(e).to_string())
+            .unwrap_or_default();
         match claims.expiry(now) {
             Some(Expiry::Expired) => tracing::error!(
-                cluster = what, expires = %expires.map(|e| e.to_string()).unwrap_or_default(),
+                cluster = what, %expires,
                 "the remote cluster's token has expired: run `strait link` again to renew it"
             ),
             Some(Expiry::Soon(left)) => tracing::warn!(
-                cluster = what, expires = %expires.map(|e| e.to_string()).unwrap_or_default(),
+                cluster = what, %expires,
                 left = %humantime::format_duration(round_to_hours(left)),
                 "the remote cluster's token expires soon: run `strait link` again to renew it"
             ),
             Some(Expiry::Later(_)) => tracing::info!(
-                cluster = what, expires = %expires.map(|e| e.to_string()).unwrap_or_default(),
+                cluster = what, %expires,
                 "the remote cluster's token is bound and expiring"
             ),
             None => tracing::info!(
