@@ -14,27 +14,56 @@ fn translations(snapshot: &SourceSnapshot, id: &str) -> u64 {
         .unwrap_or_else(|| panic!("no cluster {id}: {:#?}", snapshot.clusters))
 }
 
+/// c1 (local) and c2 (remote), populated, read by a source until both
+/// have synced.
+struct Synced {
+    local: ApiServer,
+    remote: ApiServer,
+    handle: KubeHandle,
+    synced: std::sync::Arc<SourceSnapshot>,
+    _dir: tempfile::TempDir,
+}
+
+impl Synced {
+    async fn start() -> Synced {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let local = ApiServer::start(&["v1beta1"]).await;
+        let remote = ApiServer::start(&["v1beta1"]).await;
+        populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
+        populate(
+            &remote,
+            "c2",
+            "net-b",
+            "v1beta1",
+            "198.51.100.2",
+            "10.2.0.1",
+        );
+        let handle = KubeHandle::start(options(
+            &local.write_kubeconfig(dir.path(), "local"),
+            &[&remote.write_kubeconfig(dir.path(), "remote")],
+        ))
+        .await
+        .expect("source starts");
+        let synced = until(&handle, "both synced", |s| s.all_synced()).await;
+        Synced {
+            local,
+            remote,
+            handle,
+            synced,
+            _dir: dir,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endpoint_change_translates_only_its_own_cluster() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let local = ApiServer::start(&["v1beta1"]).await;
-    let remote = ApiServer::start(&["v1beta1"]).await;
-    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
-    populate(
-        &remote,
-        "c2",
-        "net-b",
-        "v1beta1",
-        "198.51.100.2",
-        "10.2.0.1",
-    );
-    let handle = KubeHandle::start(options(
-        &local.write_kubeconfig(dir.path(), "local"),
-        &[&remote.write_kubeconfig(dir.path(), "remote")],
-    ))
-    .await
-    .expect("source starts");
-    let synced = until(&handle, "both synced", |s| s.all_synced()).await;
+    let Synced {
+        local: _local,
+        remote,
+        handle,
+        synced,
+        _dir,
+    } = Synced::start().await;
     let (c1, c2) = (translations(&synced, "c1"), translations(&synced, "c2"));
     assert!(c1 >= 1 && c2 >= 1, "each was translated");
 
@@ -126,25 +155,13 @@ async fn a_change_after_a_quiet_spell_is_published_without_the_debounce() {
 /// while that cluster's other Services and slices still do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_clusters_import_objects_are_not_read() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let local = ApiServer::start(&["v1beta1"]).await;
-    let remote = ApiServer::start(&["v1beta1"]).await;
-    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
-    populate(
-        &remote,
-        "c2",
-        "net-b",
-        "v1beta1",
-        "198.51.100.2",
-        "10.2.0.1",
-    );
-    let handle = KubeHandle::start(options(
-        &local.write_kubeconfig(dir.path(), "local"),
-        &[&remote.write_kubeconfig(dir.path(), "remote")],
-    ))
-    .await
-    .expect("source starts");
-    let synced = until(&handle, "both synced", |s| s.all_synced()).await;
+    let Synced {
+        local,
+        remote,
+        handle,
+        synced,
+        _dir,
+    } = Synced::start().await;
     let counts = |s: &SourceSnapshot, id: &str, kind: &str| {
         s.clusters
             .iter()
@@ -203,25 +220,13 @@ async fn a_remote_clusters_import_objects_are_not_read() {
 /// same namespace that is not Strait's still rebuilds it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_local_import_objects_changing_rebuild_no_set() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let local = ApiServer::start(&["v1beta1"]).await;
-    let remote = ApiServer::start(&["v1beta1"]).await;
-    populate(&local, "c1", "net-a", "v1beta1", "198.51.100.1", "10.1.0.1");
-    populate(
-        &remote,
-        "c2",
-        "net-b",
-        "v1beta1",
-        "198.51.100.2",
-        "10.2.0.1",
-    );
-    let handle = KubeHandle::start(options(
-        &local.write_kubeconfig(dir.path(), "local"),
-        &[&remote.write_kubeconfig(dir.path(), "remote")],
-    ))
-    .await
-    .expect("source starts");
-    let synced = until(&handle, "both synced", |s| s.all_synced()).await;
+    let Synced {
+        local,
+        remote: _remote,
+        handle,
+        synced,
+        _dir,
+    } = Synced::start().await;
     let mut derived = service("derived-0123456789", &[("http", 80)]);
     derived["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "strait",
         "multicluster.kubernetes.io/service-name": "cart"});
