@@ -20,7 +20,7 @@
 //! - **sequential**: `--sequential` more exports, one at a time in c2,
 //!   each timed from the export's creation to its import `Ready` (polled
 //!   every 2 ms), with the work per export: publications of the source,
-//!   cluster translations and the writes made;
+//!   cluster translations, import objects rendered and the writes made;
 //! - **burst**: `--burst` exports at once in c2: the first, median and last
 //!   import `Ready` (polled every 20 ms).
 //!
@@ -175,10 +175,10 @@ fn ready(server: &ApiServer, name: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// The work counters of a replica: publications, cluster translations,
-/// writes.
-fn work(replicas: &[Started]) -> [u64; 3] {
-    let mut counters = [0; 3];
+/// The work counters of the replicas: publications, cluster
+/// translations, import objects rendered, writes.
+fn work(replicas: &[Started]) -> [u64; 4] {
+    let mut counters = [0; 4];
     for replica in replicas {
         let snapshot = replica.snapshot();
         counters[0] += snapshot.generation;
@@ -187,10 +187,11 @@ fn work(replicas: &[Started]) -> [u64; 3] {
             .iter()
             .map(|c| c.translations)
             .sum::<u64>();
-        counters[2] += replica
-            .imports()
-            .map(|r| r.borrow().writes)
-            .unwrap_or_default();
+        if let Some(report) = replica.imports() {
+            let report = report.borrow();
+            counters[2] += report.rendered;
+            counters[3] += report.writes;
+        }
     }
     counters
 }
@@ -199,7 +200,7 @@ struct Figures {
     bootstrap: Duration,
     sequential: Vec<Duration>,
     /// Per export, summed over both replicas.
-    work: [f64; 3],
+    work: [f64; 4],
     burst: Vec<Duration>,
 }
 
@@ -333,7 +334,7 @@ async fn scenario(options: &Options, held: usize, concurrency: usize) -> Figures
     Figures {
         bootstrap,
         sequential,
-        work: [per_export(0), per_export(1), per_export(2)],
+        work: [per_export(0), per_export(1), per_export(2), per_export(3)],
         burst,
     }
 }
@@ -378,7 +379,7 @@ fn main() -> ExitCode {
         options.burst
     );
     println!(
-        "| round | held | concurrency | bootstrap, ms | sequential p50 / p90 / max, ms | per export: publications / translations / writes | burst first / p50 / last, ms |"
+        "| round | held | concurrency | bootstrap, ms | sequential p50 / p90 / max, ms | per export: publications / translations / objects rendered / writes | burst first / p50 / last, ms |"
     );
     println!("|---|---:|---:|---:|---|---|---|");
     for round in 1..=options.rounds {
@@ -388,7 +389,7 @@ fn main() -> ExitCode {
                 let mut sequential = figures.sequential.clone();
                 sequential.sort();
                 println!(
-                    "| {round} | {held} | {concurrency} | {} | {} / {} / {} | {:.1} / {:.1} / {:.1} | {} / {} / {} |",
+                    "| {round} | {held} | {concurrency} | {} | {} / {} / {} | {:.1} / {:.1} / {:.1} / {:.1} | {} / {} / {} |",
                     ms(figures.bootstrap),
                     ms(quantile(&sequential, 0.5)),
                     ms(quantile(&sequential, 0.9)),
@@ -396,6 +397,7 @@ fn main() -> ExitCode {
                     figures.work[0],
                     figures.work[1],
                     figures.work[2],
+                    figures.work[3],
                     ms(quantile(&figures.burst, 0.0)),
                     ms(quantile(&figures.burst, 0.5)),
                     ms(quantile(&figures.burst, 1.0)),

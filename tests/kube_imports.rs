@@ -902,3 +902,6 @@ mod mcs_slices;
 
 #[path = "kube_imports/headless.rs"]
 mod headless;
+
+#[path = "kube_imports/scale.rs"]
+mod scale;

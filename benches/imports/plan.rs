@@ -146,6 +146,7 @@ fn pass(merged: &MergedSet, observed: &Observed, now: Timestamp) -> Pass {
     let (released, refused) = (Default::default(), BTreeSet::new());
     let started = Instant::now();
     let plan = plan(&PlanInputs {
+        recorded: None,
         merged: black_box(merged),
         observed: black_box(observed),
         range: &range(),

@@ -68,6 +68,7 @@ pub(super) fn run(
     // from the API, the API server allocates them.
     let pod_ranges = from_files.then_some(loaded.settings.imports.pod_addresses.as_slice());
     let plan = plan(&PlanInputs {
+        recorded: None,
         merged: &loaded.merged,
         observed: &observed,
         range: &loaded.settings.imports.port_range,

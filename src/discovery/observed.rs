@@ -5,7 +5,7 @@
 //! them (JSON), because the diff compares what Strait wants with exactly
 //! that; everything the plan needs is read from them here. Pure.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use serde::Serialize;
@@ -79,6 +79,18 @@ impl ObservedObject {
     /// those record is read only through [`Observed::recorded_ports`].
     pub fn ours(&self) -> bool {
         self.label(MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
+    }
+
+    /// Feeds the object's kind, namespace, name and resource version to
+    /// `hasher`: equal for one object at one version.
+    fn hash_version(&self, hasher: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        self.kind().hash(hasher);
+        self.namespace().hash(hasher);
+        self.name().hash(hasher);
+        self.raw["metadata"]["resourceVersion"]
+            .as_str()
+            .hash(hasher);
     }
 
     /// Whether the field manager `manager` wrote any of it.
@@ -179,14 +191,63 @@ impl Observed {
             .chain(self.foreign_services.values())
             .chain(self.foreign_slices.values());
         for object in objects {
-            object.kind().hash(&mut hasher);
-            object.namespace().hash(&mut hasher);
-            object.name().hash(&mut hasher);
-            object.raw["metadata"]["resourceVersion"]
-                .as_str()
-                .hash(&mut hasher);
+            object.hash_version(&mut hasher);
         }
         hasher.finish()
+    }
+
+    /// A digest of what every service's objects depend on besides their
+    /// own: the namespaces, the gateway pods, the adopted manager and
+    /// other controllers' Services and slices (a derived Service or slices
+    /// to take over, a Service squatting a derived name). A pass that
+    /// renders only the services whose own inputs changed renders them all
+    /// when this changed.
+    pub fn shared_fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.namespaces.hash(&mut hasher);
+        self.gateway_endpoints.hash(&mut hasher);
+        self.adopt_from.hash(&mut hasher);
+        for object in self
+            .foreign_services
+            .values()
+            .chain(self.foreign_slices.values())
+        {
+            object.hash_version(&mut hasher);
+        }
+        hasher.finish()
+    }
+
+    /// The objects held for each service: its ServiceImport (whoever made
+    /// it), its derived Services and the slices Strait manages for it. A
+    /// slice belongs to the service its MCS label names, else to the one
+    /// whose derived Service its `kubernetes.io/service-name` label names;
+    /// a slice naming neither belongs to none, and only a pass over every
+    /// service finds it stale.
+    pub fn by_service(&self) -> HashMap<ServiceKey, Vec<&ObservedObject>> {
+        let mut held: HashMap<ServiceKey, Vec<&ObservedObject>> = HashMap::new();
+        let mut derived_names: HashMap<(&str, &str), &ServiceKey> = HashMap::new();
+        for (key, _, derived) in self.all_derived() {
+            derived_names.insert((derived.namespace(), derived.name()), key);
+            held.entry(key.clone()).or_default().push(derived);
+        }
+        for (key, import) in &self.imports {
+            held.entry(key.clone()).or_default().push(import);
+        }
+        for slice in self.slices.values() {
+            let namespace = slice.namespace();
+            let key = match slice.label(MCS_SERVICE_NAME_LABEL) {
+                Some(service) => Some(ServiceKey::new(namespace, service)),
+                None => slice
+                    .label(SERVICE_NAME_LABEL)
+                    .and_then(|derived| derived_names.get(&(namespace, derived)))
+                    .map(|key| (*key).clone()),
+            };
+            if let Some(key) = key {
+                held.entry(key).or_default().push(slice);
+            }
+        }
+        held
     }
 
     /// Sorts one object into its place; objects of other kinds, and

@@ -193,6 +193,7 @@ pub(crate) fn apply_file_imports(
     let pods = crate::imports::remote_pods(table, settings.dns.max_headless_endpoints);
     let observed = Observed::default();
     let inputs = crate::imports::PlanInputs {
+        recorded: None,
         merged,
         observed: &observed,
         range: &settings.imports.port_range,

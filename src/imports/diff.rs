@@ -130,6 +130,32 @@ pub fn applies(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
 }
 
 pub fn changes(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
+    let held = observed
+        .imports
+        .values()
+        .chain(observed.derived.values())
+        .chain(observed.pod_services.values())
+        .chain(observed.slices.values());
+    changes_among(desired, observed, held)
+}
+
+/// The writes that make `observed` hold `desired` for some services only:
+/// `desired` holds every object of those services, and `held` the objects
+/// the cluster holds for them ([`Observed::by_service`]); nothing else is
+/// compared or deleted.
+pub fn changes_of<'a>(
+    desired: &'a [DesiredObject],
+    observed: &'a Observed,
+    held: impl Iterator<Item = &'a ObservedObject>,
+) -> Vec<Change> {
+    changes_among(desired, observed, held)
+}
+
+fn changes_among<'a>(
+    desired: &'a [DesiredObject],
+    observed: &'a Observed,
+    held: impl Iterator<Item = &'a ObservedObject>,
+) -> Vec<Change> {
     let mut changes = Vec::new();
     let mut wanted: HashSet<(String, String, String)> = HashSet::new();
     for object in desired {
@@ -204,13 +230,10 @@ pub fn changes(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
                 metadata["name"].as_str().unwrap_or_default(),
             )
         });
-    let ours = observed
-        .imports
-        .values()
-        .filter(|import| import.ours() || observed.adoptable(import))
-        .chain(observed.derived.values())
-        .chain(observed.pod_services.values())
-        .chain(observed.slices.values())
+    // Only Strait's own objects and those it takes over: another
+    // controller's ServiceImport of the same name is never deleted.
+    let ours = held
+        .filter(|held| held.kind() != "ServiceImport" || held.ours() || observed.adoptable(held))
         .chain(superseded);
     for held in ours.filter(|held| stale(held)) {
         changes.push(Change::Delete {

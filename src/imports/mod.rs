@@ -27,12 +27,14 @@
 //! | `observed` | reading what the cluster holds (ports, IPs, uids) from its objects |
 //! | `render` | the objects as JSON, the way `kubectl get -o json` shows them |
 //! | `diff` | which objects to apply and which to delete |
+//! | `scope` | which services a pass renders again: those whose inputs changed |
 
 pub mod diff;
 pub mod naming;
 pub mod pods;
 pub mod ports;
 pub mod render;
+pub mod scope;
 pub mod sources;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -97,7 +99,7 @@ pub struct PlannedPort {
 }
 
 /// One ServiceImport this cluster should hold, and what comes with it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlannedImport {
     pub key: ServiceKey,
@@ -136,7 +138,7 @@ fn is_zero(count: &usize) -> bool {
 
 /// One remote pod of a headless service and the derived Service that
 /// reaches it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlannedPod {
     pub pod: PodRef,
@@ -223,6 +225,9 @@ pub struct PlanInputs<'a> {
     pub pod_ranges: Option<&'a [IpNet]>,
     /// What each namespace may hold of the shared ports and addresses.
     pub quota: NamespaceQuota,
+    /// `observed`'s recorded import ports when the caller read them already
+    /// ([`Observed::recorded_ports`]): read from `observed` when `None`.
+    pub recorded: Option<&'a BTreeMap<PortKey, u16>>,
 }
 
 /// The import ports a service needs: for a ClusterSetIP service one per
@@ -330,9 +335,16 @@ fn allocate_for(
         .iter()
         .flat_map(|s| wanted_ports(s, pods))
         .collect();
-    let recorded = inputs.observed.recorded_ports();
-    let (admitted, over_quota) = within_port_quota(wanted, &recorded, inputs.quota.import_ports);
-    let mut allocation = ports::allocate(&admitted, &recorded, inputs.released, inputs.range);
+    let read;
+    let recorded = match inputs.recorded {
+        Some(recorded) => recorded,
+        None => {
+            read = inputs.observed.recorded_ports();
+            &read
+        }
+    };
+    let (admitted, over_quota) = within_port_quota(wanted, recorded, inputs.quota.import_ports);
+    let mut allocation = ports::allocate(&admitted, recorded, inputs.released, inputs.range);
     allocation.over_quota = over_quota;
     allocation
 }

@@ -58,6 +58,7 @@ fn plan_with(
     let table = RouteTable::build(set, &merged, "east-1").expect("east-1 is known");
     let pods = remote_pods(&table, cap);
     plan(&PlanInputs {
+        recorded: None,
         merged: &merged,
         observed,
         range: &PortRange::default(),

@@ -33,6 +33,7 @@ fn desired_with(set: &ClusterSet, observed: &Observed) -> (ImportPlan, Vec<Desir
     let table = RouteTable::build(set, &merged, "east-1").expect("east-1 is known");
     let pods = remote_pods(&table, 8);
     let plan = plan(&PlanInputs {
+        recorded: None,
         merged: &merged,
         observed,
         range: &PortRange::default(),
@@ -384,6 +385,7 @@ fn an_adopted_import_keeps_its_derived_service_and_clustersetip() {
     let table = RouteTable::build(&set, &merged, "east-1").expect("east-1 is known");
     let settling = BTreeSet::from([ServiceKey::new("shop", "cart")]);
     let held_back = super::plan(&PlanInputs {
+        recorded: None,
         merged: &merged,
         observed: &observed,
         range: &PortRange::default(),

@@ -25,6 +25,7 @@ fn now() -> Timestamp {
 fn plan_for(set: &ClusterSet, observed: &Observed) -> (ImportPlan, crate::merge::MergedSet) {
     let merged = merge(set);
     let plan = plan(&PlanInputs {
+        recorded: None,
         merged: &merged,
         observed,
         range: &PortRange::default(),
@@ -285,6 +286,7 @@ fn a_full_range_leaves_the_import_not_ready() {
     );
     let merged = merge(&set);
     let plan = plan(&PlanInputs {
+        recorded: None,
         merged: &merged,
         observed: &Observed::default(),
         range: &PortRange::new(20000, 20000).expect("range"),
@@ -332,6 +334,7 @@ fn a_namespace_over_its_import_port_quota_leaves_others_unaffected() {
     };
     let plan_with = |observed: &Observed| {
         plan(&PlanInputs {
+            recorded: None,
             merged: &merged,
             observed,
             range: &PortRange::default(),
@@ -610,6 +613,7 @@ fn a_refused_family_or_no_forwardable_port_means_no_derived_service() {
     let observed = Observed::default();
     let refused = BTreeSet::from([ServiceKey::new("shop", "cart")]);
     let plan = plan(&PlanInputs {
+        recorded: None,
         merged: &merged,
         observed: &observed,
         range: &PortRange::default(),

@@ -224,6 +224,10 @@ struct Hub {
     translations: u64,
     /// Changes of the local cluster's import objects that fed no set.
     imports_revision: u64,
+    /// The last `local_imports`, by the local entry's generation and the
+    /// store's event count it was read at: a publication that follows a change in
+    /// another cluster reads no local object again.
+    local_imports: Option<((u64, u64), Arc<LocalImports>)>,
 }
 
 /// Runs the hub until it is aborted.
@@ -251,6 +255,7 @@ pub(super) async fn run(start: HubStart) {
         exports: 0,
         translations: 0,
         imports_revision: 0,
+        local_imports: None,
     };
     if options.remote_secrets {
         let task = tokio::spawn(watch_secrets(
@@ -600,7 +605,7 @@ impl Hub {
             local_exports: self.local_exports(),
             usable_set: self.usable_set.clone(),
             usable_merged: self.usable_merged.clone(),
-            local_imports: self.local_imports(),
+            local_imports: self.cached_local_imports(),
         };
         self.snapshots.send_replace(Arc::new(snapshot));
     }
@@ -639,6 +644,22 @@ impl Hub {
     /// What the local cluster holds for its imports, for the import
     /// reconciler, the import listeners and `strait imports --kube`; `None`
     /// until the local server's ServiceImport version is known.
+    /// [`Hub::local_imports`], read again only when the local cluster's
+    /// objects changed.
+    fn cached_local_imports(&mut self) -> Option<Arc<LocalImports>> {
+        let entry = self.clusters.get(&ClusterSource::Local)?;
+        let at = (entry.generation, entry.store.events());
+        if let Some((read_at, held)) = &self.local_imports
+            && *read_at == at
+            && entry.versions.get(Kind::ServiceImport.name()) == Some(&held.api_version)
+        {
+            return Some(held.clone());
+        }
+        let read = self.local_imports()?;
+        self.local_imports = Some((at, read.clone()));
+        Some(read)
+    }
+
     fn local_imports(&self) -> Option<Arc<LocalImports>> {
         let entry = self.clusters.get(&ClusterSource::Local)?;
         let api_version = entry.versions.get(Kind::ServiceImport.name())?.clone();

@@ -89,12 +89,18 @@ pub(super) struct ClusterStore {
     /// EndpointSlice names by namespace and the Service they belong to.
     slices: BTreeMap<ObjectKey, SliceNames>,
     changes: Changes,
+    /// Counts the events applied and the kinds dropped: an object may
+    /// change (a status, a resource version) without changing what the
+    /// cluster set reads of it, and readers of the objects themselves
+    /// need to know.
+    events: u64,
 }
 
 impl ClusterStore {
     /// Sets the kinds the server offers. Kinds no longer offered lose their
     /// objects; they have nothing to list, so they count as synced.
     pub(super) fn set_watched(&mut self, watched: BTreeSet<Kind>) -> bool {
+        self.events += 1;
         let mut changed = false;
         for kind in Kind::ALL {
             if !watched.contains(&kind)
@@ -122,6 +128,12 @@ impl ClusterStore {
     /// the objects (the cluster's sync state).
     pub(super) fn all_changed(&mut self) {
         self.changes.all();
+    }
+
+    /// Increases whenever an object may have changed, whether or not the
+    /// cluster set reads the change.
+    pub(super) fn events(&self) -> u64 {
+        self.events
     }
 
     /// The EndpointSlices of one Service, by name.
@@ -154,6 +166,7 @@ impl ClusterStore {
 
     /// Applies one event; true when the current objects changed.
     pub(super) fn apply(&mut self, kind: Kind, event: StoreEvent) -> bool {
+        self.events += 1;
         let store = self.kinds.entry(kind).or_default();
         match event {
             StoreEvent::Init => {

@@ -40,21 +40,29 @@ use super::lease::Leadership;
 use super::writes::{Outcome, WriteError};
 use crate::backoff::Backoff;
 use crate::backoff::Retry;
-use crate::discovery::kube::client::{ClusterSource, Kind};
+use crate::discovery::kube::client::ClusterSource;
 use crate::discovery::kube::{LocalImports, SourceSnapshot, SyncState};
 use crate::discovery::observed::{Observed, ObservedObject};
-use crate::imports::diff::{Change, applies, changes};
+use crate::imports::diff::{Change, applies, changes, changes_of};
 use crate::imports::naming::FIELD_MANAGER;
 use crate::imports::render::{Owners, desired_objects_of};
+use crate::imports::scope::{PassView, Scope, Settled};
 use crate::imports::{
     ImportPlan, PlanInputs, ReleasedPorts, RemotePods, Skipped, SourceBackends, plan, remote_pods,
     source_backends,
 };
 use crate::merge::MergedSet;
 use crate::model::ServiceKey;
-use crate::model::names::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
+use crate::model::names::MCS_SERVICE_NAME_LABEL;
 use crate::routing::RouteTable;
 use tokio_util::task::AbortOnDropHandle;
+
+mod objects;
+
+use objects::{
+    apply_result, derived_owners, identity_object, import_resource, is_family_refusal,
+    resource_version, squatted_by_another,
+};
 
 /// How many apply rounds one pass makes at most (import, then derived
 /// Service, then slices and ips).
@@ -67,6 +75,10 @@ const REFUSED_RETRY: Duration = Duration::from_secs(60);
 /// listeners first (a watch event and a reload, well under a second), so
 /// no connection kube-proxy sends to a gateway finds its port closed.
 const ADOPT_SETTLE: Duration = Duration::from_secs(5);
+/// How often a pass renders every service, not only those whose inputs
+/// changed: what a scoped pass cannot see (a slice of Strait's that names
+/// no service it knows) is found within this.
+const FULL_PASS_EVERY: Duration = Duration::from_secs(300);
 
 /// What the reconciler knows, for metrics and `/debug/imports`.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -91,6 +103,9 @@ pub struct ImportsReport {
     /// the work counters of `strait_control_plane_work_total`.
     pub passes: u64,
     pub rendered: u64,
+    /// Services the last pass did not find as desired (writes pending or
+    /// failed, or not allowed yet): the next pass renders them again.
+    pub unsettled: usize,
 }
 
 impl ImportsReport {
@@ -125,6 +140,8 @@ pub(super) fn start(
         written: HashMap::new(),
         pacer: super::writes::Pacer::new(&options.writes),
         quiet: None,
+        settled: Settled::default(),
+        full_pass_at: None,
         options,
     };
     let task = tokio::spawn(async move {
@@ -199,6 +216,12 @@ struct Reconciler {
     /// a pass over the same inputs is skipped (the echo of its own writes
     /// arriving, a snapshot that changed nothing of the imports).
     quiet: Option<PassInputs>,
+    /// The services found as desired, and what from: a pass renders only
+    /// the others ([`crate::imports::scope`]).
+    settled: Settled,
+    /// When the last pass over every service was made: one is made at
+    /// least every [`FULL_PASS_EVERY`].
+    full_pass_at: Option<Instant>,
 }
 
 /// What a pass's outcome depends on.
@@ -264,6 +287,8 @@ impl Reconciler {
                 // it holds when it wins the Lease.
                 self.merged = None;
                 self.local_routes = None;
+                self.settled = Settled::default();
+                self.full_pass_at = None;
                 self.reports.send_if_modified(|report| {
                     let was_leader = std::mem::replace(&mut report.leader, false);
                     if was_leader {
@@ -420,14 +445,14 @@ impl Reconciler {
         for round in 0..ROUNDS {
             // Each round: a port this pass's deletes released is held back
             // for the rest of it too.
-            let released = self.released.observe(
-                &observed.recorded_ports(),
-                now.into_std(),
-                self.options.release_grace,
-            );
+            let recorded = observed.recorded_ports();
+            let released =
+                self.released
+                    .observe(&recorded, now.into_std(), self.options.release_grace);
             let refused: BTreeSet<ServiceKey> = self.refused.keys().cloned().collect();
             let settling: BTreeSet<ServiceKey> = self.settling.keys().cloned().collect();
             let plan = plan(&PlanInputs {
+                recorded: Some(&recorded),
                 merged: &merged,
                 observed: &observed,
                 range: &self.options.range,
@@ -439,26 +464,33 @@ impl Reconciler {
                 pod_ranges: None,
                 quota: self.options.quota,
             });
-            let desired = desired_objects_of(
-                &plan,
-                &merged,
-                &observed,
-                &local.api_version,
-                Owners::Required,
-                Timestamp::now(),
-                touched.as_ref(),
-            );
-            pass.rendered += u64::try_from(desired.len()).unwrap_or(u64::MAX);
-            let mut pending = match &touched {
-                None => changes(&desired, &observed),
-                Some(_) => applies(&desired, &observed),
+            let (rendered, mut pending) = match &touched {
+                None => self.first_round(&plan, &merged, &observed, &local.api_version, now),
+                Some(touched) => {
+                    let desired = desired_objects_of(
+                        &plan,
+                        &merged,
+                        &observed,
+                        &local.api_version,
+                        Owners::Required,
+                        Timestamp::now(),
+                        Some(touched),
+                    );
+                    (desired.len(), applies(&desired, &observed))
+                }
             };
+            pass.rendered += u64::try_from(rendered).unwrap_or(u64::MAX);
             if !may_delete {
                 pending.retain(|change| matches!(change, Change::Apply { .. }));
             }
             pass.plan = Some(plan);
             if pending.is_empty() {
-                self.quiet = Some(inputs(&observed, self));
+                // Only a pass that wrote nothing is quiet: after writes, the
+                // pass their echo starts renders the services written, and
+                // finds them as desired (settled) with what the server holds.
+                if round == 0 {
+                    self.quiet = Some(inputs(&observed, self));
+                }
                 break;
             }
             if !may_write || !self.leadership.is_leader() {
@@ -538,6 +570,63 @@ impl Reconciler {
             }
         }
         pass
+    }
+
+    /// A pass's first round: renders and diffs only the services whose
+    /// inputs changed since they were last found as desired (every
+    /// service after a shared input changed, and every [`FULL_PASS_EVERY`]),
+    /// and settles those found so again. The objects rendered, and the
+    /// writes.
+    fn first_round(
+        &mut self,
+        plan: &ImportPlan,
+        merged: &MergedSet,
+        observed: &Observed,
+        api_version: &str,
+        now: Instant,
+    ) -> (usize, Vec<Change>) {
+        let refused: BTreeSet<ServiceKey> = self.refused.keys().cloned().collect();
+        let settling: BTreeSet<ServiceKey> = self.settling.keys().cloned().collect();
+        let view = PassView::new(plan, merged, observed, &refused, &settling);
+        let every = self
+            .full_pass_at
+            .is_none_or(|at| now.duration_since(at) >= FULL_PASS_EVERY);
+        let scope = self.settled.scope(&view, every);
+        if scope == Scope::Every {
+            self.full_pass_at = Some(now);
+        }
+        let desired = desired_objects_of(
+            plan,
+            merged,
+            observed,
+            api_version,
+            Owners::Required,
+            Timestamp::now(),
+            scope.services(),
+        );
+        let pending = match scope.services() {
+            None => changes(&desired, observed),
+            Some(services) => changes_of(&desired, observed, view.held_in(services)),
+        };
+        let owners = derived_owners(observed);
+        let owner = |namespace: &str, derived: &str| {
+            owners
+                .get(&(namespace.to_owned(), derived.to_owned()))
+                .cloned()
+        };
+        let unsettled = pending
+            .iter()
+            .map(|change| {
+                let (namespace, name) = super::writes::service_of(change, &owner);
+                ServiceKey::new(namespace, name)
+            })
+            .collect();
+        self.settled.settle(&view, &scope, &unsettled);
+        let unsettled = self.settled.unsettled(&view);
+        self.reports.send_if_modified(|report| {
+            std::mem::replace(&mut report.unsettled, unsettled) != unsettled
+        });
+        (desired.len(), pending)
     }
 
     /// The changes of a round that may be written: a Service of that name
@@ -704,97 +793,5 @@ impl Reconciler {
             _ => import_resource(import_api_version),
         };
         Api::namespaced_with(self.client.clone(), namespace, &resource)
-    }
-}
-
-/// The ServiceImport resource in the version the local server offers.
-fn import_resource(api_version: &str) -> ApiResource {
-    let (group, version) = api_version
-        .split_once('/')
-        .unwrap_or((Kind::ServiceImport.group(), "v1alpha1"));
-    ApiResource {
-        group: group.to_owned(),
-        version: version.to_owned(),
-        api_version: api_version.to_owned(),
-        kind: Kind::ServiceImport.name().to_owned(),
-        plural: Kind::ServiceImport.resource().to_owned(),
-    }
-}
-
-/// Whether the API server refused a derived Service for its IP families
-/// (a cluster that is not dual-stack, say).
-fn is_family_refusal(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status)
-        if status.code == 422 && status.message.to_ascii_lowercase().contains("ipfamil"))
-}
-
-fn resource_version(held: &ObservedObject) -> Option<String> {
-    held.raw["metadata"]["resourceVersion"]
-        .as_str()
-        .map(str::to_owned)
-}
-
-/// A stand-in object naming `kind namespace/name`, for [`Observed::get`]
-/// (a derived Service is named by its service label, which a written
-/// result carries).
-fn identity_object(kind: &str, namespace: &str, name: &str) -> Value {
-    serde_json::json!({"kind": kind, "metadata": {"namespace": namespace, "name": name}})
-}
-
-/// Feeds a write's outcome into `observed`, so the next round sees it.
-/// The Service (`namespace/name`) that `change` would write over, or write
-/// slices for, when a Service of that name exists that Strait neither made
-/// nor takes over (`kube.adoptImports`).
-fn squatted_by_another(change: &Change, observed: &Observed) -> Option<String> {
-    let Change::Apply { object, .. } = change else {
-        return None;
-    };
-    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
-    let name = match object["kind"].as_str() {
-        Some("Service") => object["metadata"]["name"].as_str(),
-        Some("EndpointSlice") => object["metadata"]["labels"][SERVICE_NAME_LABEL].as_str(),
-        _ => None,
-    }?;
-    let held = observed
-        .foreign_services
-        .get(&(namespace.to_owned(), name.to_owned()))?;
-    (!held.ours() && !observed.adoptable(held)).then(|| format!("{namespace}/{name}"))
-}
-
-/// The service of each derived Service held, by its namespace and name: a
-/// gateway slice names only its derived Service, and its import's `Ready`
-/// must wait for it as for the others.
-fn derived_owners(observed: &Observed) -> HashMap<(String, String), String> {
-    observed
-        .derived
-        .iter()
-        .chain(
-            observed
-                .pod_services
-                .iter()
-                .map(|((key, _), held)| (key, held)),
-        )
-        .map(|(key, held)| {
-            (
-                (key.namespace.to_string(), held.name().to_owned()),
-                key.name.to_string(),
-            )
-        })
-        .collect()
-}
-
-fn apply_result(observed: &mut Observed, change: &Change, result: Option<Value>) {
-    match change {
-        Change::Apply { .. } => {
-            if let Some(object) = result {
-                observed.insert(ObservedObject::new(object));
-            }
-        }
-        Change::Delete {
-            kind,
-            namespace,
-            name,
-            ..
-        } => observed.remove(kind, namespace, name),
     }
 }
