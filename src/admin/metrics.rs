@@ -552,6 +552,19 @@ impl Metrics {
         self.work.set_total(stage, total);
     }
 
+    /// Records the import reconciler's queue and time: see
+    /// [`work::WorkMetrics::set_import_queue`].
+    pub fn set_import_queue(
+        &self,
+        queued: usize,
+        unsettled: usize,
+        write_seconds: f64,
+        pass_seconds: f64,
+    ) {
+        self.work
+            .set_import_queue(queued, unsettled, write_seconds, pass_seconds);
+    }
+
     /// Records the import reconciler's successful and failed writes in total.
     pub fn set_import_writes(&self, writes: u64, failed_writes: u64) {
         for (result, total) in [

@@ -330,7 +330,9 @@ fn spawn_kube(
                 changed = imports_changed(&mut imports) => {
                     match (changed, &mut imports) {
                         (true, Some(reports)) => {
-                            let report = reports.borrow_and_update().clone();
+                            // Read in place: the report holds the whole plan,
+                            // and changes with every write.
+                            let report = reports.borrow_and_update();
                             state.metrics.set_import_plan(
                                 report.imports.len(),
                                 report.foreign(),
@@ -341,6 +343,12 @@ fn spawn_kube(
                             state
                                 .metrics
                                 .set_work_total(Stage::ImportObjectRendered, report.rendered);
+                            state.metrics.set_import_queue(
+                                report.queued,
+                                report.unsettled,
+                                report.write_seconds,
+                                report.pass_seconds,
+                            );
                         }
                         _ => imports = None,
                     }

@@ -92,7 +92,7 @@ pub struct ImportsReport {
     /// The generation of the last snapshot planned (0: none yet).
     pub planned: u64,
     /// Every planned import with its VIPs, ports and state.
-    pub imports: Vec<crate::imports::PlannedImport>,
+    pub imports: Arc<Vec<crate::imports::PlannedImport>>,
     /// Services without an import, and why.
     pub skipped: BTreeMap<String, Skipped>,
     /// Service ports without an import port (the range is full).
@@ -106,6 +106,12 @@ pub struct ImportsReport {
     /// Services the last pass did not find as desired (writes pending or
     /// failed, or not allowed yet): the next pass renders them again.
     pub unsettled: usize,
+    /// Writes of the current round not made yet: the write queue's depth.
+    pub queued: usize,
+    /// Seconds spent in writes (from a write slot to the server's answer)
+    /// and in passes, in all: with `writes` and `passes`, their averages.
+    pub write_seconds: f64,
+    pub pass_seconds: f64,
 }
 
 impl ImportsReport {
@@ -292,7 +298,7 @@ impl Reconciler {
                 self.reports.send_if_modified(|report| {
                     let was_leader = std::mem::replace(&mut report.leader, false);
                     if was_leader {
-                        report.imports.clear();
+                        report.imports = Arc::default();
                         report.skipped.clear();
                         report.exhausted.clear();
                     }
@@ -306,16 +312,22 @@ impl Reconciler {
                 }
                 continue;
             }
-            let pass = self.evaluate(&snapshot, known).await;
+            let started = Instant::now();
+            let mut pass = self.evaluate(&snapshot, known).await;
             let is_leader = self.leadership.is_leader();
+            let spent = started.elapsed().as_secs_f64();
             self.reports.send_modify(|report| {
                 report.leader = is_leader;
+                if !pass.skipped {
+                    report.pass_seconds += spent;
+                }
                 report.planned = snapshot.generation;
                 report.passes += u64::from(!pass.skipped);
                 report.rendered += pass.rendered;
                 report.last_error = pass.last_error.clone();
-                if let Some(plan) = &pass.plan {
-                    report.imports = plan.imports.clone();
+                // Moved, not copied: the plan holds every import.
+                if let Some(plan) = pass.plan.take() {
+                    report.imports = Arc::new(plan.imports);
                     report.skipped = plan
                         .skipped
                         .iter()
@@ -516,6 +528,8 @@ impl Reconciler {
                     .collect(),
             );
             let admitted = self.admit(pending.iter(), &observed, &mut pass, now);
+            let queued = admitted.len();
+            self.reports.send_modify(|report| report.queued = queued);
             let chains = super::writes::chains(admitted, &owner);
             let leadership = &self.leadership;
             let (local_ref, observed_ref) = (&*local, &observed);
@@ -525,9 +539,10 @@ impl Reconciler {
                 &self.options.writes,
                 &self.pacer,
                 &|| leadership.is_leader(),
-                &|change| this.write(change, local_ref, observed_ref),
+                &|change| this.timed_write(change, local_ref, observed_ref),
             )
             .await;
+            self.reports.send_modify(|report| report.queued = 0);
             let written = chains
                 .iter()
                 .zip(outcomes)
@@ -725,6 +740,23 @@ impl Reconciler {
                 report.failed_writes += 1;
             }
         });
+    }
+
+    /// [`Reconciler::write`], counted in the report's queue and time.
+    async fn timed_write(
+        &self,
+        change: &Change,
+        local: &LocalImports,
+        observed: &Observed,
+    ) -> Result<Option<Value>, kube::Error> {
+        let started = Instant::now();
+        let result = self.write(change, local, observed).await;
+        let spent = started.elapsed().as_secs_f64();
+        self.reports.send_modify(|report| {
+            report.queued = report.queued.saturating_sub(1);
+            report.write_seconds += spent;
+        });
+        result
     }
 
     /// Makes one write; the object the server returned for an apply.
