@@ -288,8 +288,26 @@ async fn scenario(options: &Options, held: usize, concurrency: usize) -> Figures
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let bootstrap = started.elapsed();
-    // Let the last writes' echoes settle before timing single changes.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Let the last writes' echoes settle before timing single changes:
+    // the leader has found every service as desired and made no pass for
+    // a second.
+    let mut last = None;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now: Vec<(u64, usize)> = replicas
+            .iter()
+            .filter_map(|replica| replica.imports())
+            .map(|report| {
+                let report = report.borrow();
+                (report.passes, report.unsettled)
+            })
+            .collect();
+        let settled = now.iter().all(|(_, unsettled)| *unsettled == 0);
+        if settled && last.as_ref() == Some(&now) {
+            break;
+        }
+        last = Some(now);
+    }
 
     let before = work(&replicas);
     let mut sequential = Vec::new();

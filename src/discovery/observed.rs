@@ -434,7 +434,11 @@ impl Observed {
     /// out. Never by key order, which a tenant chooses by naming its
     /// namespace. Each such port is reported in `contested`.
     pub fn recorded_claims(&self) -> RecordedPorts {
-        let forwarded = self.forwarded_ports();
+        // Read from the derived Services only when needed (an unrecorded
+        // import, a contested port): every import records its ports once
+        // Strait has written it, and no port is contested unless forged.
+        let forwarded = std::cell::OnceCell::new();
+        let forwarded = || forwarded.get_or_init(|| self.forwarded_ports());
         let mut claims: Vec<(PortKey, u16)> = Vec::new();
         let mut unrecorded: BTreeSet<&ServiceKey> = BTreeSet::new();
         for (service, import) in &self.imports {
@@ -454,12 +458,14 @@ impl Observed {
                 }
             }
         }
-        claims.extend(
-            forwarded
-                .iter()
-                .filter(|(key, _)| unrecorded.contains(&key.service))
-                .map(|(key, port)| (key.clone(), *port)),
-        );
+        if !unrecorded.is_empty() {
+            claims.extend(
+                forwarded()
+                    .iter()
+                    .filter(|(key, _)| unrecorded.contains(&key.service))
+                    .map(|(key, port)| (key.clone(), *port)),
+            );
+        }
         let mut by_port: BTreeMap<u16, Vec<PortKey>> = BTreeMap::new();
         for (key, port) in claims {
             by_port.entry(port).or_default().push(key);
@@ -472,7 +478,7 @@ impl Observed {
             }
             let mut forwarding = claimants
                 .iter()
-                .filter(|key| forwarded.get(*key) == Some(&port));
+                .filter(|key| forwarded().get(*key) == Some(&port));
             let winner = match (forwarding.next(), forwarding.next()) {
                 (Some(winner), None) => Some(winner.clone()),
                 _ => None,
