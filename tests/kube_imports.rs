@@ -905,3 +905,6 @@ mod headless;
 
 #[path = "kube_imports/scale.rs"]
 mod scale;
+
+#[path = "kube_imports/answered.rs"]
+mod answered;

@@ -159,6 +159,9 @@ impl ControllerOptions {
 /// (without releasing the Lease: see [`Controller::release_leadership`]).
 pub struct Controller {
     tasks: status::StatusTasks,
+    /// The generation of the newest snapshot this replica's DNS responder
+    /// answers from; `None` until a gateway serving DNS says.
+    names_answered: watch::Sender<Option<u64>>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -176,15 +179,19 @@ impl Controller {
         if options.is_empty() {
             return None;
         }
+        let (names_answered, answered) = watch::channel(None);
         let tasks = status::start(
             options.export_status.clone().unwrap_or_default(),
             options.export_status.is_some(),
             options.imports,
             discovery.local_client(),
-            discovery.subscribe(),
+            (discovery.subscribe(), answered),
             options.retry,
         );
-        Some(Self { tasks })
+        Some(Self {
+            tasks,
+            names_answered,
+        })
     }
 
     /// What the export status writer does, when it runs: leadership and
@@ -197,6 +204,22 @@ impl Controller {
     /// and writes, updated as they happen.
     pub fn imports(&self) -> Option<watch::Receiver<ImportsReport>> {
         self.tasks.imports()
+    }
+
+    /// Says that this replica's DNS responder answers from the routes of
+    /// the snapshot of `generation` (or a newer one). From the first call
+    /// on, the import reconciler turns an import `Ready` only once the
+    /// snapshot its ClusterSetIPs arrived in is answered; a gateway that
+    /// serves no DNS never calls it, and imports turn `Ready` as soon as
+    /// they are written.
+    pub fn names_answered_from(&self, generation: u64) {
+        self.names_answered.send_if_modified(|answered| {
+            let newer = answered.is_none_or(|answered| answered < generation);
+            if newer {
+                *answered = Some(generation);
+            }
+            newer
+        });
     }
 
     /// Stops writing and, if this replica holds the Lease, gives it up so

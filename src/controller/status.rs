@@ -163,7 +163,10 @@ pub(super) fn start(
     write_status: bool,
     imports: Option<ImportOptions>,
     client: Client,
-    snapshots: watch::Receiver<Arc<SourceSnapshot>>,
+    (snapshots, names_answered): (
+        watch::Receiver<Arc<SourceSnapshot>>,
+        watch::Receiver<Option<u64>>,
+    ),
     retry: Retry,
 ) -> StatusTasks {
     let settings = LeaseSettings {
@@ -207,7 +210,7 @@ pub(super) fn start(
         super::imports::start(
             imports,
             client.clone(),
-            snapshots.clone(),
+            (snapshots.clone(), names_answered),
             leadership.clone(),
             retry,
         )

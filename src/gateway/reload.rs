@@ -88,7 +88,7 @@ pub(super) fn spawn(
 }
 
 /// Rebuilds the routes and swaps them in, or keeps the old ones.
-pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) {
+pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) -> bool {
     let previous = state.routes.load_full();
     match load_routes_reusing(options, Some(&previous)) {
         Ok(Routes { table, findings }) => {
@@ -107,12 +107,14 @@ pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) {
             state.metrics.reload(ReloadKind::Routes, ReloadResult::Ok);
             report_findings(state, findings, options.kube.is_none());
             tracing::info!(services, backends, "routes reloaded");
+            true
         }
         Err(error) => {
             state
                 .metrics
                 .reload(ReloadKind::Routes, ReloadResult::Error);
             tracing::warn!(%error, "configuration update refused: nothing usable; the last good routes stay");
+            false
         }
     }
 }
@@ -316,9 +318,18 @@ fn spawn_kube(
     tokio::spawn(async move {
         let mut snapshots = kube.subscribe();
         let mut labels = std::collections::HashSet::new();
+        // With a DNS responder, the import reconciler turns an import Ready
+        // only once the routes it answers from hold the import.
+        let answering = options
+            .controller
+            .as_ref()
+            .filter(|_| options.settings.listeners.dns.is_some());
         let mut loaded = {
             let snapshot = snapshots.borrow_and_update().clone();
             record_sync(&state.metrics, &snapshot, &mut labels);
+            if let Some(controller) = answering {
+                controller.names_answered_from(snapshot.generation);
+            }
             (snapshot.set_revision, snapshot.imports_revision)
         };
         // The export status writer's leadership and writes, when it runs.
@@ -378,9 +389,16 @@ fn spawn_kube(
             } else {
                 loaded.1
             };
-            if (snapshot.set_revision, imports_revision) != loaded {
+            // The routes answer for this snapshot when nothing they read
+            // changed, or once rebuilt from it (or a newer one).
+            // A refused reload is tried again with the next snapshot.
+            let current =
+                (snapshot.set_revision, imports_revision) == loaded || reload(&options, &state);
+            if current {
                 loaded = (snapshot.set_revision, imports_revision);
-                reload(&options, &state);
+            }
+            if let Some(controller) = answering.filter(|_| current) {
+                controller.names_answered_from(snapshot.generation);
             }
         }
     })

@@ -454,6 +454,28 @@ pub fn plan(inputs: &PlanInputs<'_>) -> ImportPlan {
     }
 }
 
+/// Holds back `Ready` of each ClusterSetIP import whose ClusterSetIPs
+/// `answered` says the gateway's DNS responder does not answer yet: a
+/// client asking the moment an import turns Ready gets its address, not a
+/// negative answer its resolver would then keep.
+pub fn hold_until_answered(
+    plan: &mut ImportPlan,
+    mut answered: impl FnMut(&ServiceKey, &[IpAddr]) -> bool,
+) {
+    for planned in &mut plan.imports {
+        if planned.ready
+            && planned.service_type == ServiceType::ClusterSetIp
+            && !planned.ips.is_empty()
+            && !answered(&planned.key, &planned.ips)
+        {
+            planned.ready = false;
+            planned.reason = ReadyReason::Pending;
+            planned.message =
+                "Waiting for the gateway's DNS responder to answer the ClusterSetIPs.".to_owned();
+        }
+    }
+}
+
 /// The remote pods' addresses of a file setup, from the same inputs the
 /// plan takes: what a gateway of that setup answers in DNS.
 pub fn file_addresses(inputs: &PlanInputs<'_>) -> PodAddresses {

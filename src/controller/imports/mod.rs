@@ -18,17 +18,15 @@
 //! references. A released import port is not handed out again for
 //! `releaseGrace` (remembered by the leader; a new leader starts afresh).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
-use kube::core::ApiResource;
+use kube::api::Api;
 use kube::runtime::watcher;
 use serde::Serialize;
 use serde_json::Value;
@@ -41,15 +39,14 @@ use super::writes::{Outcome, WriteError};
 use crate::backoff::Backoff;
 use crate::backoff::Retry;
 use crate::discovery::kube::client::ClusterSource;
-use crate::discovery::kube::{LocalImports, SourceSnapshot, SyncState};
+use crate::discovery::kube::{SourceSnapshot, SyncState};
 use crate::discovery::observed::{Observed, ObservedObject};
 use crate::imports::diff::{Change, applies, changes, changes_of};
-use crate::imports::naming::FIELD_MANAGER;
 use crate::imports::render::{Owners, desired_objects_of};
 use crate::imports::scope::{PassView, Scope, Settled};
 use crate::imports::{
-    ImportPlan, PlanInputs, ReleasedPorts, RemotePods, Skipped, SourceBackends, plan, remote_pods,
-    source_backends,
+    ImportPlan, PlanInputs, ReleasedPorts, RemotePods, Skipped, SourceBackends,
+    hold_until_answered, plan, remote_pods, source_backends,
 };
 use crate::merge::MergedSet;
 use crate::model::ServiceKey;
@@ -58,9 +55,10 @@ use crate::routing::RouteTable;
 use tokio_util::task::AbortOnDropHandle;
 
 mod objects;
+mod write;
 
 use objects::{
-    apply_result, derived_owners, identity_object, import_resource, is_family_refusal,
+    apply_result, derived_owners, identity_object, imported_with, is_family_refusal, ready_with,
     resource_version, squatted_by_another,
 };
 
@@ -127,7 +125,10 @@ impl ImportsReport {
 pub(super) fn start(
     options: ImportOptions,
     client: Client,
-    snapshots: watch::Receiver<Arc<SourceSnapshot>>,
+    (snapshots, names_answered): (
+        watch::Receiver<Arc<SourceSnapshot>>,
+        watch::Receiver<Option<u64>>,
+    ),
     leadership: Arc<Leadership>,
     retry: Retry,
 ) -> (AbortOnDropHandle<()>, watch::Receiver<ImportsReport>) {
@@ -148,6 +149,8 @@ pub(super) fn start(
         quiet: None,
         settled: Settled::default(),
         full_pass_at: None,
+        names_answered,
+        imported_since: HashMap::new(),
         options,
     };
     let task = tokio::spawn(async move {
@@ -228,6 +231,12 @@ struct Reconciler {
     /// When the last pass over every service was made: one is made at
     /// least every [`FULL_PASS_EVERY`].
     full_pass_at: Option<Instant>,
+    /// The newest snapshot this replica's DNS responder answers from, once
+    /// a gateway serving DNS says ([`super::Controller::names_answered_from`]).
+    names_answered: watch::Receiver<Option<u64>>,
+    /// The first snapshot whose cluster set held each import with the
+    /// ClusterSetIPs it is waiting to turn Ready with.
+    imported_since: HashMap<ServiceKey, u64>,
 }
 
 /// What a pass's outcome depends on.
@@ -240,6 +249,7 @@ struct PassInputs {
     settling: BTreeSet<ServiceKey>,
     may_write: bool,
     may_delete: bool,
+    names_answered: Option<u64>,
 }
 
 /// One merge of the usable set, and the remote headless pods of the local
@@ -295,6 +305,7 @@ impl Reconciler {
                 self.local_routes = None;
                 self.settled = Settled::default();
                 self.full_pass_at = None;
+                self.imported_since.clear();
                 self.reports.send_if_modified(|report| {
                     let was_leader = std::mem::replace(&mut report.leader, false);
                     if was_leader {
@@ -353,10 +364,13 @@ impl Reconciler {
                     .min()
                     .copied()
             };
+            let names_answered = &mut self.names_answered;
             tokio::select! {
                 changed = snapshots.changed() => if changed.is_err() { return },
                 changed = namespaces.changed() => if changed.is_err() { return },
                 changed = leader.changed() => if changed.is_err() { return },
+                // The DNS responder caught up: an import held back may turn Ready.
+                changed = names_answered.changed() => if changed.is_err() { return },
                 () = crate::backoff::sleep_until(retry_at) => {}
             }
         }
@@ -437,6 +451,7 @@ impl Reconciler {
             .clusters
             .iter()
             .all(|c| c.state != SyncState::Connecting);
+        let names_answered = *self.names_answered.borrow_and_update();
         let inputs = |observed: &Observed, this: &Self| PassInputs {
             set_revision: snapshot.set_revision,
             observed: observed.fingerprint(),
@@ -444,6 +459,7 @@ impl Reconciler {
             settling: this.settling.keys().cloned().collect(),
             may_write,
             may_delete,
+            names_answered,
         };
         if self.quiet.as_ref() == Some(&inputs(&observed, self)) {
             pass.skipped = true;
@@ -463,7 +479,7 @@ impl Reconciler {
                     .observe(&recorded, now.into_std(), self.options.release_grace);
             let refused: BTreeSet<ServiceKey> = self.refused.keys().cloned().collect();
             let settling: BTreeSet<ServiceKey> = self.settling.keys().cloned().collect();
-            let plan = plan(&PlanInputs {
+            let mut plan = plan(&PlanInputs {
                 recorded: Some(&recorded),
                 merged: &merged,
                 observed: &observed,
@@ -476,6 +492,29 @@ impl Reconciler {
                 pod_ranges: None,
                 quota: self.options.quota,
             });
+            if let Some(answered) = names_answered {
+                let since = &mut self.imported_since;
+                hold_until_answered(&mut plan, |key, ips| {
+                    if ready_with(&observed, key, ips) {
+                        since.remove(key);
+                        return true;
+                    }
+                    if !imported_with(snapshot, key, ips) {
+                        since.remove(key);
+                        return false;
+                    }
+                    // Routes built from this snapshot or any later one hold
+                    // it: snapshots arriving faster than the routes are
+                    // rebuilt do not keep it waiting.
+                    let first = *since.entry(key.clone()).or_insert(snapshot.generation);
+                    answered >= first
+                });
+                if !since.is_empty() {
+                    let planned: HashSet<&ServiceKey> =
+                        plan.imports.iter().map(|p| &p.key).collect();
+                    since.retain(|key, _| planned.contains(key));
+                }
+            }
             let (rendered, mut pending) = match &touched {
                 None => self.first_round(&plan, &merged, &observed, &local.api_version, now),
                 Some(touched) => {
@@ -740,90 +779,5 @@ impl Reconciler {
                 report.failed_writes += 1;
             }
         });
-    }
-
-    /// [`Reconciler::write`], counted in the report's queue and time.
-    async fn timed_write(
-        &self,
-        change: &Change,
-        local: &LocalImports,
-        observed: &Observed,
-    ) -> Result<Option<Value>, kube::Error> {
-        let started = Instant::now();
-        let result = self.write(change, local, observed).await;
-        let spent = started.elapsed().as_secs_f64();
-        self.reports.send_modify(|report| {
-            report.queued = report.queued.saturating_sub(1);
-            report.write_seconds += spent;
-        });
-        result
-    }
-
-    /// Makes one write; the object the server returned for an apply.
-    async fn write(
-        &self,
-        change: &Change,
-        local: &LocalImports,
-        observed: &Observed,
-    ) -> Result<Option<Value>, kube::Error> {
-        match change {
-            Change::Apply { object, status } => {
-                let kind = object["kind"].as_str().unwrap_or_default();
-                let api = self.api(
-                    kind,
-                    object["metadata"]["namespace"].as_str().unwrap_or_default(),
-                    &local.api_version,
-                );
-                let name = object["metadata"]["name"].as_str().unwrap_or_default();
-                // Forced only over Strait's own objects and those it takes
-                // over (`kube.adoptImports`): an object of the same name
-                // that another controller made (the reference controller
-                // names derived Services alike) is not taken over; a
-                // conflict then fails the write.
-                let ours = observed
-                    .get(object)
-                    .is_none_or(|held| held.ours() || observed.adoptable(held));
-                let mut params = PatchParams::apply(FIELD_MANAGER);
-                params.force = ours;
-                let applied = if *status {
-                    api.patch_status(name, &params, &Patch::Apply(object))
-                        .await?
-                } else {
-                    api.patch(name, &params, &Patch::Apply(object)).await?
-                };
-                let mut result = serde_json::to_value(applied).ok();
-                if let Some(metadata) = result
-                    .as_mut()
-                    .and_then(|r| r.get_mut("metadata"))
-                    .and_then(Value::as_object_mut)
-                {
-                    metadata.remove("managedFields");
-                }
-                Ok(result)
-            }
-            Change::Delete {
-                kind,
-                namespace,
-                name,
-                ..
-            } => {
-                let api = self.api(kind, namespace, &local.api_version);
-                match api.delete(name, &DeleteParams::background()).await {
-                    Ok(_) => Ok(None),
-                    // Gone already (the garbage collector was quicker).
-                    Err(kube::Error::Api(status)) if status.is_not_found() => Ok(None),
-                    Err(error) => Err(error),
-                }
-            }
-        }
-    }
-
-    fn api(&self, kind: &str, namespace: &str, import_api_version: &str) -> Api<DynamicObject> {
-        let resource = match kind {
-            "Service" => ApiResource::erase::<Service>(&()),
-            "EndpointSlice" => ApiResource::erase::<EndpointSlice>(&()),
-            _ => import_resource(import_api_version),
-        };
-        Api::namespaced_with(self.client.clone(), namespace, &resource)
     }
 }

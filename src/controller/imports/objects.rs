@@ -104,3 +104,51 @@ pub(super) fn apply_result(observed: &mut Observed, change: &Change, result: Opt
         } => observed.remove(kind, namespace, name),
     }
 }
+
+/// Whether the snapshot's cluster set holds the local cluster's import of
+/// `service` with all of `ips`: what the routes, and so the DNS responder,
+/// answer once built from that snapshot.
+pub(super) fn imported_with(
+    snapshot: &crate::discovery::kube::SourceSnapshot,
+    service: &crate::model::ServiceKey,
+    ips: &[std::net::IpAddr],
+) -> bool {
+    let Some(local) = snapshot.local.as_deref() else {
+        return false;
+    };
+    snapshot
+        .usable_set
+        .as_ref()
+        .and_then(|set| set.clusters.values().find(|c| c.id.as_str() == local))
+        .and_then(|cluster| cluster.imports.get(service))
+        .is_some_and(|held| ips.iter().all(|ip| held.contains(ip)))
+}
+
+/// Whether the held import of `service` is `Ready` with the ClusterSetIPs
+/// `ips` already: it was answered when it turned Ready, and is not held
+/// back again while the DNS responder follows a newer snapshot.
+pub(super) fn ready_with(
+    observed: &Observed,
+    service: &crate::model::ServiceKey,
+    ips: &[std::net::IpAddr],
+) -> bool {
+    let Some(held) = observed.imports.get(service) else {
+        return false;
+    };
+    let ready = held.raw["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    let held_ips: Vec<&str> = held.raw["spec"]["ips"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    ready
+        && held_ips.len() == ips.len()
+        && ips
+            .iter()
+            .all(|ip| held_ips.contains(&ip.to_string().as_str()))
+}
