@@ -58,8 +58,8 @@ mod objects;
 mod write;
 
 use objects::{
-    apply_result, derived_owners, identity_object, imported_with, is_family_refusal, ready_with,
-    resource_version, squatted_by_another,
+    apply_result, derived_owners, identity_object, imported_with, is_family_refusal, owner_of,
+    ready_with, resource_version, services_of, squatted_by_another,
 };
 
 /// How many apply rounds one pass makes at most (import, then derived
@@ -515,8 +515,11 @@ impl Reconciler {
                     since.retain(|key, _| planned.contains(key));
                 }
             }
+            let owners = derived_owners(&observed);
             let (rendered, mut pending) = match &touched {
-                None => self.first_round(&plan, &merged, &observed, &local.api_version, now),
+                None => {
+                    self.first_round(&plan, &merged, &observed, &owners, &local.api_version, now)
+                }
                 Some(touched) => {
                     let desired = desired_objects_of(
                         &plan,
@@ -548,24 +551,8 @@ impl Reconciler {
                 break;
             }
             tracing::debug!(round, writes = pending.len(), "reconciling imports");
-            if !self.leadership.is_leader() {
-                return pass;
-            }
-            let owners = derived_owners(&observed);
-            let owner = |namespace: &str, derived: &str| {
-                owners
-                    .get(&(namespace.to_owned(), derived.to_owned()))
-                    .cloned()
-            };
-            touched = Some(
-                pending
-                    .iter()
-                    .map(|change| {
-                        let (namespace, name) = super::writes::service_of(change, &owner);
-                        ServiceKey::new(namespace, name)
-                    })
-                    .collect(),
-            );
+            let owner = owner_of(&owners);
+            touched = Some(services_of(&pending, &owner));
             let admitted = self.admit(pending.iter(), &observed, &mut pass, now);
             let queued = admitted.len();
             self.reports.send_modify(|report| report.queued = queued);
@@ -636,6 +623,7 @@ impl Reconciler {
         plan: &ImportPlan,
         merged: &MergedSet,
         observed: &Observed,
+        owners: &HashMap<(String, String), String>,
         api_version: &str,
         now: Instant,
     ) -> (usize, Vec<Change>) {
@@ -662,19 +650,7 @@ impl Reconciler {
             None => changes(&desired, observed),
             Some(services) => changes_of(&desired, observed, view.held_in(services)),
         };
-        let owners = derived_owners(observed);
-        let owner = |namespace: &str, derived: &str| {
-            owners
-                .get(&(namespace.to_owned(), derived.to_owned()))
-                .cloned()
-        };
-        let unsettled = pending
-            .iter()
-            .map(|change| {
-                let (namespace, name) = super::writes::service_of(change, &owner);
-                ServiceKey::new(namespace, name)
-            })
-            .collect();
+        let unsettled = services_of(&pending, &owner_of(owners));
         self.settled.settle(&view, &scope, &unsettled);
         let unsettled = self.settled.unsettled(&view);
         self.reports.send_if_modified(|report| {

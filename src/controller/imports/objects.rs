@@ -152,3 +152,29 @@ pub(super) fn ready_with(
             .iter()
             .all(|ip| held_ips.contains(&ip.to_string().as_str()))
 }
+
+/// [`derived_owners`] as the lookup [`super::super::writes`] takes: the
+/// service of the derived Service `namespace/name`.
+pub(super) fn owner_of(
+    owners: &HashMap<(String, String), String>,
+) -> impl Fn(&str, &str) -> Option<String> + '_ {
+    |namespace, derived| {
+        owners
+            .get(&(namespace.to_owned(), derived.to_owned()))
+            .cloned()
+    }
+}
+
+/// The services `changes` write to.
+pub(super) fn services_of(
+    changes: &[Change],
+    owner: &impl Fn(&str, &str) -> Option<String>,
+) -> std::collections::BTreeSet<crate::model::ServiceKey> {
+    changes
+        .iter()
+        .map(|change| {
+            let (namespace, name) = super::super::writes::service_of(change, owner);
+            crate::model::ServiceKey::new(namespace, name)
+        })
+        .collect()
+}

@@ -1,0 +1,117 @@
+//! The hub's view of the local cluster's own import objects: which of its
+//! events are only the echoes of Strait's writes (they publish without
+//! rebuilding the set), and the observed view the import reconciler and the
+//! import listeners read, kept until the local store changes.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::Hub;
+use crate::discovery::kube::LocalImports;
+use crate::discovery::kube::client::{ClusterSource, Kind};
+use crate::discovery::kube::report::ClusterReport;
+use crate::discovery::kube::store::StoreEvent;
+use crate::discovery::objects::KubeObject;
+use crate::discovery::observed::{Observed, ObservedObject};
+
+impl Hub {
+    /// Whether `report` is a change of one of Strait's own import objects
+    /// in the local cluster (a derived Service, not exported, or a slice
+    /// Strait manages), before and after: those never feed the cluster
+    /// set, so their changes (mostly the echoes of Strait's own writes)
+    /// publish a snapshot without rebuilding the set.
+    pub(super) fn only_import_object(
+        &self,
+        source: &ClusterSource,
+        report: &ClusterReport,
+    ) -> bool {
+        use crate::model::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+        let ClusterReport::Event(kind, event) = report else {
+            return false;
+        };
+        let Some(entry) = self.clusters.get(source) else {
+            return false;
+        };
+        if !source.is_local() || !matches!(kind, Kind::Service | Kind::EndpointSlice) {
+            return false;
+        }
+        let strait_owned =
+            |key: &crate::discovery::kube::store::ObjectKey,
+             stored: &crate::discovery::kube::store::Stored| {
+                let labelled = stored.raw().is_some_and(|raw| {
+                    raw["metadata"]["labels"][MANAGED_BY_LABEL].as_str() == Some(MANAGED_BY_VALUE)
+                });
+                let exported = *kind == Kind::Service
+                    && self
+                        .exported
+                        .get(&key.0)
+                        .is_some_and(|names| names.contains(&key.1));
+                labelled && !exported && !stored.gateway
+            };
+        let held = |key: &crate::discovery::kube::store::ObjectKey| {
+            entry
+                .store
+                .get_key_value(*kind, key)
+                .map(|(key, stored)| strait_owned(key, stored))
+        };
+        match &**event {
+            StoreEvent::Apply(key, new) => strait_owned(key, new) && held(key).unwrap_or(true),
+            StoreEvent::Delete(key) => held(key).unwrap_or(false),
+            StoreEvent::Init | StoreEvent::InitApply(..) | StoreEvent::InitDone => false,
+        }
+    }
+
+    /// [`Hub::local_imports`], read again only when the local cluster's
+    /// objects changed.
+    pub(super) fn cached_local_imports(&mut self) -> Option<Arc<LocalImports>> {
+        let entry = self.clusters.get(&ClusterSource::Local)?;
+        let at = (entry.generation, entry.store.events());
+        if let Some((read_at, held)) = &self.local_imports
+            && *read_at == at
+            && entry.versions.get(Kind::ServiceImport.name()) == Some(&held.api_version)
+        {
+            return Some(held.clone());
+        }
+        let read = self.local_imports()?;
+        self.local_imports = Some((at, read.clone()));
+        Some(read)
+    }
+
+    /// What the local cluster holds for its imports, for the import
+    /// reconciler, the import listeners and `strait imports --kube`; `None`
+    /// until the local server's ServiceImport version is known.
+    fn local_imports(&self) -> Option<Arc<LocalImports>> {
+        let entry = self.clusters.get(&ClusterSource::Local)?;
+        let api_version = entry.versions.get(Kind::ServiceImport.name())?.clone();
+        let mut observed = Observed::default();
+        let mut gateways: HashSet<(&str, &str)> = HashSet::new();
+        for (kind, key, stored) in entry.store.objects() {
+            if let Some(raw) = stored.raw() {
+                observed.insert(ObservedObject::shared(raw.clone()));
+            }
+            // The label counts only in the gateway namespace: a tenant's
+            // labelled Service must not add its pods to derived slices.
+            if kind == Kind::Service
+                && stored.gateway
+                && *key.0 == *self.options.translate.gateway_namespace
+            {
+                gateways.insert((&*key.0, &*key.1));
+            }
+        }
+        for (kind, key, stored) in entry.store.objects() {
+            let gateway_slice = kind == Kind::EndpointSlice
+                && stored
+                    .service()
+                    .is_some_and(|service| gateways.contains(&(&*key.0, service)));
+            if let (true, Ok(sourced)) = (gateway_slice, stored.item.as_ref())
+                && let KubeObject::EndpointSlice(slice) = &sourced.object
+            {
+                observed.add_gateway_slice(slice);
+            }
+        }
+        Some(Arc::new(LocalImports {
+            api_version,
+            observed,
+        }))
+    }
+}
