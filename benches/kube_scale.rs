@@ -7,7 +7,7 @@
 //!
 //! `cargo bench --bench kube_scale -- [--quick] [--clusters N]
 //! [--services N] [--slices N] [--endpoints N] [--changes N]
-//! [--debounce DURATION] [--json PATH]`
+//! [--debounce DURATION] [--manage-imports] [--json PATH]`
 //!
 //! Measured: the time from spawning the gateway until `/readyz` (every
 //! cluster listed, the first routes built); its RSS then, 10 s later, and
@@ -17,6 +17,16 @@
 //! time, each in another cluster and service. `--debounce` sets
 //! `tuning.reloadDebounce` (the shipped 250 ms by default): it is part of
 //! every change's time by design.
+//!
+//! With `--manage-imports` the gateway is also `c00`'s MCS controller
+//! (`kube.manageImports`, writes at 5,000/s): it writes an import, a
+//! derived Service and its slices for every service of the set into
+//! `c00`'s server. Measured beside the above: the time until every import
+//! is `Ready`, and per change the time until `c00`'s MCS EndpointSlice of
+//! the service holds the new address, with the control plane's work
+//! counters (`/metrics`) per change. The changes are then made in the
+//! clusters on `c00`'s network, whose endpoints the MCS slices list (those
+//! of other networks list `c00`'s gateway pods, which no change moves).
 //!
 //! No peer runs beside it: no other MCS implementation can run on these
 //! machines. The objects' own JSON size (what the API servers send in the
@@ -72,6 +82,7 @@ struct Options {
     endpoints: Option<usize>,
     changes: Option<usize>,
     debounce: Option<String>,
+    manage_imports: bool,
     json: Option<PathBuf>,
 }
 
@@ -86,6 +97,7 @@ impl Options {
             endpoints: None,
             changes: None,
             debounce: None,
+            manage_imports: false,
             json: None,
         };
         flags::parse(|flag, value| {
@@ -98,6 +110,7 @@ impl Options {
                 "--endpoints" => options.endpoints = Some(value.number("--endpoints N")?),
                 "--changes" => options.changes = Some(value.number("--changes N")?),
                 "--debounce" => options.debounce = Some(value.text("--debounce DURATION")?),
+                "--manage-imports" => options.manage_imports = true,
                 "--json" => options.json = Some(PathBuf::from(value.text("--json PATH")?)),
                 _ => {}
             }
@@ -106,6 +119,11 @@ impl Options {
         options.quick |= options.as_test;
         if options.clusters.is_some_and(|c| !(2..=200).contains(&c)) {
             return Err("--clusters: from 2 to 200".to_owned());
+        }
+        if options.manage_imports && options.clusters() <= NETWORKS {
+            return Err(format!(
+                "--manage-imports: more than {NETWORKS} clusters, so that one shares c00's network"
+            ));
         }
         Ok(options)
     }
@@ -227,7 +245,12 @@ impl Drop for Gateway {
     }
 }
 
-fn spawn_gateway(dir: &Path, servers: &[ApiServer], debounce: &str) -> Result<Gateway> {
+fn spawn_gateway(
+    dir: &Path,
+    servers: &[ApiServer],
+    debounce: &str,
+    manage_imports: bool,
+) -> Result<Gateway> {
     let strait = topology::strait_binary(true)?;
     let config = dir.join("config");
     std::fs::create_dir_all(&config).map_err(|e| e.to_string())?;
@@ -240,10 +263,15 @@ fn spawn_gateway(dir: &Path, servers: &[ApiServer], debounce: &str) -> Result<Ga
         .iter()
         .map(|p| format!("{:?}", p.display().to_string()))
         .collect();
+    let imports = if manage_imports {
+        "  manageImports: true\nimports:\n  writes: {qps: 5000, burst: 10000}\n"
+    } else {
+        ""
+    };
     std::fs::write(
         config.join("gateway.yaml"),
         format!(
-            "kube:\n  kubeconfigs: [{}]\ntuning:\n  reloadDebounce: {debounce}\n",
+            "kube:\n  kubeconfigs: [{}]\n{imports}tuning:\n  reloadDebounce: {debounce}\n",
             list.join(", ")
         ),
     )
@@ -325,6 +353,82 @@ fn backends(admin: SocketAddr, service: usize) -> Result<String> {
     }
 }
 
+/// With `--manage-imports`: waits until `c00` holds every service's
+/// import `Ready`.
+fn wait_imports_ready(local: &ApiServer, services: usize, since: Instant) -> Result<Duration> {
+    let mut pending: Vec<usize> = (0..services).collect();
+    loop {
+        pending.retain(|&service| !import_ready(local, service));
+        if pending.is_empty() {
+            return Ok(since.elapsed());
+        }
+        if since.elapsed() > READY_LIMIT {
+            return Err(format!(
+                "{} imports not Ready after {READY_LIMIT:?}, the first {}",
+                pending.len(),
+                objects::service_name(pending[0])
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn import_ready(local: &ApiServer, service: usize) -> bool {
+    local
+        .object(
+            "ServiceImport",
+            &objects::namespace_of(service),
+            &objects::service_name(service),
+        )
+        .and_then(|import| {
+            import["status"]["conditions"].as_array().map(|conditions| {
+                conditions
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Whether one of `c00`'s MCS EndpointSlices of `service` lists `address`.
+fn mcs_slice_lists(local: &ApiServer, service: usize, address: &str) -> bool {
+    let name = objects::service_name(service);
+    local
+        .objects("EndpointSlice", &objects::namespace_of(service))
+        .iter()
+        .filter(|slice| {
+            slice["metadata"]["labels"]["multicluster.kubernetes.io/service-name"] == *name
+        })
+        .any(|slice| {
+            slice["endpoints"].as_array().is_some_and(|endpoints| {
+                endpoints.iter().any(|endpoint| {
+                    endpoint["addresses"]
+                        .as_array()
+                        .is_some_and(|a| a.iter().any(|a| a == address))
+                })
+            })
+        })
+}
+
+/// The control plane's work counters from `/metrics`: publications,
+/// cluster translations, import passes, objects rendered, import writes.
+fn work(admin: SocketAddr) -> Result<[f64; 5]> {
+    let (_, text) = get(admin, "/metrics")?;
+    let sum = |prefix: &str| -> f64 {
+        text.lines()
+            .filter(|line| line.starts_with(prefix))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    Ok([
+        sum("strait_control_plane_work_total{stage=\"publication\"}"),
+        sum("strait_control_plane_work_total{stage=\"cluster_translation\"}"),
+        sum("strait_control_plane_work_total{stage=\"import_pass\"}"),
+        sum("strait_control_plane_work_total{stage=\"import_object_rendered\"}"),
+        sum("strait_import_writes_total"),
+    ])
+}
+
 fn run(options: &Options) -> Result<()> {
     let clusters = options.clusters();
     let shape = options.shape();
@@ -366,7 +470,11 @@ fn run(options: &Options) -> Result<()> {
             dir.path().display()
         );
     }
-    let mut gateway = spawn_gateway(dir.path(), &servers, &debounce)?;
+    if options.manage_imports {
+        servers[0].apply(objects::gateway_pods());
+    }
+    let spawned = Instant::now();
+    let mut gateway = spawn_gateway(dir.path(), &servers, &debounce, options.manage_imports)?;
     let ready = wait_ready(&mut gateway, dir.path())?;
     let pid = gateway.child.id();
     let (rss_ready, _) = memory_kib(pid)?;
@@ -387,18 +495,39 @@ fn run(options: &Options) -> Result<()> {
             ));
         }
     }
+    let imports_ready = if options.manage_imports {
+        Some(wait_imports_ready(&servers[0], shape.services, spawned)?)
+    } else {
+        None
+    };
     std::thread::sleep(Duration::from_secs(if options.quick { 1 } else { 10 }));
     let (rss_settled, _) = memory_kib(pid)?;
+    // With imports managed, the clusters on c00's network: their
+    // endpoints are what c00's MCS slices list.
+    let changing: Vec<usize> = (1..clusters)
+        .filter(|cluster| !options.manage_imports || cluster % NETWORKS == 0)
+        .collect();
+    let work_before = work(gateway.admin)?;
     let mut latencies = Vec::new();
+    let mut to_slices = Vec::new();
     for change in 0..options.changes() {
-        let cluster = 1 + change % (clusters - 1);
+        let cluster = changing[change % changing.len()];
         let service = (change * 7919 + 13) % shape.services;
         let moved = format!("10.250.{}.{}", change / 250, change % 250 + 1);
         let start = Instant::now();
         servers[cluster].apply(objects::slice(cluster, shape, service, 0, Some(&moved)));
+        let mut routed = None;
+        let mut written = (!options.manage_imports).then_some(Duration::ZERO);
         loop {
-            let body = backends(gateway.admin, service)?;
-            if body.contains(&moved) {
+            if routed.is_none() && backends(gateway.admin, service)?.contains(&moved) {
+                routed = Some(start.elapsed());
+            }
+            if written.is_none() && mcs_slice_lists(&servers[0], service, &moved) {
+                written = Some(start.elapsed());
+            }
+            if let (Some(routed), Some(written)) = (routed, written) {
+                latencies.push(routed.as_secs_f64() * 1000.0);
+                to_slices.push(written.as_secs_f64() * 1000.0);
                 break;
             }
             if start.elapsed() > CHANGE_LIMIT {
@@ -408,14 +537,20 @@ fn run(options: &Options) -> Result<()> {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        latencies.push(start.elapsed().as_secs_f64() * 1000.0);
         // Let the rebuild that carried it finish before the next change.
         std::thread::sleep(Duration::from_millis(300));
     }
+    let work_after = work(gateway.admin)?;
     let (rss_end, peak) = memory_kib(pid)?;
-    let mut sorted = latencies.clone();
-    sorted.sort_by(f64::total_cmp);
-    let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+    let sorted_of = |values: &[f64]| {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        sorted
+    };
+    let quantile =
+        |sorted: &[f64], q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+    let sorted = sorted_of(&latencies);
+    let at = |q: f64| quantile(&sorted, q);
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!(
         "  ready (every cluster listed, routes built): {:.1} s",
@@ -435,6 +570,28 @@ fn run(options: &Options) -> Result<()> {
         at(0.9),
         at(1.0)
     );
+    if let Some(imports_ready) = imports_ready {
+        let slices = sorted_of(&to_slices);
+        let per_change: Vec<String> = work_before
+            .iter()
+            .zip(work_after)
+            .map(|(before, after)| format!("{:.1}", (after - before) / latencies.len() as f64))
+            .collect();
+        println!(
+            "  every import Ready in c00: {:.1} s after the gateway was spawned",
+            imports_ready.as_secs_f64()
+        );
+        println!(
+            "  one endpoint change to c00's MCS slice: median {:.0} ms, p90 {:.0} ms, max {:.0} ms",
+            quantile(&slices, 0.5),
+            quantile(&slices, 0.9),
+            quantile(&slices, 1.0)
+        );
+        println!(
+            "  per change: publications / translations / import passes / objects rendered / writes: {}",
+            per_change.join(" / ")
+        );
+    }
     if let Some(path) = &options.json {
         let rows = serde_json::json!([
             {"scenario": "strait", "workload": "kube-scale-ready", "value": ready.as_secs_f64(), "unit": "s"},

@@ -1,7 +1,7 @@
 //! Control-plane latency and cost in the cluster lab (tests/lab/): real
 //! API servers, kube-proxy and CoreDNS, Strait installed from `deploy/`.
 //!
-//! `cargo bench --bench lab_control_plane -- [--services N] [--held N]`
+//! `cargo bench --bench lab_control_plane -- [--services N] [--held N] [--then N]`
 //! (root; the lab must be able to start)
 //!
 //! Latency, for each of `--services` (default 300) Services of c3 (net-b),
@@ -27,6 +27,11 @@
 //! multicluster figures, about 1% of a core and 180 MB of istiod per added
 //! remote cluster at 300 services × 4,000 endpoints.
 //!
+//! Then, with `--then N` (default 0), N more Services of c3 (in `bench-then`:
+//! the held ones fill `bench`'s import port quota) are exported
+//! one at a time with the held ones in place and timed as above: export →
+//! Ready with 1,000 held.
+//!
 //! Under `cargo test` (no `--bench` argument) it runs 3 services and holds
 //! none, and checks that each step arrives, never how fast.
 
@@ -51,6 +56,9 @@ use lab::Lab;
 use nix::sched::CloneFlags;
 
 const NAMESPACE: &str = "bench";
+/// Where `--then` exports: the held services fill `bench`'s import port
+/// quota (`imports.namespaceQuota.importPorts`, 1,000 by default).
+const THEN_NAMESPACE: &str = "bench-then";
 const POLL: Duration = Duration::from_millis(10);
 const GIVE_UP: Duration = Duration::from_secs(120);
 /// c1's cluster DNS (the `kube-dns` Service).
@@ -60,6 +68,7 @@ const CLUSTER_DNS: SocketAddr =
 struct Options {
     services: usize,
     held: usize,
+    then: usize,
     as_test: bool,
 }
 
@@ -70,6 +79,7 @@ impl Options {
         let mut options = Options {
             services: if as_test { 3 } else { 300 },
             held: if as_test { 0 } else { 1000 },
+            then: 0,
             as_test,
         };
         let mut words = args.iter();
@@ -83,6 +93,7 @@ impl Options {
             match word.as_str() {
                 "--services" => options.services = number("--services")?,
                 "--held" => options.held = number("--held")?,
+                "--then" => options.then = number("--then")?,
                 _ => {}
             }
         }
@@ -114,10 +125,14 @@ async fn client(lab: &Lab, cluster: &str) -> kube::Client {
 
 /// Services `s-<first>`… of `count`, each selecting the echo pods, as YAML.
 fn services(first: usize, count: usize) -> String {
+    services_in(NAMESPACE, first, count)
+}
+
+fn services_in(namespace: &str, first: usize, count: usize) -> String {
     (first..first + count)
         .map(|i| {
             format!(
-                "apiVersion: v1\nkind: Service\nmetadata: {{name: s-{i:04}, namespace: {NAMESPACE}}}\n\
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: s-{i:04}, namespace: {namespace}}}\n\
                  spec:\n  selector: {{app: echo}}\n  ports: [{{name: http, port: 80, targetPort: 8080}}]\n---\n"
             )
         })
@@ -190,22 +205,29 @@ struct Sample {
 
 /// Runs on a thread inside c1's client pod's network namespace: the DNS
 /// and HTTP sockets are the pod's, the API calls leave through its node.
-fn measure(lab: &Lab, count: usize, strait_dns: SocketAddr) -> Vec<Sample> {
+/// Exports `s-<first>`… of `count` one at a time in c3 and times each.
+fn measure(
+    lab: &Lab,
+    namespace: &str,
+    first: usize,
+    count: usize,
+    strait_dns: SocketAddr,
+) -> Vec<Sample> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
     let (c3, c1) = runtime.block_on(async { (client(lab, "c3").await, client(lab, "c1").await) });
-    let exports: Api<DynamicObject> = Api::namespaced_with(c3, NAMESPACE, &service_export());
-    let imports: Api<DynamicObject> = Api::namespaced_with(c1, NAMESPACE, &service_import());
+    let exports: Api<DynamicObject> = Api::namespaced_with(c3, namespace, &service_export());
+    let imports: Api<DynamicObject> = Api::namespaced_with(c1, namespace, &service_import());
     let socket = UdpSocket::bind("0.0.0.0:0").expect("a DNS socket");
     socket
         .set_read_timeout(Some(Duration::from_millis(200)))
         .expect("a timeout");
     let mut samples = Vec::with_capacity(count);
-    for i in 0..count {
+    for i in first..first + count {
         let name = format!("s-{i:04}");
-        let export = DynamicObject::new(&name, &service_export()).within(NAMESPACE);
+        let export = DynamicObject::new(&name, &service_export()).within(namespace);
         let started = Instant::now();
         runtime
             .block_on(exports.create(&PostParams::default(), &export))
@@ -219,7 +241,7 @@ fn measure(lab: &Lab, count: usize, strait_dns: SocketAddr) -> Vec<Sample> {
                 .then_some(())
         });
         let ready = started.elapsed();
-        let fqdn = format!("{name}.{NAMESPACE}.svc.clusterset.local.");
+        let fqdn = format!("{name}.{namespace}.svc.clusterset.local.");
         // Every other service asks Strait's responder directly: CoreDNS
         // caches a negative answer (`cache 5`), so a name asked too early
         // stays unanswered there for up to 5 s.
@@ -243,6 +265,10 @@ fn measure(lab: &Lab, count: usize, strait_dns: SocketAddr) -> Vec<Sample> {
 }
 
 fn percentiles(label: &str, mut values: Vec<Duration>) {
+    if values.is_empty() {
+        println!("  {label:<34} no samples");
+        return;
+    }
     values.sort();
     let at = |q: f64| {
         let index = ((values.len() as f64 - 1.0) * q).round() as usize;
@@ -274,6 +300,58 @@ fn usage(pid: u32) -> (u64, u64) {
     (rss, ticks)
 }
 
+/// CPU ticks (user and system) of every process on the host, summed by
+/// command name: the lab's components and Strait's gateways all run here.
+fn ticks_by_command() -> std::collections::BTreeMap<String, u64> {
+    let mut ticks = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let Some((head, _)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let command = head
+            .split_once('(')
+            .map_or("?", |(_, name)| name)
+            .to_owned();
+        *ticks.entry(command).or_default() += usage(pid).1;
+    }
+    ticks
+}
+
+/// Prints the CPU each command used between two readings, busiest first.
+fn print_cpu(before: &std::collections::BTreeMap<String, u64>, seconds: f64) {
+    let after = ticks_by_command();
+    let mut used: Vec<(u64, &String)> = after
+        .iter()
+        .map(|(command, ticks)| {
+            (
+                ticks.saturating_sub(*before.get(command).unwrap_or(&0)),
+                command,
+            )
+        })
+        .filter(|(ticks, _)| *ticks > 0)
+        .collect();
+    used.sort_by(|a, b| b.cmp(a));
+    let total: u64 = used.iter().map(|(ticks, _)| ticks).sum();
+    println!(
+        "  CPU over those {seconds:.0} s, by command (all processes: {:.0}% of a core):",
+        total as f64 / 100.0 / seconds * 100.0
+    );
+    for (ticks, command) in used.iter().take(12) {
+        println!(
+            "    {command:<24} {:>6.1}% of a core",
+            *ticks as f64 / 100.0 / seconds * 100.0
+        );
+    }
+}
+
 fn cost(lab: &Lab, held: usize, already: usize) {
     // c3 holds half, c2 the rest: c1 reads both.
     let in_c3 = held / 2;
@@ -301,10 +379,32 @@ fn cost(lab: &Lab, held: usize, already: usize) {
     );
     // Let the last writes and kube-proxy's resyncs pass before measuring.
     std::thread::sleep(Duration::from_secs(60));
-    let gateways: Vec<u32> = lab
+    // Which replica writes the imports: the Lease holder plans, the
+    // other follows.
+    let holders = lab
+        .try_kubectl(
+            "c1",
+            &[
+                "-n",
+                "strait-system",
+                "get",
+                "leases",
+                "-o",
+                "jsonpath={.items[*].spec.holderIdentity}",
+            ],
+        )
+        .unwrap_or_default();
+    let gateways: Vec<(u32, &'static str)> = lab
         .pods("c1", "strait-system", "cluster-edge-")
         .iter()
-        .map(|pod| lab.pod_pid("c1", "strait-system", pod))
+        .map(|pod| {
+            let role = if holders.split_whitespace().any(|holder| holder == pod) {
+                "leader"
+            } else {
+                "follower"
+            };
+            (lab.pod_pid("c1", "strait-system", pod), role)
+        })
         .collect();
     let ticks_per_second = 100.0;
     // One of c2's held services, to see its endpoints move.
@@ -326,7 +426,7 @@ fn cost(lab: &Lab, held: usize, already: usize) {
         .map_or(0, |x| x.len())
     };
     let window = |what: &str, churn: bool| {
-        let before: Vec<(u64, u64)> = gateways.iter().map(|&p| usage(p)).collect();
+        let before: Vec<(u64, u64)> = gateways.iter().map(|&(p, _)| usage(p)).collect();
         let started = Instant::now();
         let mut seen = Vec::new();
         let mut toggles = 0;
@@ -352,10 +452,10 @@ fn cost(lab: &Lab, held: usize, already: usize) {
             std::thread::sleep(Duration::from_secs(if churn { 10 } else { 1 }));
         }
         let seconds = started.elapsed().as_secs_f64();
-        for (pid, (_, ticks_before)) in gateways.iter().zip(before) {
+        for ((pid, role), (_, ticks_before)) in gateways.iter().zip(before) {
             let (rss, ticks) = usage(*pid);
             println!(
-                "  {what:<34} gateway pid {pid}: RSS {:>6.1} MiB, CPU {:>5.1}% of a core",
+                "  {what:<34} gateway pid {pid} ({role:<8}): RSS {:>6.1} MiB, CPU {:>5.1}% of a core",
                 rss as f64 / 1024.0,
                 (ticks - ticks_before) as f64 / ticks_per_second / seconds * 100.0
             );
@@ -366,6 +466,74 @@ fn cost(lab: &Lab, held: usize, already: usize) {
     };
     window("quiet, 60 s:", false);
     window("c2 scaled 1↔2 every 10 s, 60 s:", true);
+}
+
+/// Exports `count` Services from `s-<first>` one at a time, asking from
+/// the pod whose network namespace `netns` is, and prints each and the
+/// percentiles.
+fn timed(
+    lab: &Lab,
+    netns: &str,
+    namespace: &str,
+    first: usize,
+    count: usize,
+    strait_dns: SocketAddr,
+    held: &str,
+) {
+    let cpu_before = ticks_by_command();
+    let started = Instant::now();
+    let samples = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let handle = File::open(netns).expect("the pod's namespace");
+                nix::sched::setns(&handle, CloneFlags::CLONE_NEWNET).expect("setns");
+                measure(lab, namespace, first, count, strait_dns)
+            })
+            .join()
+            .expect("the measuring thread")
+    });
+    println!(
+        "lab_control_plane: {} services exported one at a time in c3 (net-b), seen from c1 (net-a){held}",
+        samples.len()
+    );
+    for (i, sample) in (first..).zip(&samples) {
+        println!(
+            "  s-{i:04}: Ready {:>5} ms, DNS ({}) {:>5} ms, HTTP {:>5} ms",
+            sample.ready.as_millis(),
+            if sample.through_coredns {
+                "CoreDNS"
+            } else {
+                "Strait "
+            },
+            sample.dns.as_millis(),
+            sample.connection.as_millis()
+        );
+    }
+    percentiles(
+        "export → import Ready in c1",
+        samples.iter().map(|s| s.ready).collect(),
+    );
+    percentiles(
+        "export → answer of c1's CoreDNS",
+        samples
+            .iter()
+            .filter(|s| s.through_coredns)
+            .map(|s| s.dns)
+            .collect(),
+    );
+    percentiles(
+        "export → answer of Strait's DNS",
+        samples
+            .iter()
+            .filter(|s| !s.through_coredns)
+            .map(|s| s.dns)
+            .collect(),
+    );
+    percentiles(
+        "export → first HTTP answer",
+        samples.iter().map(|s| s.connection).collect(),
+    );
+    print_cpu(&cpu_before, started.elapsed().as_secs_f64());
 }
 
 fn main() -> ExitCode {
@@ -409,60 +577,29 @@ fn main() -> ExitCode {
         .parse()
         .expect("cluster-edge-dns has a ClusterIP");
     let strait_dns = SocketAddr::from((strait_dns, 53));
-    let count = options.services;
-    let samples = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let handle = File::open(&netns).expect("the pod's namespace");
-                nix::sched::setns(&handle, CloneFlags::CLONE_NEWNET).expect("setns");
-                measure(&lab, count, strait_dns)
-            })
-            .join()
-            .expect("the measuring thread")
-    });
-    println!(
-        "lab_control_plane: {} services exported one at a time in c3 (net-b), seen from c1 (net-a)",
-        samples.len()
-    );
-    for (i, sample) in samples.iter().enumerate() {
-        println!(
-            "  s-{i:04}: Ready {:>5} ms, DNS ({}) {:>5} ms, HTTP {:>5} ms",
-            sample.ready.as_millis(),
-            if sample.through_coredns {
-                "CoreDNS"
-            } else {
-                "Strait "
-            },
-            sample.dns.as_millis(),
-            sample.connection.as_millis()
-        );
-    }
-    percentiles(
-        "export → import Ready in c1",
-        samples.iter().map(|s| s.ready).collect(),
-    );
-    percentiles(
-        "export → answer of c1's CoreDNS",
-        samples
-            .iter()
-            .filter(|s| s.through_coredns)
-            .map(|s| s.dns)
-            .collect(),
-    );
-    percentiles(
-        "export → answer of Strait's DNS",
-        samples
-            .iter()
-            .filter(|s| !s.through_coredns)
-            .map(|s| s.dns)
-            .collect(),
-    );
-    percentiles(
-        "export → first HTTP answer",
-        samples.iter().map(|s| s.connection).collect(),
-    );
+    timed(&lab, &netns, NAMESPACE, 0, options.services, strait_dns, "");
     if options.held > 0 {
         cost(&lab, options.held, options.services);
+    }
+    if options.then > 0 {
+        let first = options.held.max(options.services);
+        lab.namespace(THEN_NAMESPACE);
+        lab.apply("c3", &lab::echo_deployment(THEN_NAMESPACE, "echo", 1));
+        lab.apply("c3", &services_in(THEN_NAMESPACE, first, options.then));
+        lab::wait_until(
+            "c3's echo pod of the --then namespace is ready",
+            120,
+            || !lab.pod_ips("c3", THEN_NAMESPACE, "echo-").is_empty(),
+        );
+        timed(
+            &lab,
+            &netns,
+            THEN_NAMESPACE,
+            first,
+            options.then,
+            strait_dns,
+            &format!(", with {} held", options.held.max(options.services)),
+        );
     }
     lab.stop();
     ExitCode::SUCCESS

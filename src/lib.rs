@@ -20,6 +20,7 @@ pub mod diagnostics;
 pub mod discovery;
 pub mod dns;
 pub mod export_status;
+pub mod feed;
 pub mod gateway;
 pub mod imports;
 pub mod ingress;

@@ -66,6 +66,20 @@ pub(crate) fn gateway(ip: &str) -> Value {
         "status": {"loadBalancer": {"ingress": [{"ip": ip}]}}})
 }
 
+/// The local cluster's gateway pods, as the EndpointSlice of the gateway
+/// Service (the MCS slices of a service of another network list them).
+pub(crate) fn gateway_pods() -> Value {
+    let endpoints: Vec<Value> = ["10.1.0.50", "10.1.0.51"]
+        .iter()
+        .map(|ip| json!({"addresses": [ip], "conditions": {"ready": true}}))
+        .collect();
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "cluster-edge-1", "namespace": "strait-system",
+            "labels": {"kubernetes.io/service-name": "cluster-edge"}},
+        "addressType": "IPv4", "endpoints": endpoints,
+        "ports": [{"name": "tunnel", "port": 15008, "protocol": "TCP"}]})
+}
+
 pub(crate) fn service(cluster: usize, index: usize) -> Value {
     let name = service_name(index);
     let namespace = namespace_of(index);

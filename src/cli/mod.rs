@@ -6,6 +6,7 @@ mod certs;
 mod check;
 mod demo;
 mod explain;
+mod feed;
 mod imports;
 mod link;
 mod load;
@@ -104,6 +105,9 @@ enum Command {
         #[command(flatten)]
         args: link::LinkArgs,
     },
+    /// Read a peer gateway's exported-state feed over the tunnel, as this
+    /// cluster's gateway: each message as a JSON line.
+    Feed(feed::FeedArgs),
     /// Run one gateway.
     Run(run::RunArgs),
     /// Run the demo cluster set on loopback: gateways, pods and sample traffic.
@@ -155,6 +159,10 @@ pub fn main() -> ExitCode {
         Command::Unlink { args } => {
             init_logging(cli.log_format, "warn");
             link::run_unlink(&args, &mut stdout)
+        }
+        Command::Feed(args) => {
+            init_logging(cli.log_format, "warn");
+            feed::run(&args, &mut stdout)
         }
         Command::Run(args) => {
             init_logging(cli.log_format, "info");

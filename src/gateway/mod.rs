@@ -355,6 +355,14 @@ impl Gateway {
                 },
             },
             handshakes: crate::state::Handshakes::new(options.tunnel.handshakes),
+            // Each replica serves its own: it reads the local cluster for
+            // its own routes already (docs/tunnel-protocol.md §10).
+            feed: options.kube.as_ref().map(|_| {
+                crate::feed::Publication::new(
+                    crate::feed::Journal::new(fastrand::u64(..), crate::feed::DEFAULT_TOMBSTONES),
+                    crate::feed::DEFAULT_STREAMS_PER_CLUSTER,
+                )
+            }),
             peer_budgets: Arc::new(crate::tunnel::limits::PeerBudgets::new(
                 options.tunnel.peer_limits,
                 memory.budget(),

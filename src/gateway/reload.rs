@@ -327,6 +327,7 @@ fn spawn_kube(
         let mut loaded = {
             let snapshot = snapshots.borrow_and_update().clone();
             record_sync(&state.metrics, &snapshot, &mut labels);
+            publish(&state, &options, &snapshot);
             if let Some(controller) = answering {
                 controller.names_answered_from(snapshot.generation);
             }
@@ -383,6 +384,7 @@ fn spawn_kube(
             }
             let snapshot = snapshots.borrow_and_update().clone();
             record_sync(&state.metrics, &snapshot, &mut labels);
+            publish(&state, &options, &snapshot);
             // The import objects count where Strait records import ports.
             let imports_revision = if options.settings.kube.manage_imports {
                 snapshot.imports_revision
@@ -402,6 +404,18 @@ fn spawn_kube(
             }
         }
     })
+}
+
+/// Gives the feed the local cluster as the snapshot translated it.
+fn publish(state: &GatewayState, options: &GatewayOptions, snapshot: &SourceSnapshot) {
+    if let (Some(feed), Some(set)) = (&state.feed, &snapshot.usable_set)
+        && let Some(local) = set
+            .clusters
+            .values()
+            .find(|cluster| cluster.id.as_str() == options.cluster)
+    {
+        feed.update(local);
+    }
 }
 
 /// Resolves when the export status writer reports something (true), or

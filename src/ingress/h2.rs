@@ -227,6 +227,10 @@ fn serve_request(
 ) {
     let (parts, recv) = request.into_parts();
     let authority = parts.uri.authority().map(|a| a.as_str().to_owned());
+    if parts.method == Method::GET && parts.uri.path() == crate::feed::FEED_PATH {
+        super::feed::serve(parts.uri.query(), respond, caller, state);
+        return;
+    }
     if parts.method != Method::CONNECT {
         let malformed =
             InboundRefusal::Malformed(format!("method {} is not CONNECT", parts.method));

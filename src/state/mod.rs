@@ -86,6 +86,9 @@ pub struct GatewayState {
     pub handshakes: Handshakes,
     /// UDP flows of the import listeners.
     pub udp: UdpFlows,
+    /// The local cluster's exported-state feed, served on the tunnel
+    /// port; `None` when this gateway serves none (no Kubernetes source).
+    pub feed: Option<Arc<crate::feed::Publication>>,
 }
 
 /// What bounds the UDP flows: how long an idle one lives, and how many

@@ -93,6 +93,14 @@ impl TunnelError {
     }
 }
 
+/// A peer's feed as it arrives: the identity its certificate names and
+/// the response body.
+pub struct FeedStream {
+    pub peer: Identity,
+    pub body: h2::RecvStream,
+    _guard: StreamGuard,
+}
+
 /// Connections to every peer gateway this gateway has tunnelled to.
 pub struct TunnelPool {
     peers: Mutex<HashMap<GatewayAddress, Arc<Peer>>>,
@@ -220,6 +228,26 @@ impl TunnelPool {
             status: StatusCode::BAD_REQUEST,
             reason: format!("invalid authority: {e}"),
         })?;
+        let (response, send) = self
+            .exchange(peer, &connection, request, authority, false)
+            .await?;
+        Ok(TunnelStream {
+            io: H2Stream::new(send, response.into_body()),
+            guard,
+        })
+    }
+
+    /// Sends `request` on `connection` and waits for its answer, within
+    /// the handshake timeout; anything but `200` is a refusal.
+    /// `end_of_stream`: the request has no body (a `GET`).
+    async fn exchange(
+        &self,
+        peer: &Arc<Peer>,
+        connection: &Arc<PooledConnection>,
+        request: Request<()>,
+        authority: &str,
+        end_of_stream: bool,
+    ) -> Result<(http::Response<h2::RecvStream>, h2::SendStream<Chunk>), TunnelError> {
         let http = |source: h2::Error| {
             // A connection that failed a request (GOAWAY, I/O, a protocol
             // error) takes no new streams; those already open finish on it.
@@ -236,10 +264,10 @@ impl TunnelPool {
 
         let (response, send) = {
             let mut sender = sender;
-            sender.send_request(request, false).map_err(http)?
+            sender.send_request(request, end_of_stream).map_err(http)?
         };
         // A peer that keeps the connection alive (it answers PINGs) but
-        // never answers the CONNECT must not hold the client forever: after
+        // never answers the request must not hold the client forever: after
         // the handshake timeout, as over QUIC, the stream is given up (its
         // reset goes with the dropped halves) and so is the connection,
         // which takes no new streams; the caller tries another gateway.
@@ -269,9 +297,40 @@ impl TunnelPool {
                 reason,
             });
         }
-        Ok(TunnelStream {
-            io: H2Stream::new(send, response.into_body()),
-            guard,
+        Ok((response, send))
+    }
+
+    /// Opens a peer's exported-state feed (docs/tunnel-protocol.md §10):
+    /// a `GET` of `path_and_query` on a pooled connection to `gateway`,
+    /// whose certificate must name a cluster of `allowed`. The answer's
+    /// body is the feed; the stream counts against the connection's
+    /// streams while it lives.
+    pub async fn feed(
+        &self,
+        gateway: &GatewayAddress,
+        allowed: &[ClusterId],
+        path_and_query: &str,
+    ) -> Result<FeedStream, TunnelError> {
+        let peer = self.peer(gateway);
+        let connection = self.connection(&peer, gateway, None, allowed).await?;
+        let guard = StreamGuard::new(connection.clone(), peer.metrics.clone());
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(format!("https://{gateway}{path_and_query}"))
+            .body(())
+            .map_err(|e| TunnelError::Refused {
+                gateway: peer.label.clone(),
+                authority: path_and_query.to_owned(),
+                status: StatusCode::BAD_REQUEST,
+                reason: format!("invalid feed request: {e}"),
+            })?;
+        let (response, _send) = self
+            .exchange(&peer, &connection, request, path_and_query, true)
+            .await?;
+        Ok(FeedStream {
+            peer: connection.peer.clone(),
+            body: response.into_body(),
+            _guard: guard,
         })
     }
 

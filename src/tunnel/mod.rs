@@ -1,11 +1,13 @@
 //! The mTLS tunnel between gateways: HTTP/2 over TLS 1.3, one `CONNECT`
 //! stream per proxied connection (RFC 9113 §8.5). `client` keeps a pool of
 //! connections per peer gateway; `server` authenticates peers, authorises
-//! each target against the route table and dials it. The wire format is in
+//! each target against the route table and dials it; `feed` reads a
+//! peer's exported-state feed. The wire format is in
 //! `docs/tunnel-protocol.md`.
 
 pub mod capsule;
 pub mod client;
+pub mod feed;
 pub mod frames;
 pub(crate) mod keepalive;
 pub mod limits;

@@ -50,6 +50,12 @@ pub async fn get_until(
 
 /// The admin address in the "gateway ready" line of a `strait run` log.
 pub fn admin_address(log: &std::path::Path) -> Option<std::net::SocketAddr> {
+    ready_field(log, "admin")?.parse().ok()
+}
+
+/// A field (`admin`, `tunnel`, …) of the "gateway ready" line of a
+/// `strait run` log.
+pub fn ready_field(log: &std::path::Path, field: &str) -> Option<String> {
     let text = std::fs::read_to_string(log).ok()?;
     let line = text.lines().find(|l| l.contains("gateway ready"))?;
     // Without the terminal colours the log may carry.
@@ -62,11 +68,12 @@ pub fn admin_address(log: &std::path::Path) -> Option<std::net::SocketAddr> {
             plain.push(c);
         }
     }
-    plain
-        .split("admin=")
-        .nth(1)?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    Some(
+        plain
+            .split(&format!("{field}="))
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .to_owned(),
+    )
 }

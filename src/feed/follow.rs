@@ -1,0 +1,264 @@
+//! A subscriber's side of one peer's feed: the messages applied in order,
+//! each batch (a snapshot or the changes since the last `synced`) only
+//! once it is complete, so what the peer said last stays in force while a
+//! batch arrives, and a refused batch leaves it untouched. The peer speaks
+//! only for the cluster it was subscribed as (the one its certificate
+//! names) and only within [`FeedLimits`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::journal::Resume;
+use super::wire::{FEED_VERSION, FeedLimits, Hello, Message, WireError};
+use crate::model::{ClusterId, ClusterService, ServiceKey};
+
+/// Why a peer's feed was refused; the connection is dropped and the
+/// cluster keeps its last good state until it goes stale.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FeedError {
+    #[error("the feed speaks for cluster {claimed:?}, but was subscribed as {expected}")]
+    WrongCluster {
+        expected: ClusterId,
+        claimed: String,
+    },
+    #[error("feed version {0} is not supported (this gateway speaks version {FEED_VERSION})")]
+    Version(u32),
+    #[error("a {0} before the feed's hello")]
+    BeforeHello(&'static str),
+    #[error("a resumed feed (no snapshot) for another epoch or from before the revision held")]
+    CannotResume,
+    #[error("{count} services, more than the limit of {limit}")]
+    TooManyServices { count: usize, limit: usize },
+    #[error("revision {got} after {held}: a feed's revisions only grow")]
+    Backwards { held: u64, got: u64 },
+    #[error(transparent)]
+    Wire(#[from] WireError),
+}
+
+/// The peer's state as last synced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PeerState {
+    pub clusterset: Option<String>,
+    pub gateways: Vec<String>,
+    pub services: BTreeMap<ServiceKey, Arc<ClusterService>>,
+}
+
+/// A batch being received.
+#[derive(Debug, Default)]
+struct Batch {
+    hello: Option<Hello>,
+    /// A snapshot replaces everything at `synced`.
+    snapshot: bool,
+    /// `None`: withdrawn.
+    changes: BTreeMap<ServiceKey, Option<Arc<ClusterService>>>,
+}
+
+/// What applying one message did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// Part of a batch, held until its `synced`.
+    Pending,
+    /// A batch completed: the services it changed (every one held before
+    /// or after, for a snapshot).
+    Synced(Vec<ServiceKey>),
+    /// A heartbeat.
+    Alive,
+}
+
+/// One peer's feed as its subscriber follows it.
+#[derive(Debug)]
+pub struct Follower {
+    expected: ClusterId,
+    limits: FeedLimits,
+    /// The publisher instance and revision last synced.
+    at: Option<Resume>,
+    state: Arc<PeerState>,
+    batch: Option<Batch>,
+    /// This connection's hello arrived: after a `synced`, changes come
+    /// without another.
+    greeted: bool,
+}
+
+impl Follower {
+    pub fn new(expected: ClusterId, limits: FeedLimits) -> Self {
+        Self {
+            expected,
+            limits,
+            at: None,
+            state: Arc::new(PeerState::default()),
+            batch: None,
+            greeted: false,
+        }
+    }
+
+    /// Where a new connection resumes from.
+    pub fn resume_from(&self) -> Option<Resume> {
+        self.at
+    }
+
+    /// The peer's state as last synced; `None` before the first sync.
+    pub fn state(&self) -> Option<&Arc<PeerState>> {
+        self.at.is_some().then_some(&self.state)
+    }
+
+    /// A connection ended: a batch it left half-sent is dropped, so the
+    /// next connection starts with a hello.
+    pub fn disconnected(&mut self) {
+        self.batch = None;
+        self.greeted = false;
+    }
+
+    /// The batch a change belongs to: the current one, or after a
+    /// `synced` of this connection, a new batch of changes.
+    fn batch(&mut self, what: &'static str) -> Result<&mut Batch, FeedError> {
+        if !self.greeted {
+            return Err(FeedError::BeforeHello(what));
+        }
+        Ok(self.batch.get_or_insert_with(Batch::default))
+    }
+
+    /// Applies one message, in the order received.
+    pub fn apply(&mut self, message: Message) -> Result<Applied, FeedError> {
+        match message {
+            Message::Hello(hello) => {
+                self.hello(hello)?;
+                Ok(Applied::Pending)
+            }
+            Message::Service(service) => {
+                let service = service.into_model(&self.limits)?;
+                let batch = self.batch("service")?;
+                batch
+                    .changes
+                    .insert(service.key.clone(), Some(Arc::new(service)));
+                self.check_size()?;
+                Ok(Applied::Pending)
+            }
+            Message::Withdrawn(key) => {
+                let key = key.to_key()?;
+                self.batch("withdrawn")?.changes.insert(key, None);
+                Ok(Applied::Pending)
+            }
+            Message::Synced { revision } => self.synced(revision),
+            Message::Heartbeat { revision } => {
+                if !self.greeted || self.at.is_none() {
+                    return Err(FeedError::BeforeHello("heartbeat"));
+                }
+                if let Some(at) = self.at
+                    && revision < at.revision
+                {
+                    return Err(FeedError::Backwards {
+                        held: at.revision,
+                        got: revision,
+                    });
+                }
+                Ok(Applied::Alive)
+            }
+        }
+    }
+
+    fn hello(&mut self, hello: Hello) -> Result<(), FeedError> {
+        if hello.version != FEED_VERSION {
+            return Err(FeedError::Version(hello.version));
+        }
+        if hello.cluster != self.expected.as_str() {
+            return Err(FeedError::WrongCluster {
+                expected: self.expected.clone(),
+                claimed: hello.cluster,
+            });
+        }
+        if !hello.snapshot && self.at.is_none_or(|at| at.epoch != hello.epoch) {
+            return Err(FeedError::CannotResume);
+        }
+        self.batch = Some(Batch {
+            snapshot: hello.snapshot,
+            hello: Some(hello),
+            changes: BTreeMap::new(),
+        });
+        self.greeted = true;
+        Ok(())
+    }
+
+    /// Refuses a batch that would leave the peer with more services than
+    /// its limit, before more of it is decoded.
+    fn check_size(&self) -> Result<(), FeedError> {
+        let Some(batch) = &self.batch else {
+            return Ok(());
+        };
+        let count = if batch.snapshot {
+            batch.changes.len()
+        } else {
+            let added = batch
+                .changes
+                .iter()
+                .filter(|(key, change)| change.is_some() && !self.state.services.contains_key(*key))
+                .count();
+            self.state.services.len() + added
+        };
+        if count > self.limits.max_services {
+            return Err(FeedError::TooManyServices {
+                count,
+                limit: self.limits.max_services,
+            });
+        }
+        Ok(())
+    }
+
+    fn synced(&mut self, revision: u64) -> Result<Applied, FeedError> {
+        self.batch("synced")?;
+        let batch = self.batch.take().unwrap_or_default();
+        let epoch = match (&batch.hello, self.at) {
+            (Some(hello), _) => hello.epoch,
+            (None, Some(at)) => at.epoch,
+            (None, None) => return Err(FeedError::BeforeHello("synced")),
+        };
+        if let Some(at) = self.at
+            && at.epoch == epoch
+            && revision < at.revision
+            && !batch.snapshot
+        {
+            return Err(FeedError::Backwards {
+                held: at.revision,
+                got: revision,
+            });
+        }
+        let mut state = PeerState::clone(&self.state);
+        if let Some(hello) = batch.hello {
+            state.clusterset = hello.clusterset;
+            state.gateways = hello.gateways;
+        }
+        let changed: Vec<ServiceKey> = if batch.snapshot {
+            let mut changed: Vec<ServiceKey> = state
+                .services
+                .keys()
+                .filter(|key| !batch.changes.contains_key(*key))
+                .cloned()
+                .collect();
+            state.services = batch
+                .changes
+                .into_iter()
+                .filter_map(|(key, change)| {
+                    changed.push(key.clone());
+                    change.map(|service| (key, service))
+                })
+                .collect();
+            changed.sort();
+            changed
+        } else {
+            let changed = batch.changes.keys().cloned().collect();
+            for (key, change) in batch.changes {
+                match change {
+                    Some(service) => {
+                        state.services.insert(key, service);
+                    }
+                    None => {
+                        state.services.remove(&key);
+                    }
+                }
+            }
+            changed
+        };
+        self.state = Arc::new(state);
+        self.at = Some(Resume { epoch, revision });
+        Ok(Applied::Synced(changed))
+    }
+}

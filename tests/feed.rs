@@ -1,0 +1,205 @@
+//! The exported-state feed end to end: a real `strait run --kube` serving
+//! its cluster's feed on the tunnel port, read by `strait feed` with
+//! another cluster's certificate. Asserted on what crosses the wire: what
+//! each subscriber is sent, that a service admitting only some clusters is
+//! never sent to the others, that a change arrives as one service, and
+//! that a gateway is read only as the cluster its certificate names.
+//!
+//! The local cluster's API server is `kube_api::ApiServer`, the in-process
+//! stand-in the other Kubernetes tests use (tests/kube_status.rs).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
+
+mod kube_api;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use kube_api::ApiServer;
+use kube_api::admin::ready_field;
+use kube_api::fixtures::{export, gateway, namespace, property, service, slice};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// c3's API server: `shop/cart` exported to all, `shop/ledger` admitted
+/// only to c2, `shop/hidden` not exported.
+async fn c3() -> ApiServer {
+    let server = ApiServer::start(&["v1alpha1"]).await;
+    server.apply(namespace("strait-system"));
+    server.apply(namespace("shop"));
+    server.apply(property("cluster.clusterset.k8s.io", "c3", "v1alpha1"));
+    server.apply(property("clusterset.k8s.io", "feed.strait.dev", "v1alpha1"));
+    server.apply(property("network.clusterset.k8s.io", "net-b", "v1alpha1"));
+    server.apply(gateway("203.0.113.3"));
+    for name in ["cart", "ledger", "hidden"] {
+        server.apply(service(name, &[("http", 80)]));
+        server.apply(slice(name, &format!("{name}-1"), &[("10.3.0.7", true)]));
+    }
+    server.apply(export("cart", "v1alpha1"));
+    let mut ledger = export("ledger", "v1alpha1");
+    ledger["metadata"]["annotations"] = json!({"strait.dev/allowed-clusters": "c2"});
+    server.apply(ledger);
+    server
+}
+
+fn feed_command(
+    certs: &Path,
+    as_cluster: &str,
+    peer: &str,
+    cluster: &str,
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_strait"));
+    command
+        .args(["feed", "--peer", peer, "--cluster", cluster, "--tls-dir"])
+        .arg(certs.join(as_cluster))
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// `strait feed` up to its first `synced`: its messages.
+async fn read_once(certs: &Path, as_cluster: &str, peer: &str) -> Vec<Value> {
+    let output = tokio::time::timeout(WAIT, feed_command(certs, as_cluster, peer, "c3").output())
+        .await
+        .expect("strait feed answers in time")
+        .expect("strait feed runs");
+    assert!(
+        output.status.success(),
+        "strait feed as {as_cluster}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
+fn services(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter_map(|m| m["service"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_serves_its_exported_state_to_each_peer_as_its_policy_admits() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = c3().await;
+    let kubeconfig = server.write_kubeconfig(dir.path(), "c3");
+    std::fs::write(
+        dir.path().join("gateway.yaml"),
+        "kube:\n  kubeconfigs: []\n",
+    )
+    .expect("gateway.yaml");
+    let certs = dir.path().join("certs");
+    let ids = ["c1", "c2", "c3"].map(|id| strait::model::ClusterId::new(id).expect("id"));
+    strait::tls::write_cluster_set(&certs, "feed.strait.dev", &ids).expect("certificates");
+    let log = dir.path().join("run.log");
+    let mut run = tokio::process::Command::new(env!("CARGO_BIN_EXE_strait"));
+    run.args(["run", "--kube", "--config"])
+        .arg(dir.path())
+        .arg("--tls-dir")
+        .arg(certs.join("c3"))
+        .args([
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--connect-listen",
+            "127.0.0.1:0",
+            "--tunnel-listen",
+            "127.0.0.1:0",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("POD_NAMESPACE", "strait-system")
+        .env("RUST_LOG", "info")
+        .kill_on_drop(true)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"));
+    let _gateway = run.spawn().expect("strait run starts");
+    kube_api::until(
+        "strait run ready",
+        || ready_field(&log, "tunnel").is_some(),
+        || std::fs::read_to_string(&log).unwrap_or_default(),
+    )
+    .await;
+    let peer = ready_field(&log, "tunnel").expect("checked");
+
+    // c1 gets cart only; c2 gets cart and ledger; nobody gets hidden.
+    let to_c1 = read_once(&certs, "c1", &peer).await;
+    assert_eq!(to_c1[0]["hello"]["cluster"], "c3", "{to_c1:#?}");
+    assert_eq!(to_c1[0]["hello"]["snapshot"], true);
+    assert_eq!(to_c1[0]["hello"]["gateways"], json!(["203.0.113.3:15008"]));
+    assert_eq!(services(&to_c1), ["cart"]);
+    assert!(to_c1.last().expect("messages")["synced"].is_object());
+    let cart = &to_c1[1]["service"];
+    assert_eq!(cart["namespace"], "shop");
+    assert_eq!(
+        cart["ports"],
+        json!([{"name": "http", "protocol": "TCP", "port": 80}])
+    );
+    assert_eq!(cart["endpoints"][0]["endpoints"][0]["address"], "10.3.0.7");
+    assert_eq!(
+        services(&read_once(&certs, "c2", &peer).await),
+        ["cart", "ledger"]
+    );
+
+    // A gateway is read only as the cluster its certificate names.
+    let output = feed_command(&certs, "c1", &peer, "c2")
+        .output()
+        .await
+        .expect("strait feed runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("not a gateway of the network being reached"),
+        "{stderr}"
+    );
+
+    // Following: one endpoint change arrives as that one service.
+    let mut follow = feed_command(&certs, "c1", &peer, "c3");
+    follow.arg("--follow");
+    let mut child = follow.spawn().expect("strait feed --follow runs");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(WAIT, lines.next_line())
+            .await
+            .expect("a message in time")
+            .expect("stdout reads")
+            .expect("the feed goes on");
+        serde_json::from_str(&line).expect("a JSON line")
+    };
+    loop {
+        if next().await["synced"].is_object() {
+            break;
+        }
+    }
+    server.apply(slice("cart", "cart-1", &[("10.3.0.8", true)]));
+    let mut changed = Vec::new();
+    loop {
+        let message = next().await;
+        if message["heartbeat"].is_object() {
+            continue;
+        }
+        let synced = message["synced"].is_object();
+        changed.push(message);
+        if synced {
+            break;
+        }
+    }
+    assert_eq!(services(&changed), ["cart"], "{changed:#?}");
+    assert_eq!(
+        changed.len(),
+        2,
+        "no hello, one service, synced: {changed:#?}"
+    );
+    assert_eq!(
+        changed[0]["service"]["endpoints"][0]["endpoints"][0]["address"],
+        "10.3.0.8"
+    );
+}
