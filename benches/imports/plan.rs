@@ -199,7 +199,7 @@ fn serve(observed: &mut Observed, changes: Vec<Change>, served: &mut u32) {
             other => panic!("the plan wrote a {other}"),
         };
         let mut held = held
-            .map(|o| serde_json::Value::clone(&o.raw))
+            .map(|o| serde_json::Value::clone(o.raw()))
             .unwrap_or_else(|| {
                 *served += 1;
                 json!({"metadata": {
@@ -310,7 +310,7 @@ fn size_mib(observed: &Observed) -> f64 {
         .values()
         .chain(observed.derived.values())
         .chain(observed.slices.values());
-    let bytes: usize = objects.map(|o| o.raw.to_string().len()).sum();
+    let bytes: usize = objects.map(|o| o.raw().to_string().len()).sum();
     bytes as f64 / (1024.0 * 1024.0)
 }
 

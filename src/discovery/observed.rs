@@ -3,7 +3,8 @@
 //! and EndpointSlices Strait created, and the gateway pods that the derived
 //! Services' slices point at. Objects are kept as the API server returned
 //! them (JSON), because the diff compares what Strait wants with exactly
-//! that; everything the plan needs is read from them here. Pure.
+//! that; everything the plan needs is read from them here, the fields
+//! every pass reads once per object, when it is observed. Pure.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -21,56 +22,158 @@ use crate::model::{ClusterId, Protocol, ServiceKey};
 use crate::model::{PodRef, PortKey};
 
 /// One object as the API server holds it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ObservedObject {
     /// Shared with the store that holds it: observing the local cluster
-    /// copies no JSON.
-    pub raw: std::sync::Arc<Value>,
+    /// copies no JSON. Read-only: [`ObservedObject::head`] is read out of
+    /// it once.
+    raw: std::sync::Arc<Value>,
+    /// What every pass reads of it, read out of the JSON once (a pass
+    /// over thousands of objects would otherwise look each field up in
+    /// each object's maps every time).
+    head: std::sync::Arc<Head>,
+}
+
+impl PartialEq for ObservedObject {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+    }
+}
+
+/// The fields of an object the planner and the reconciler read most.
+#[derive(Debug, Default)]
+struct Head {
+    kind: Box<str>,
+    namespace: Box<str>,
+    name: Box<str>,
+    uid: Option<Box<str>>,
+    resource_version: Option<Box<str>>,
+    /// `multicluster.kubernetes.io/service-name`.
+    mcs_service: Option<Box<str>>,
+    /// `kubernetes.io/service-name`.
+    service_name: Option<Box<str>>,
+    ours: bool,
+    pod: Option<PodRef>,
+    /// A ServiceImport's `Ready=True` condition.
+    ready: bool,
+    /// A ServiceImport's `spec.ips`, as written.
+    ips: Box<[Box<str>]>,
+    /// The import ports a ServiceImport records
+    /// (`strait.dev/import-ports`), decoded; `None` when it records none.
+    recorded: Option<Box<[(PortKey, u16)]>>,
+}
+
+impl Head {
+    fn of(raw: &Value) -> Self {
+        let metadata = &raw["metadata"];
+        let text = |value: &Value| value.as_str().map(Box::from);
+        let labels = &metadata["labels"];
+        let kind = raw["kind"].as_str().unwrap_or_default();
+        let import = kind == "ServiceImport";
+        Self {
+            kind: kind.into(),
+            namespace: metadata["namespace"].as_str().unwrap_or_default().into(),
+            name: metadata["name"].as_str().unwrap_or_default().into(),
+            uid: text(&metadata["uid"]),
+            resource_version: text(&metadata["resourceVersion"]),
+            mcs_service: text(&labels[MCS_SERVICE_NAME_LABEL]),
+            service_name: text(&labels[SERVICE_NAME_LABEL]),
+            ours: labels[MANAGED_BY_LABEL].as_str() == Some(MANAGED_BY_VALUE),
+            pod: pod_of(raw),
+            ready: import
+                && raw["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True"),
+            ips: if import {
+                raw["spec"]["ips"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|ip| ip.as_str().map(Box::from))
+                    .collect()
+            } else {
+                Box::new([])
+            },
+            recorded: if import {
+                metadata["annotations"][IMPORT_PORTS_ANNOTATION]
+                    .as_str()
+                    .map(|text| {
+                        let service = ServiceKey::new(
+                            metadata["namespace"].as_str().unwrap_or_default(),
+                            metadata["name"].as_str().unwrap_or_default(),
+                        );
+                        decode(&service, text)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .collect()
+                    })
+            } else {
+                None
+            },
+        }
+    }
 }
 
 impl ObservedObject {
     pub fn new(raw: Value) -> Self {
-        Self {
-            raw: std::sync::Arc::new(raw),
-        }
+        Self::shared(std::sync::Arc::new(raw))
     }
 
     /// An object the store already holds.
     pub fn shared(raw: std::sync::Arc<Value>) -> Self {
-        Self { raw }
+        let head = std::sync::Arc::new(Head::of(&raw));
+        Self { raw, head }
     }
 
-    fn metadata(&self, field: &str) -> Option<&str> {
-        self.raw.get("metadata")?.get(field)?.as_str()
+    /// The object as the server returned it.
+    pub fn raw(&self) -> &std::sync::Arc<Value> {
+        &self.raw
     }
 
     pub fn name(&self) -> &str {
-        self.metadata("name").unwrap_or_default()
+        &self.head.name
     }
 
     pub fn namespace(&self) -> &str {
-        self.metadata("namespace").unwrap_or_default()
+        &self.head.namespace
     }
 
     pub fn uid(&self) -> Option<&str> {
-        self.metadata("uid")
+        self.head.uid.as_deref()
     }
 
     pub fn kind(&self) -> &str {
-        self.raw
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
+        &self.head.kind
+    }
+
+    pub fn resource_version(&self) -> Option<&str> {
+        self.head.resource_version.as_deref()
     }
 
     pub fn label(&self, name: &str) -> Option<&str> {
-        self.raw.get("metadata")?.get("labels")?.get(name)?.as_str()
+        match name {
+            MCS_SERVICE_NAME_LABEL => self.head.mcs_service.as_deref(),
+            SERVICE_NAME_LABEL => self.head.service_name.as_deref(),
+            _ => self.raw.get("metadata")?.get("labels")?.get(name)?.as_str(),
+        }
+    }
+
+    /// A ServiceImport's `Ready=True` condition.
+    pub fn ready(&self) -> bool {
+        self.head.ready
+    }
+
+    /// A ServiceImport's `spec.ips`, as written.
+    pub fn ips(&self) -> impl Iterator<Item = &str> {
+        self.head.ips.iter().map(|ip| &**ip)
     }
 
     /// The remote pod a per-pod derived Service stands for; `None` for a
     /// service's own derived Service (or annotations no cluster id fits).
     pub fn pod(&self) -> Option<PodRef> {
-        pod_of(&self.raw)
+        self.head.pod.clone()
     }
 
     /// Labelled as created by Strait's import reconciler: what the diff
@@ -78,7 +181,7 @@ impl ObservedObject {
     /// EndpointSlice, which a tenant may label so in its namespace: what
     /// those record is read only through [`Observed::recorded_ports`].
     pub fn ours(&self) -> bool {
-        self.label(MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
+        self.head.ours
     }
 
     /// Feeds the object's kind, namespace, name and resource version to
@@ -88,9 +191,7 @@ impl ObservedObject {
         self.kind().hash(hasher);
         self.namespace().hash(hasher);
         self.name().hash(hasher);
-        self.raw["metadata"]["resourceVersion"]
-            .as_str()
-            .hash(hasher);
+        self.resource_version().hash(hasher);
     }
 
     /// Whether the field manager `manager` wrote any of it.
@@ -445,14 +546,8 @@ impl Observed {
             if !import.ours() {
                 continue;
             }
-            let text = import
-                .raw
-                .get("metadata")
-                .and_then(|m| m.get("annotations"))
-                .and_then(|a| a.get(IMPORT_PORTS_ANNOTATION))
-                .and_then(Value::as_str);
-            match text {
-                Some(text) => claims.extend(decode(service, text).unwrap_or_default()),
+            match &import.head.recorded {
+                Some(recorded) => claims.extend(recorded.iter().cloned()),
                 None => {
                     unrecorded.insert(service);
                 }
@@ -602,155 +697,5 @@ fn cluster_ips(service: &ObservedObject) -> Vec<IpAddr> {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn import(name: &str, uid: &str, record: Option<&str>) -> ObservedObject {
-        let mut import = json!({
-            "kind": "ServiceImport",
-            "metadata": {"name": name, "namespace": "shop", "uid": uid,
-                "labels": {"app.kubernetes.io/managed-by": "strait"}},
-        });
-        if let Some(record) = record {
-            import["metadata"]["annotations"] = json!({IMPORT_PORTS_ANNOTATION: record});
-        }
-        ObservedObject::new(import)
-    }
-
-    fn derived(name: &str, service: &str, owner_uid: &str, target: u16) -> ObservedObject {
-        ObservedObject::new(json!({
-            "kind": "Service",
-            "metadata": {"name": name, "namespace": "shop",
-                "labels": {"app.kubernetes.io/managed-by": "strait",
-                    "multicluster.kubernetes.io/service-name": service},
-                "ownerReferences": [{"kind": "ServiceImport", "name": service, "uid": owner_uid}]},
-            "spec": {"ports": [{"port": 80, "protocol": "TCP", "targetPort": target}]}
-        }))
-    }
-
-    /// A tenant may edit the derived Service in its namespace, or make one
-    /// with Strait's labels: neither is read as a record where the
-    /// ServiceImport, which only Strait writes, records the ports.
-    #[test]
-    fn recorded_ports_are_read_from_straits_imports_not_from_services_a_tenant_writes() {
-        let mut observed = Observed::default();
-        // till: recorded on its import; its derived Service was edited to
-        // claim 20001, cart's port.
-        observed.insert(import(
-            "till",
-            "u-till",
-            Some(r#"[{"protocol":"TCP","port":80,"importPort":20005}]"#),
-        ));
-        observed.insert(derived("derived-t", "till", "u-till", 20001));
-        // A labelled Service for a service with no import of Strait's.
-        observed.insert(derived("derived-f", "forged", "u-none", 20002));
-        // A foreign import's owned "derived" Service.
-        let mut foreign = import("other", "u-other", None);
-        std::sync::Arc::make_mut(&mut foreign.raw)["metadata"]["labels"] = json!({});
-        observed.insert(foreign);
-        observed.insert(derived("derived-o", "other", "u-other", 20003));
-        // An import an older version wrote (no record): its owned derived
-        // Service is read; one owned by nobody is not.
-        observed.insert(import("old", "u-old", None));
-        observed.insert(derived("derived-old", "old", "u-old", 20004));
-        observed.insert(import("older", "u-older", None));
-        observed.insert(derived("derived-older", "older", "u-someone", 20006));
-        let recorded: Vec<(String, u16)> = observed
-            .recorded_ports()
-            .into_iter()
-            .map(|(key, port)| (key.service.name, port))
-            .collect();
-        assert_eq!(
-            recorded,
-            [("old".to_owned(), 20004), ("till".to_owned(), 20005)]
-        );
-    }
-
-    #[test]
-    fn recorded_ports_and_cluster_ips_come_from_derived_services() {
-        let mut observed = Observed::default();
-        observed.insert(import("cart", "u-cart", None));
-        observed.insert(ObservedObject::new(json!({
-            "kind": "Service",
-            "metadata": {"name": "derived-x", "namespace": "shop",
-                "ownerReferences": [{"kind": "ServiceImport", "name": "cart", "uid": "u-cart"}],
-                "labels": {"app.kubernetes.io/managed-by": "strait",
-                    "multicluster.kubernetes.io/service-name": "cart"}},
-            "spec": {"clusterIPs": ["10.96.0.7", "fd00::7"],
-                "ports": [{"port": 80, "protocol": "TCP", "targetPort": 20001},
-                          {"port": 81, "targetPort": "named"}]}
-        })));
-        // Not Strait's: ignored.
-        observed.insert(ObservedObject::new(json!({
-            "kind": "Service",
-            "metadata": {"name": "derived-y", "namespace": "shop",
-                "labels": {"multicluster.kubernetes.io/service-name": "other"}},
-            "spec": {"ports": [{"port": 80, "targetPort": 20002}]}
-        })));
-        let cart = ServiceKey::new("shop", "cart");
-        let recorded = observed.recorded_ports();
-        assert_eq!(recorded.len(), 1, "{recorded:?}");
-        let key = PortKey::service_port(cart.clone(), Protocol::Tcp, 80);
-        assert_eq!(recorded[&key], 20001);
-        let ips: Vec<String> = observed
-            .derived_cluster_ips(&cart)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        assert_eq!(ips, ["10.96.0.7", "fd00::7"]);
-        assert!(
-            observed
-                .derived_cluster_ips(&ServiceKey::new("shop", "other"))
-                .is_empty()
-        );
-    }
-
-    /// Two records claiming one import port: the claimant whose owned
-    /// derived Service forwards to it keeps it, whatever the key order;
-    /// when none does, no one does. Each is reported.
-    #[test]
-    fn a_port_two_records_claim_stays_with_the_one_kube_proxy_forwards_to() {
-        let record = |port: u16| format!(r#"[{{"protocol":"TCP","port":80,"importPort":{port}}}]"#);
-        let mut observed = Observed::default();
-        // "aaa" sorts before "api": key order would hand it the port.
-        observed.insert(import("aaa", "u-aaa", Some(&record(20001))));
-        observed.insert(import("api", "u-api", Some(&record(20001))));
-        observed.insert(derived("derived-api", "api", "u-api", 20001));
-        // Neither of these two has a derived Service forwarding to 20002.
-        observed.insert(import("x1", "u-x1", Some(&record(20002))));
-        observed.insert(import("x2", "u-x2", Some(&record(20002))));
-        observed.insert(derived("derived-x2", "x2", "u-x2", 20009));
-        let claims = observed.recorded_claims();
-        let held: Vec<(String, u16)> = claims
-            .ports
-            .iter()
-            .map(|(key, port)| (key.service.name.clone(), *port))
-            .collect();
-        assert_eq!(held, [("api".to_owned(), 20001)]);
-        let contested: Vec<(u16, usize, Option<String>)> = claims
-            .contested
-            .iter()
-            .map(|c| {
-                let winner = c.winner.as_ref().map(|w| w.service.name.clone());
-                (c.port, c.claimants.len(), winner)
-            })
-            .collect();
-        assert_eq!(
-            contested,
-            [(20001, 2, Some("api".to_owned())), (20002, 2, None)]
-        );
-    }
-
-    #[test]
-    fn namespaces_unknown_means_present() {
-        let mut observed = Observed::default();
-        assert!(observed.namespace_exists("anything"));
-        observed.insert(ObservedObject::new(
-            json!({"kind": "Namespace", "metadata": {"name": "shop"}}),
-        ));
-        assert!(observed.namespace_exists("shop"));
-        assert!(!observed.namespace_exists("db"));
-    }
-}
+#[path = "observed_tests.rs"]
+mod tests;

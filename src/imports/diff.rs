@@ -105,11 +105,11 @@ fn needs_apply(desired: &DesiredObject, held: Option<&ObservedObject>) -> bool {
         return true;
     };
     if desired.status {
-        return !contains(&held.raw["status"], &desired.object["status"]);
+        return !contains(&held.raw()["status"], &desired.object["status"]);
     }
     // The desired object carries the digest annotation, so a dropped field
     // shows as a differing annotation here.
-    !contains(&held.raw, &desired.object)
+    !contains(held.raw(), &desired.object)
 }
 
 /// The writes that make `observed` hold `desired`: applies first (an
@@ -184,7 +184,7 @@ fn changes_among<'a>(
         desired_by_identity.get(&key).map(|owner| owner.complete)
     };
     let stale = |held: &ObservedObject| {
-        if wanted.contains(&identity(&held.raw)) {
+        if wanted.contains(&identity(held.raw())) {
             return false;
         }
         let namespace = held.namespace();
@@ -237,7 +237,7 @@ fn changes_among<'a>(
         .chain(superseded);
     for held in ours.filter(|held| stale(held)) {
         changes.push(Change::Delete {
-            api_version: held.raw["apiVersion"]
+            api_version: held.raw()["apiVersion"]
                 .as_str()
                 .unwrap_or_default()
                 .to_owned(),

@@ -221,7 +221,7 @@ fn serve(observed: &mut Observed, pending: Vec<Change>) {
             Change::Apply { object, status } => {
                 let mut held = observed
                     .get(&object)
-                    .map(|held| serde_json::Value::clone(&held.raw))
+                    .map(|held| serde_json::Value::clone(held.raw()))
                     .unwrap_or_else(|| json!({"metadata": {"uid": format!("uid-{n}")}}));
                 if status {
                     held["status"] = object["status"].clone();
@@ -303,10 +303,12 @@ fn a_lagging_import_watch_deletes_no_per_pod_service() {
     // not rendered, and must not be deleted for that.
     let key = ServiceKey::new("data", "pg");
     if let Some(import) = observed.imports.get_mut(&key) {
-        std::sync::Arc::make_mut(&mut import.raw)["metadata"]
+        let mut lagging = serde_json::Value::clone(import.raw());
+        lagging["metadata"]
             .as_object_mut()
             .expect("metadata")
             .remove("uid");
+        *import = ObservedObject::new(lagging);
     }
     let pending = changes(&desired(&set(2), &observed, Owners::Required), &observed);
     assert!(

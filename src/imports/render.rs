@@ -170,7 +170,7 @@ pub fn desired_objects_of(
         // `Ready` before the slices that make the ClusterSetIP answer are
         // written in the same round.
         let status = DesiredObject::leaf(
-            import_status(planned, api_version, current.map(|c| &*c.raw), now),
+            import_status(planned, api_version, current.map(|c| &**c.raw()), now),
             true,
         );
         if !children_rendered {

@@ -116,7 +116,7 @@ impl<'a> PassView<'a> {
                 .objects
                 .iter()
                 .zip(held)
-                .all(|(was, is)| Arc::ptr_eq(was, &is.raw) || same_version(was, &is.raw));
+                .all(|(was, is)| Arc::ptr_eq(was, is.raw()) || same_version(was, is.raw()));
         let ports = self.ports.get(key).map(Vec::as_slice).unwrap_or_default();
         let same_ports = inputs.ports.len() == ports.len()
             && inputs
@@ -152,7 +152,7 @@ impl<'a> PassView<'a> {
                 .get(key)
                 .into_iter()
                 .flatten()
-                .map(|held| held.raw.clone())
+                .map(|held| held.raw().clone())
                 .collect(),
         }
     }

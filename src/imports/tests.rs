@@ -424,15 +424,15 @@ fn serve(observed: &mut Observed, changes: Vec<Change>) {
             "ServiceImport" => observed
                 .imports
                 .get(&key)
-                .map(|o| serde_json::Value::clone(&o.raw)),
+                .map(|o| serde_json::Value::clone(o.raw())),
             "Service" => observed
                 .derived
                 .get(&key)
-                .map(|o| serde_json::Value::clone(&o.raw)),
+                .map(|o| serde_json::Value::clone(o.raw())),
             _ => observed
                 .slices
                 .get(&("shop".to_owned(), name.clone()))
-                .map(|o| serde_json::Value::clone(&o.raw)),
+                .map(|o| serde_json::Value::clone(o.raw())),
         }
         .unwrap_or_else(|| json!({"metadata": {"uid": format!("uid-{kind}")}}));
         if status {
@@ -481,14 +481,16 @@ fn a_plan_converges_and_an_edit_is_put_back() {
     }
     // import → derived Service (needs the import's uid) → slices and ips.
     assert_eq!(rounds, 3);
-    let import = &observed.imports[&ServiceKey::new("shop", "cart")].raw;
+    let import = observed.imports[&ServiceKey::new("shop", "cart")].raw();
     assert_eq!(import["spec"]["ips"], json!(["10.96.0.9"]));
     assert_eq!(import["status"]["conditions"][0]["reason"], "Ready");
 
     // Someone edits the derived Service's target port: it is put back.
     let key = ServiceKey::new("shop", "cart");
     let held = observed.derived.get_mut(&key).expect("derived");
-    std::sync::Arc::make_mut(&mut held.raw)["spec"]["ports"][0]["targetPort"] = 8080.into();
+    let mut edited = serde_json::Value::clone(held.raw());
+    edited["spec"]["ports"][0]["targetPort"] = 8080.into();
+    *held = ObservedObject::new(edited);
     let repair = changes(&desired(&observed), &observed);
     assert_eq!(
         repair.iter().map(Change::describe).collect::<Vec<_>>(),

@@ -35,9 +35,7 @@ pub(super) fn is_family_refusal(error: &kube::Error) -> bool {
 }
 
 pub(super) fn resource_version(held: &ObservedObject) -> Option<String> {
-    held.raw["metadata"]["resourceVersion"]
-        .as_str()
-        .map(str::to_owned)
+    held.resource_version().map(str::to_owned)
 }
 
 /// A stand-in object naming `kind namespace/name`, for [`Observed::get`]
@@ -135,18 +133,8 @@ pub(super) fn ready_with(
     let Some(held) = observed.imports.get(service) else {
         return false;
     };
-    let ready = held.raw["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True");
-    let held_ips: Vec<&str> = held.raw["spec"]["ips"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    ready
+    let held_ips: Vec<&str> = held.ips().collect();
+    held.ready()
         && held_ips.len() == ips.len()
         && ips
             .iter()
