@@ -433,3 +433,40 @@ fn a_frame_longer_than_the_limit_is_refused_from_its_length_alone() {
     frames.push(body);
     assert!(matches!(frames.next_message(), Err(FrameError::Json(_))));
 }
+
+#[test]
+fn a_cluster_holds_at_most_its_cap_of_streams_and_a_closed_one_makes_room() {
+    let publication = Publication::new(Journal::new(1, DEFAULT_TOMBSTONES), 2);
+    let first = publication.admit(&id("c1")).expect("the first stream");
+    let _second = publication.admit(&id("c1")).expect("the second stream");
+    assert!(publication.admit(&id("c1")).is_none(), "past the cap");
+    // Another cluster's streams count apart.
+    assert!(publication.admit(&id("c2")).is_some());
+    drop(first);
+    assert!(
+        publication.admit(&id("c1")).is_some(),
+        "a closed stream makes room"
+    );
+}
+
+#[test]
+fn a_publication_wakes_its_streams_only_when_something_changed() {
+    let publication = Publication::new(Journal::new(1, DEFAULT_TOMBSTONES), 2);
+    let mut changes = publication.changes();
+    let state = cluster(&[exported_http("cart", "10.3.0.1")]);
+    publication.update(&state);
+    assert!(changes.has_changed().expect("open"));
+    assert_eq!(*changes.borrow_and_update(), 1);
+    publication.update(&state);
+    assert!(
+        !changes.has_changed().expect("open"),
+        "the same state again"
+    );
+    assert_eq!(
+        publication.at(),
+        Resume {
+            epoch: 1,
+            revision: 1
+        }
+    );
+}
