@@ -24,16 +24,22 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// c3's API server: `shop/cart` exported to all, `shop/ledger` admitted
-/// only to c2, `shop/hidden` not exported.
-async fn c3() -> ApiServer {
+/// A cluster's API server with its ids and gateway, nothing exported.
+async fn cluster(id: &str, network: &str, gateway_ip: &str) -> ApiServer {
     let server = ApiServer::start(&["v1alpha1"]).await;
     server.apply(namespace("strait-system"));
     server.apply(namespace("shop"));
-    server.apply(property("cluster.clusterset.k8s.io", "c3", "v1alpha1"));
+    server.apply(property("cluster.clusterset.k8s.io", id, "v1alpha1"));
     server.apply(property("clusterset.k8s.io", "feed.strait.dev", "v1alpha1"));
-    server.apply(property("network.clusterset.k8s.io", "net-b", "v1alpha1"));
-    server.apply(gateway("203.0.113.3"));
+    server.apply(property("network.clusterset.k8s.io", network, "v1alpha1"));
+    server.apply(gateway(gateway_ip));
+    server
+}
+
+/// c3's API server: `shop/cart` exported to all, `shop/ledger` admitted
+/// only to c2, `shop/hidden` not exported.
+async fn c3() -> ApiServer {
+    let server = cluster("c3", "net-b", "203.0.113.3").await;
     for name in ["cart", "ledger", "hidden"] {
         server.apply(service(name, &[("http", 80)]));
         server.apply(slice(name, &format!("{name}-1"), &[("10.3.0.7", true)]));
@@ -80,6 +86,19 @@ async fn read_once(certs: &Path, as_cluster: &str, peer: &str) -> Vec<Value> {
         .collect()
 }
 
+/// `strait feed` refused: its error.
+async fn refused(certs: &Path, as_cluster: &str, peer: &str, cluster: &str) -> String {
+    let output = feed_command(certs, as_cluster, peer, cluster)
+        .output()
+        .await
+        .expect("strait feed runs");
+    assert!(
+        !output.status.success(),
+        "strait feed as {as_cluster} read {cluster}"
+    );
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 fn services(messages: &[Value]) -> Vec<String> {
     messages
         .iter()
@@ -92,13 +111,20 @@ async fn a_gateway_serves_its_exported_state_to_each_peer_as_its_policy_admits()
     let dir = tempfile::tempdir().expect("temp dir");
     let server = c3().await;
     let kubeconfig = server.write_kubeconfig(dir.path(), "c3");
+    // c1 and c2 are the set's other clusters, read through their API
+    // servers; c4 has a certificate of the set's trust domain but is not
+    // in the set.
+    let c1 = cluster("c1", "net-a", "203.0.113.1").await;
+    let c2 = cluster("c2", "net-a", "203.0.113.2").await;
+    c1.write_kubeconfig(dir.path(), "c1");
+    c2.write_kubeconfig(dir.path(), "c2");
     std::fs::write(
         dir.path().join("gateway.yaml"),
-        "kube:\n  kubeconfigs: []\n",
+        "kube:\n  kubeconfigs: [c1.yaml, c2.yaml]\n",
     )
     .expect("gateway.yaml");
     let certs = dir.path().join("certs");
-    let ids = ["c1", "c2", "c3"].map(|id| strait::model::ClusterId::new(id).expect("id"));
+    let ids = ["c1", "c2", "c3", "c4"].map(|id| strait::model::ClusterId::new(id).expect("id"));
     strait::tls::write_cluster_set(&certs, "feed.strait.dev", &ids).expect("certificates");
     let log = dir.path().join("run.log");
     let mut run = tokio::process::Command::new(env!("CARGO_BIN_EXE_strait"));
@@ -129,6 +155,23 @@ async fn a_gateway_serves_its_exported_state_to_each_peer_as_its_policy_admits()
     )
     .await;
     let peer = ready_field(&log, "tunnel").expect("checked");
+    // The gateway is ready before its remote clusters have synced: the
+    // feed is read once c1 is a cluster of its set.
+    let started = std::time::Instant::now();
+    while !feed_command(&certs, "c1", &peer, "c3")
+        .output()
+        .await
+        .expect("strait feed runs")
+        .status
+        .success()
+    {
+        assert!(
+            started.elapsed() < WAIT,
+            "c1 never admitted:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // c1 gets cart only; c2 gets cart and ledger; nobody gets hidden.
     let to_c1 = read_once(&certs, "c1", &peer).await;
@@ -149,13 +192,15 @@ async fn a_gateway_serves_its_exported_state_to_each_peer_as_its_policy_admits()
         ["cart", "ledger"]
     );
 
+    // A cluster outside the set reads nothing.
+    let stderr = refused(&certs, "c4", &peer, "c3").await;
+    assert!(
+        stderr.contains("403") && stderr.contains("cluster c4 is not in the cluster set"),
+        "{stderr}"
+    );
+
     // A gateway is read only as the cluster its certificate names.
-    let output = feed_command(&certs, "c1", &peer, "c2")
-        .output()
-        .await
-        .expect("strait feed runs");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused(&certs, "c1", &peer, "c2").await;
     assert!(
         stderr.contains("not a gateway of the network being reached"),
         "{stderr}"

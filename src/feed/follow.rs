@@ -136,6 +136,7 @@ impl Follower {
             Message::Withdrawn(key) => {
                 let key = key.to_key()?;
                 self.batch("withdrawn")?.changes.insert(key, None);
+                self.check_size()?;
                 Ok(Applied::Pending)
             }
             Message::Synced { revision } => self.synced(revision),
@@ -178,33 +179,33 @@ impl Follower {
         Ok(())
     }
 
-    /// Refuses a batch that would leave the peer with more services than
-    /// its limit, before more of it is decoded.
+    /// Refuses a batch longer than any a publisher within the limit
+    /// sends (a snapshot of every service; changes of every service held
+    /// and as many withdrawn), as it arrives: what it holds is bounded
+    /// before the rest of it is read. What it would leave is checked at
+    /// its `synced`.
     fn check_size(&self) -> Result<(), FeedError> {
         let Some(batch) = &self.batch else {
             return Ok(());
         };
-        let count = if batch.snapshot {
-            batch.changes.len()
+        let limit = if batch.snapshot {
+            self.limits.max_services
         } else {
-            let added = batch
-                .changes
-                .iter()
-                .filter(|(key, change)| change.is_some() && !self.state.services.contains_key(*key))
-                .count();
-            self.state.services.len() + added
+            2 * self.limits.max_services
         };
-        if count > self.limits.max_services {
+        if batch.changes.len() > limit {
             return Err(FeedError::TooManyServices {
-                count,
-                limit: self.limits.max_services,
+                count: batch.changes.len(),
+                limit,
             });
         }
         Ok(())
     }
 
     fn synced(&mut self, revision: u64) -> Result<Applied, FeedError> {
-        self.batch("synced")?;
+        if !self.greeted {
+            return Err(FeedError::BeforeHello("synced"));
+        }
         let batch = self.batch.take().unwrap_or_default();
         let epoch = match (&batch.hello, self.at) {
             (Some(hello), _) => hello.epoch,
@@ -257,6 +258,12 @@ impl Follower {
             }
             changed
         };
+        if state.services.len() > self.limits.max_services {
+            return Err(FeedError::TooManyServices {
+                count: state.services.len(),
+                limit: self.limits.max_services,
+            });
+        }
         self.state = Arc::new(state);
         self.at = Some(Resume { epoch, revision });
         Ok(Applied::Synced(changed))

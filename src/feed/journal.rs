@@ -8,8 +8,10 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use super::wire::{FEED_VERSION, Hello, Message, WireKey, WireService};
-use crate::model::{Cluster, ClusterId, ClusterService, NetworkId, ServiceKey};
+use super::wire::{
+    FEED_VERSION, FeedLimits, Hello, Message, WireError, WireKey, WireService, within,
+};
+use crate::model::{AccessPolicy, Cluster, ClusterId, ClusterService, NetworkId, ServiceKey};
 
 /// Withdrawn services remembered for resuming subscribers; one who asks
 /// from before the oldest gets a snapshot.
@@ -68,6 +70,46 @@ impl Batch {
 struct Published {
     service: Arc<ClusterService>,
     changed: u64,
+    audience: Audience,
+}
+
+/// Who may have been sent a service's name since the journal has known
+/// it: every version's access policy, joined. A subscriber outside it is
+/// never told the service is withdrawn, since it never learnt the name.
+#[derive(Debug, Clone, PartialEq)]
+enum Audience {
+    Everyone,
+    Only(AccessPolicy),
+}
+
+impl Audience {
+    fn of(service: &ClusterService) -> Self {
+        match service.export.as_ref().and_then(|e| e.access.as_ref()) {
+            None => Audience::Everyone,
+            Some(access) => Audience::Only(access.clone()),
+        }
+    }
+
+    /// This audience and `other`'s.
+    fn join(self, other: Audience) -> Self {
+        match (self, other) {
+            (Audience::Only(mut a), Audience::Only(b)) => {
+                a.clusters.extend(b.clusters);
+                a.networks.extend(b.networks);
+                Audience::Only(a)
+            }
+            _ => Audience::Everyone,
+        }
+    }
+
+    fn includes(&self, subscriber: &Subscriber) -> bool {
+        match self {
+            Audience::Everyone => true,
+            Audience::Only(access) => {
+                access.admits(&subscriber.cluster, subscriber.network.as_ref())
+            }
+        }
+    }
 }
 
 /// The exported state of the local cluster, by revision.
@@ -79,8 +121,9 @@ pub struct Journal {
     clusterset: Option<String>,
     gateways: Vec<String>,
     services: BTreeMap<ServiceKey, Published>,
-    /// Withdrawn services and the revision they went at.
-    tombstones: BTreeMap<ServiceKey, u64>,
+    /// Withdrawn services, the revision they went at and who may have
+    /// learnt their names.
+    tombstones: BTreeMap<ServiceKey, (u64, Audience)>,
     /// The same, oldest first, to forget the oldest (entries a later
     /// change replaced are skipped).
     tombstone_order: VecDeque<(u64, ServiceKey)>,
@@ -89,13 +132,19 @@ pub struct Journal {
     index: BTreeMap<u64, ServiceKey>,
     /// The lowest revision changes can still be given since.
     horizon: u64,
+    limits: FeedLimits,
+    /// Exported services left out for being larger than a subscriber
+    /// takes ([`FeedLimits`]), each with why.
+    oversized: BTreeMap<ServiceKey, WireError>,
 }
 
 impl Journal {
     /// An empty journal of a publisher instance `epoch` (random per
     /// process, so revisions of two instances are never confused).
-    pub fn new(epoch: u64, max_tombstones: usize) -> Self {
+    pub fn new(epoch: u64, max_tombstones: usize, limits: FeedLimits) -> Self {
         Self {
+            limits,
+            oversized: BTreeMap::new(),
             epoch,
             revision: 0,
             cluster: None,
@@ -161,11 +210,19 @@ impl Journal {
 
     fn take_services(&mut self, cluster: &Cluster) -> bool {
         let before = self.revision;
-        let exported = cluster
-            .services
-            .iter()
-            .filter(|(_, service)| service.export.is_some());
-        for (key, service) in exported {
+        self.oversized.clear();
+        let mut published: Vec<&ServiceKey> = Vec::new();
+        for (key, service) in &cluster.services {
+            if service.export.is_none() {
+                continue;
+            }
+            // A service no subscriber would take would make each refuse
+            // the whole feed: it is left out here, and said.
+            if let Err(error) = within(service, &self.limits) {
+                self.oversized.insert(key.clone(), error);
+                continue;
+            }
+            published.push(key);
             if let Some(held) = self.services.get(key)
                 && (Arc::ptr_eq(&held.service, service) || held.service == *service)
             {
@@ -173,53 +230,68 @@ impl Journal {
             }
             self.revision += 1;
             let revision = self.revision;
-            let previous = self
-                .services
-                .insert(
-                    key.clone(),
-                    Published {
-                        service: Arc::clone(service),
-                        changed: revision,
-                    },
-                )
-                .map(|held| held.changed)
-                .or_else(|| self.tombstones.remove(key));
+            let (previous, audience) = match self.services.remove(key) {
+                Some(held) => (Some(held.changed), held.audience),
+                None => match self.tombstones.remove(key) {
+                    Some((changed, audience)) => (Some(changed), audience),
+                    None => (None, Audience::of(service)),
+                },
+            };
             if let Some(previous) = previous {
                 self.index.remove(&previous);
             }
+            self.services.insert(
+                key.clone(),
+                Published {
+                    service: Arc::clone(service),
+                    changed: revision,
+                    audience: audience.join(Audience::of(service)),
+                },
+            );
             self.index.insert(revision, key.clone());
         }
+        let published: std::collections::BTreeSet<&ServiceKey> = published.into_iter().collect();
         let gone: Vec<ServiceKey> = self
             .services
             .keys()
-            .filter(|key| {
-                cluster
-                    .services
-                    .get(*key)
-                    .is_none_or(|service| service.export.is_none())
-            })
+            .filter(|key| !published.contains(key))
             .cloned()
             .collect();
         for key in gone {
-            if let Some(held) = self.services.remove(&key) {
-                self.index.remove(&held.changed);
-            }
+            let Some(held) = self.services.remove(&key) else {
+                continue;
+            };
+            self.index.remove(&held.changed);
             self.revision += 1;
             self.index.insert(self.revision, key.clone());
-            self.tombstones.insert(key.clone(), self.revision);
+            self.tombstones
+                .insert(key.clone(), (self.revision, held.audience));
             self.tombstone_order.push_back((self.revision, key));
         }
         while self.tombstones.len() > self.max_tombstones {
             let Some((revision, key)) = self.tombstone_order.pop_front() else {
                 break;
             };
-            if self.tombstones.get(&key) == Some(&revision) {
+            if self.tombstones.get(&key).map(|(at, _)| *at) == Some(revision) {
                 self.tombstones.remove(&key);
                 self.index.remove(&revision);
                 self.horizon = self.horizon.max(revision);
             }
         }
+        // Entries a later change replaced are skipped when the oldest are
+        // forgotten; a service exported and withdrawn again and again
+        // must not grow the queue past twice the tombstones held.
+        if self.tombstone_order.len() > 2 * self.max_tombstones {
+            let tombstones = &self.tombstones;
+            self.tombstone_order
+                .retain(|(at, key)| tombstones.get(key).map(|(t, _)| *t) == Some(*at));
+        }
         self.revision != before
+    }
+
+    /// The exported services left out of the feed for their size.
+    pub fn oversized(&self) -> &BTreeMap<ServiceKey, WireError> {
+        &self.oversized
     }
 
     /// What `subscriber`, which last applied `from`, is sent now: the
@@ -254,7 +326,7 @@ impl Journal {
                 greet.then(|| hello(false)),
                 self.index
                     .range(from.revision + 1..)
-                    .map(|(_, key)| self.item_for(key, subscriber))
+                    .filter_map(|(_, key)| self.item_for(key, subscriber))
                     .collect(),
             ),
             None => (
@@ -274,14 +346,20 @@ impl Journal {
     }
 
     /// A service's latest state for `subscriber`: itself if present and
-    /// admitting it, else withdrawn.
-    fn item_for(&self, key: &ServiceKey, subscriber: &Subscriber) -> Item {
-        match self.services.get(key) {
-            Some(held) if admits(&held.service, subscriber) => {
-                Item::Service(Arc::clone(&held.service))
+    /// admitting it, else withdrawn if it may have learnt the name, else
+    /// nothing (a subscriber never admitted never hears of it).
+    fn item_for(&self, key: &ServiceKey, subscriber: &Subscriber) -> Option<Item> {
+        let audience = match (self.services.get(key), self.tombstones.get(key)) {
+            (Some(held), _) if admits(&held.service, subscriber) => {
+                return Some(Item::Service(Arc::clone(&held.service)));
             }
-            _ => Item::Withdrawn(key.clone()),
-        }
+            (Some(held), _) => &held.audience,
+            (None, Some((_, audience))) => audience,
+            (None, None) => return None,
+        };
+        audience
+            .includes(subscriber)
+            .then(|| Item::Withdrawn(key.clone()))
     }
 
     /// The services a subscriber would be sent, by key (for status and

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use super::journal::{Batch, Journal, Resume, Subscriber};
-use crate::model::{Cluster, ClusterId};
+use crate::model::{Cluster, ClusterId, ServiceKey};
 
 /// Feed streams one peer cluster may hold open at once (one per replica
 /// of it, and a reconnect overlapping the stream it replaces).
@@ -24,6 +24,8 @@ pub struct Publication {
     changes: watch::Sender<u64>,
     streams: Mutex<HashMap<ClusterId, usize>>,
     streams_per_cluster: usize,
+    /// The services left out for their size, as last reported.
+    oversized: Mutex<std::collections::BTreeSet<ServiceKey>>,
 }
 
 /// One stream's place in its cluster's cap, given back when dropped.
@@ -57,6 +59,7 @@ impl Publication {
             changes,
             streams: Mutex::new(HashMap::new()),
             streams_per_cluster: streams_per_cluster.max(1),
+            oversized: Mutex::new(std::collections::BTreeSet::new()),
         })
     }
 
@@ -69,7 +72,15 @@ impl Publication {
     pub fn update(&self, cluster: &Cluster) {
         let revision = {
             let mut journal = self.journal();
-            journal.update(cluster).then(|| journal.revision())
+            let changed = journal.update(cluster);
+            let mut reported = self.oversized.lock().unwrap_or_else(|e| e.into_inner());
+            for (key, error) in journal.oversized() {
+                if !reported.contains(key) {
+                    tracing::warn!(service = %key, %error, "an exported service left out of the feed: larger than a subscriber takes");
+                }
+            }
+            *reported = journal.oversized().keys().cloned().collect();
+            changed.then(|| journal.revision())
         };
         if let Some(revision) = revision {
             self.changes.send_replace(revision);

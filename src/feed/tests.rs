@@ -1,3 +1,6 @@
+//! The feed's messages, journal, subscriber and framing, as a publisher
+//! and a subscriber use them.
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -100,7 +103,7 @@ fn a_snapshot_carries_the_exported_services_only_and_round_trips_into_the_model(
         .endpoint_named("10.3.0.9", "db-0");
     let unexported = ServiceBuilder::new().named("secret").port("http", 80, 80);
     let published = cluster(&[exported_http("cart", "10.3.0.1"), headless, unexported]);
-    let mut journal = Journal::new(42, DEFAULT_TOMBSTONES);
+    let mut journal = Journal::new(42, DEFAULT_TOMBSTONES, FeedLimits::default());
     assert!(journal.update(&published));
     let messages = sent(&journal, None, &subscriber("c1"), true);
     assert_eq!(
@@ -153,7 +156,7 @@ fn a_service_admitting_only_some_clusters_is_never_sent_to_the_others() {
         exported_http("cart", "10.3.0.1"),
         only_for(exported_http("ledger", "10.3.0.2"), &["c2"]),
     ]);
-    let mut journal = Journal::new(1, DEFAULT_TOMBSTONES);
+    let mut journal = Journal::new(1, DEFAULT_TOMBSTONES, FeedLimits::default());
     journal.update(&published);
     let to_c2 = names(&sent(&journal, None, &subscriber("c2"), true));
     let to_c1 = names(&sent(&journal, None, &subscriber("c1"), true));
@@ -184,7 +187,7 @@ fn a_service_admitting_only_some_clusters_is_never_sent_to_the_others() {
 
 #[test]
 fn a_resumed_subscriber_gets_only_what_changed_since_its_revision() {
-    let mut journal = Journal::new(9, DEFAULT_TOMBSTONES);
+    let mut journal = Journal::new(9, DEFAULT_TOMBSTONES, FeedLimits::default());
     let services: Vec<ClusterService> = (0..50)
         .map(|n| exported_http(&format!("s{n}"), &format!("10.3.1.{n}")))
         .collect();
@@ -245,7 +248,7 @@ fn a_resumed_subscriber_gets_only_what_changed_since_its_revision() {
 
 #[test]
 fn past_the_remembered_withdrawals_or_another_epoch_a_subscriber_gets_a_snapshot() {
-    let mut journal = Journal::new(5, 2);
+    let mut journal = Journal::new(5, 2, FeedLimits::default());
     let all: Vec<ClusterService> = (0..4)
         .map(|n| exported_http(&format!("s{n}"), "10.3.0.1"))
         .collect();
@@ -277,7 +280,7 @@ fn past_the_remembered_withdrawals_or_another_epoch_a_subscriber_gets_a_snapshot
     // A follower at the old epoch takes it, and the snapshot drops what
     // the old epoch held.
     let mut follower = Follower::new(id("c3"), FeedLimits::default());
-    let mut first = Journal::new(5, 2);
+    let mut first = Journal::new(5, 2, FeedLimits::default());
     first.update(&cluster(&all));
     deliver(&mut follower, &sent(&first, None, &subscriber("c1"), true)).expect("old epoch");
     deliver(&mut follower, &batch).expect("new epoch");
@@ -291,7 +294,7 @@ fn past_the_remembered_withdrawals_or_another_epoch_a_subscriber_gets_a_snapshot
 
 #[test]
 fn a_feed_speaking_for_another_cluster_is_refused() {
-    let mut journal = Journal::new(1, DEFAULT_TOMBSTONES);
+    let mut journal = Journal::new(1, DEFAULT_TOMBSTONES, FeedLimits::default());
     journal.update(&cluster(&[exported_http("cart", "10.3.0.1")]));
     // c3's feed, where c2's was subscribed to.
     let mut follower = Follower::new(id("c2"), FeedLimits::default());
@@ -308,7 +311,7 @@ fn a_feed_speaking_for_another_cluster_is_refused() {
 
 #[test]
 fn a_refused_batch_leaves_the_last_good_state() {
-    let mut journal = Journal::new(1, DEFAULT_TOMBSTONES);
+    let mut journal = Journal::new(1, DEFAULT_TOMBSTONES, FeedLimits::default());
     journal.update(&cluster(&[exported_http("cart", "10.3.0.1")]));
     let mut follower = Follower::new(id("c3"), FeedLimits::default());
     deliver(
@@ -355,7 +358,7 @@ fn a_feed_holding_more_than_its_limits_is_refused_as_it_arrives() {
     let services: Vec<ClusterService> = (0..5)
         .map(|n| exported_http(&format!("s{n}"), "10.3.0.1"))
         .collect();
-    let mut journal = Journal::new(1, DEFAULT_TOMBSTONES);
+    let mut journal = Journal::new(1, DEFAULT_TOMBSTONES, FeedLimits::default());
     journal.update(&cluster(&services));
     let limits = FeedLimits {
         max_services: 3,
@@ -436,7 +439,10 @@ fn a_frame_longer_than_the_limit_is_refused_from_its_length_alone() {
 
 #[test]
 fn a_cluster_holds_at_most_its_cap_of_streams_and_a_closed_one_makes_room() {
-    let publication = Publication::new(Journal::new(1, DEFAULT_TOMBSTONES), 2);
+    let publication = Publication::new(
+        Journal::new(1, DEFAULT_TOMBSTONES, FeedLimits::default()),
+        2,
+    );
     let first = publication.admit(&id("c1")).expect("the first stream");
     let _second = publication.admit(&id("c1")).expect("the second stream");
     assert!(publication.admit(&id("c1")).is_none(), "past the cap");
@@ -451,7 +457,10 @@ fn a_cluster_holds_at_most_its_cap_of_streams_and_a_closed_one_makes_room() {
 
 #[test]
 fn a_publication_wakes_its_streams_only_when_something_changed() {
-    let publication = Publication::new(Journal::new(1, DEFAULT_TOMBSTONES), 2);
+    let publication = Publication::new(
+        Journal::new(1, DEFAULT_TOMBSTONES, FeedLimits::default()),
+        2,
+    );
     let mut changes = publication.changes();
     let state = cluster(&[exported_http("cart", "10.3.0.1")]);
     publication.update(&state);
@@ -469,4 +478,105 @@ fn a_publication_wakes_its_streams_only_when_something_changed() {
             revision: 1
         }
     );
+}
+
+#[test]
+fn a_subscriber_never_admitted_never_hears_a_services_name_even_as_it_changes_or_goes() {
+    let ledger = |address: &str| only_for(exported_http("ledger", address), &["c2"]);
+    let mut journal = Journal::new(1, DEFAULT_TOMBSTONES, FeedLimits::default());
+    journal.update(&cluster(&[
+        exported_http("cart", "10.3.0.1"),
+        ledger("10.3.0.2"),
+    ]));
+    let from = Some(Resume {
+        epoch: 1,
+        revision: journal.revision(),
+    });
+    // ledger changes, then goes: c1 hears nothing of either; c2 hears both.
+    journal.update(&cluster(&[
+        exported_http("cart", "10.3.0.1"),
+        ledger("10.3.0.3"),
+    ]));
+    let changed = from.map(|from| Resume {
+        revision: journal.revision(),
+        ..from
+    });
+    assert_eq!(
+        names(&sent(&journal, from, &subscriber("c1"), false)),
+        ["synced 3"]
+    );
+    assert_eq!(
+        names(&sent(&journal, from, &subscriber("c2"), false)),
+        ["service ledger", "synced 3"]
+    );
+    journal.update(&cluster(&[exported_http("cart", "10.3.0.1")]));
+    assert_eq!(
+        names(&sent(&journal, changed, &subscriber("c1"), false)),
+        ["synced 4"]
+    );
+    assert_eq!(
+        names(&sent(&journal, changed, &subscriber("c2"), false)),
+        ["withdrawn ledger", "synced 4"]
+    );
+    let bytes: Vec<u8> = sent(&journal, from, &subscriber("c1"), true)
+        .iter()
+        .flat_map(|m| encode(m).to_vec())
+        .collect();
+    assert!(!String::from_utf8_lossy(&bytes).contains("ledger"));
+}
+
+#[test]
+fn a_service_larger_than_a_subscriber_takes_is_left_out_not_the_feed() {
+    let mut big = ServiceBuilder::new()
+        .named("big")
+        .port("http", 80, 80)
+        .exported_at(1);
+    for n in 0..11 {
+        big = big.endpoint(&format!("10.3.0.{n}"));
+    }
+    let limits = FeedLimits {
+        max_endpoints_per_service: 10,
+        ..FeedLimits::default()
+    };
+    let mut journal = Journal::new(1, DEFAULT_TOMBSTONES, limits);
+    journal.update(&cluster(&[exported_http("cart", "10.3.0.1"), big]));
+    assert_eq!(
+        names(&sent(&journal, None, &subscriber("c1"), true)),
+        ["hello snapshot=true", "service cart", "synced 1"]
+    );
+    assert_eq!(
+        journal
+            .oversized()
+            .values()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["shop/big: endpoints[].endpoints: 11 entries, more than the limit of 10"]
+    );
+    let mut follower = Follower::new(id("c3"), limits);
+    deliver(
+        &mut follower,
+        &sent(&journal, None, &subscriber("c1"), true),
+    )
+    .expect("the rest of the feed applies");
+}
+
+#[test]
+fn an_endpoint_a_peer_names_at_a_machine_address_is_refused() {
+    for address in [
+        "127.0.0.1",
+        "169.254.169.254",
+        "::ffff:127.0.0.1",
+        "0.0.0.0",
+    ] {
+        let service = exported_http("cart", address);
+        let error = WireService::of(&service, service.export.as_ref().expect("exported"))
+            .into_model(&FeedLimits::default())
+            .expect_err(address);
+        assert!(
+            error
+                .to_string()
+                .starts_with("shop/cart: endpoints[].endpoints[].address:"),
+            "{error}"
+        );
+    }
 }

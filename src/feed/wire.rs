@@ -16,8 +16,12 @@ use crate::model::names::reserved_metadata_key;
 use crate::model::{
     AccessPolicy, ClusterId, ClusterService, Endpoint, EndpointDetails, EndpointGroup,
     EndpointPort, EndpointsBuilder, Export, IpFamily, NetworkId, Protocol, ServiceKey, ServicePort,
-    ServiceSpec, ServiceType, SessionAffinity, is_dns_label,
+    ServiceSpec, ServiceType, SessionAffinity, is_dns_label, unroutable_endpoint,
 };
+
+/// The longest zone, `appProtocol`, `trafficDistribution` or metadata
+/// key a feed may carry (a qualified name's prefix and name, 253 + 1 + 63).
+const MAX_TEXT: usize = 317;
 
 /// The feed's version: the last segment of [`FEED_PATH`] and the
 /// `version` of every [`Hello`].
@@ -173,6 +177,8 @@ pub struct FeedLimits {
     pub max_endpoints_per_service: usize,
     /// Ports of one service or one endpoint group.
     pub max_ports: usize,
+    /// Endpoint groups (EndpointSlices) of one service.
+    pub max_endpoint_groups: usize,
     /// Exported labels plus annotations of one service.
     pub max_metadata_entries: usize,
 }
@@ -184,6 +190,7 @@ impl Default for FeedLimits {
             max_services: 20_000,
             max_endpoints_per_service: 5_000,
             max_ports: 100,
+            max_endpoint_groups: 1_000,
             max_metadata_entries: 64,
         }
     }
@@ -205,6 +212,58 @@ pub enum WireError {
         count: usize,
         limit: usize,
     },
+}
+
+/// `count` entries of `field` of `service`, refused past `limit`.
+fn bounded(
+    service: &str,
+    field: &'static str,
+    count: usize,
+    limit: usize,
+) -> Result<(), WireError> {
+    if count > limit {
+        return Err(WireError::TooMany {
+            service: service.to_owned(),
+            field,
+            count,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// Whether a service of the model fits in what a subscriber takes: a
+/// publisher leaves out what every subscriber would refuse.
+pub fn within(service: &ClusterService, limits: &FeedLimits) -> Result<(), WireError> {
+    let named = service.key.to_string();
+    let bounded = |field, count, limit| bounded(&named, field, count, limit);
+    bounded("ports", service.spec.ports.len(), limits.max_ports)?;
+    bounded(
+        "endpoints",
+        service.endpoint_groups.len(),
+        limits.max_endpoint_groups,
+    )?;
+    let endpoints = service
+        .endpoint_groups
+        .iter()
+        .map(|group| group.endpoints.len())
+        .sum();
+    bounded(
+        "endpoints[].endpoints",
+        endpoints,
+        limits.max_endpoints_per_service,
+    )?;
+    for group in &service.endpoint_groups {
+        bounded("endpoints[].ports", group.ports.len(), limits.max_ports)?;
+    }
+    if let Some(export) = &service.export {
+        bounded(
+            "export.labels+annotations",
+            export.exported_labels.len() + export.exported_annotations.len(),
+            limits.max_metadata_entries,
+        )?;
+    }
+    Ok(())
 }
 
 impl WireKey {
@@ -314,20 +373,21 @@ impl WireService {
             field,
             value: value.to_owned(),
         };
-        let bounded = |field: &'static str, count: usize, limit: usize| {
-            if count > limit {
-                Err(WireError::TooMany {
-                    service: named.clone(),
-                    field,
-                    count,
-                    limit,
-                })
+        let bounded = |field, count, limit| bounded(&named, field, count, limit);
+        // A free-text field no longer than a qualified name may be.
+        let short = |field: &'static str, value: &str| {
+            if value.is_empty() || value.len() > MAX_TEXT {
+                Err(invalid(field, value))
             } else {
                 Ok(())
             }
         };
         bounded("ports", self.ports.len(), limits.max_ports)?;
-        bounded("endpoints", self.endpoints.len(), limits.max_ports)?;
+        bounded(
+            "endpoints",
+            self.endpoints.len(),
+            limits.max_endpoint_groups,
+        )?;
         let endpoint_count: usize = self.endpoints.iter().map(|g| g.endpoints.len()).sum();
         bounded(
             "endpoints[].endpoints",
@@ -356,12 +416,21 @@ impl WireService {
             if port.port == 0 {
                 return Err(invalid("ports[].port", "0"));
             }
+            if let Some(app_protocol) = &port.app_protocol {
+                short("ports[].appProtocol", app_protocol)?;
+            }
             ports.push(ServicePort {
                 protocol: protocol("ports[].protocol", &port.protocol)?,
                 name: port.name,
                 port: port.port,
                 app_protocol: port.app_protocol,
             });
+        }
+        if let Some(distribution) = &self.traffic_distribution {
+            short("trafficDistribution", distribution)?;
+        }
+        for key in export.labels.keys().chain(export.annotations.keys()) {
+            short("export.labels/annotations key", key)?;
         }
         let session_affinity = match self.session_affinity.as_str() {
             "None" => SessionAffinity::None,
@@ -426,6 +495,9 @@ impl WireService {
                 if !port.name.is_empty() && !is_dns_label(&port.name) {
                     return Err(invalid("endpoints[].ports[].name", &port.name));
                 }
+                if port.port == 0 {
+                    return Err(invalid("endpoints[].ports[].port", "0"));
+                }
                 group_ports.push(EndpointPort {
                     protocol: protocol("endpoints[].ports[].protocol", &port.protocol)?,
                     name: port.name,
@@ -438,6 +510,17 @@ impl WireService {
                     && !is_dns_label(hostname)
                 {
                     return Err(invalid("endpoints[].endpoints[].hostname", hostname));
+                }
+                // As the API path refuses them: loopback, link-local (a
+                // cloud's metadata address), unspecified, multicast.
+                if let Some(class) = unroutable_endpoint(&endpoint.address, false) {
+                    return Err(invalid(
+                        "endpoints[].endpoints[].address",
+                        &format!("{} ({class})", endpoint.address),
+                    ));
+                }
+                if let Some(zone) = &endpoint.zone {
+                    short("endpoints[].endpoints[].zone", zone)?;
                 }
                 let details = EndpointDetails {
                     hostname: endpoint.hostname.map(Into::into),

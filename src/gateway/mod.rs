@@ -359,7 +359,11 @@ impl Gateway {
             // its own routes already (docs/tunnel-protocol.md §10).
             feed: options.kube.as_ref().map(|_| {
                 crate::feed::Publication::new(
-                    crate::feed::Journal::new(fastrand::u64(..), crate::feed::DEFAULT_TOMBSTONES),
+                    crate::feed::Journal::new(
+                        fastrand::u64(..),
+                        crate::feed::DEFAULT_TOMBSTONES,
+                        crate::feed::FeedLimits::default(),
+                    ),
                     crate::feed::DEFAULT_STREAMS_PER_CLUSTER,
                 )
             }),

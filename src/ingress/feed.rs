@@ -18,8 +18,11 @@ use h2::SendStream;
 use h2::server::SendResponse;
 use http::{HeaderValue, Response, StatusCode};
 
-use crate::feed::{Message, Publication, Resume, Subscriber, encode};
+use tokio_util::sync::CancellationToken;
+
+use crate::feed::{FEED_PATH, Message, Publication, Resume, Subscriber, encode};
 use crate::net::buffer::Chunk;
+use crate::routing::inbound::known_caller;
 use crate::state::GatewayState;
 use crate::tls::Identity;
 use crate::tunnel::ERROR_HEADER;
@@ -30,7 +33,8 @@ pub const FEED_CONTENT_TYPE: &str = "application/vnd.strait.feed.v1";
 /// A heartbeat when nothing changed for this long.
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
 
-/// How long one frame may wait for the subscriber's flow-control window.
+/// How long one frame (at most 4 MiB) may take to be written: a
+/// subscriber that reads slower than that is cut.
 pub const STALL: Duration = Duration::from_secs(30);
 
 fn refuse(mut respond: SendResponse<Chunk>, status: StatusCode, reason: &str) {
@@ -53,10 +57,13 @@ pub fn resume_of(query: Option<&str>) -> Result<Option<Resume>, String> {
         let number = value
             .parse::<u64>()
             .map_err(|_| format!("{key}={value:?} is not a number"))?;
-        match &*key {
-            "epoch" => epoch = Some(number),
-            "revision" => revision = Some(number),
+        let slot = match &*key {
+            "epoch" => &mut epoch,
+            "revision" => &mut revision,
             other => return Err(format!("unknown parameter {other:?}")),
+        };
+        if slot.replace(number).is_some() {
+            return Err(format!("{key} given twice"));
         }
     }
     match (epoch, revision) {
@@ -66,12 +73,14 @@ pub fn resume_of(query: Option<&str>) -> Result<Option<Resume>, String> {
     }
 }
 
-/// Answers one feed request, and streams the feed on its own task.
+/// Answers one feed request, and streams the feed on its own task until
+/// the subscriber goes or the gateway shuts down.
 pub(super) fn serve(
     query: Option<&str>,
-    mut respond: SendResponse<Chunk>,
+    respond: SendResponse<Chunk>,
     caller: &Arc<Identity>,
     state: &Arc<GatewayState>,
+    shutdown: &CancellationToken,
 ) {
     let Some(publication) = state.feed.clone() else {
         refuse(
@@ -80,6 +89,16 @@ pub(super) fn serve(
             "this gateway serves no feed",
         );
         return;
+    };
+    // Only a cluster of the set, as for a CONNECT: a certificate of a
+    // cluster the set no longer holds reads nothing.
+    let network = match known_caller(&state.routes.load(), &caller.cluster, &state.inbound) {
+        Ok(network) => network.cloned(),
+        Err(refusal) => {
+            let refusal = super::inbound::refuse(state, caller, Some(FEED_PATH), refusal);
+            refuse(respond, StatusCode::FORBIDDEN, &refusal.reason);
+            return;
+        }
     };
     let from = match resume_of(query) {
         Ok(from) => from,
@@ -102,12 +121,9 @@ pub(super) fn serve(
     };
     let subscriber = Subscriber {
         cluster: caller.cluster.clone(),
-        network: state
-            .routes
-            .load()
-            .attested_network(&caller.cluster)
-            .cloned(),
+        network,
     };
+    let mut respond = respond;
     let mut response = Response::new(());
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -118,9 +134,14 @@ pub(super) fn serve(
     };
     tracing::debug!(caller = %caller, ?from, "feed subscriber connected");
     let caller = caller.clone();
-    state.connections.spawn(async move {
+    let state = Arc::clone(state);
+    let shutdown = shutdown.clone();
+    state.clone().connections.spawn(async move {
         let _permit = permit;
-        let ended = stream(send, &publication, &subscriber, from).await;
+        let ended = tokio::select! {
+            ended = stream(send, &publication, &state, subscriber, from) => ended,
+            () = shutdown.cancelled() => "the gateway is shutting down".to_owned(),
+        };
         tracing::debug!(caller = %caller, reason = %ended, "feed subscriber gone");
     });
 }
@@ -129,16 +150,30 @@ pub(super) fn serve(
 async fn stream(
     mut send: SendStream<Chunk>,
     publication: &Publication,
-    subscriber: &Subscriber,
+    state: &GatewayState,
+    mut subscriber: Subscriber,
     mut from: Option<Resume>,
 ) -> String {
     let mut changes = publication.changes();
+    // A new stream starts with a hello; until one is written, nothing
+    // else (not even a heartbeat) is.
     let mut greet = true;
     // Every batch of another epoch than the last starts with its hello.
     let mut epoch = from.map(|from| from.epoch);
     loop {
         changes.borrow_and_update();
-        if let Some(batch) = publication.catch_up(from, subscriber, greet) {
+        // What the subscriber may read depends on the network this
+        // gateway attests for it: when that changes, it starts over.
+        let network = state
+            .routes
+            .load()
+            .attested_network(&subscriber.cluster)
+            .cloned();
+        if network != subscriber.network {
+            subscriber.network = network;
+            from = None;
+        }
+        if let Some(batch) = publication.catch_up(from, &subscriber, greet) {
             if let Some(hello) = &batch.hello {
                 epoch = Some(hello.epoch);
             }
@@ -151,16 +186,18 @@ async fn stream(
                 epoch,
                 revision: batch.revision,
             });
+            greet = false;
         }
-        greet = false;
         tokio::select! {
             changed = changes.changed() => if changed.is_err() {
                 return "the gateway is shutting down".to_owned();
             },
             () = tokio::time::sleep(HEARTBEAT) => {
-                let revision = from.map_or(0, |from| from.revision);
-                if let Err(error) = write(&mut send, encode(&Message::Heartbeat { revision })).await {
-                    return error;
+                if let Some(from) = from {
+                    let beat = Message::Heartbeat { revision: from.revision };
+                    if let Err(error) = write(&mut send, encode(&beat)).await {
+                        return error;
+                    }
                 }
             }
             reset = std::future::poll_fn(|cx| send.poll_reset(cx)) => {
@@ -173,15 +210,18 @@ async fn stream(
     }
 }
 
-/// Writes one frame as the subscriber's window allows, within [`STALL`].
-async fn write(send: &mut SendStream<Chunk>, mut frame: Bytes) -> Result<(), String> {
+/// Writes one frame as the subscriber's window allows, all of it within
+/// [`STALL`].
+async fn write(send: &mut SendStream<Chunk>, frame: Bytes) -> Result<(), String> {
+    tokio::time::timeout(STALL, write_all(send, frame))
+        .await
+        .map_err(|_| format!("the subscriber did not take a frame within {STALL:?}"))?
+}
+
+async fn write_all(send: &mut SendStream<Chunk>, mut frame: Bytes) -> Result<(), String> {
     while !frame.is_empty() {
         send.reserve_capacity(frame.len());
-        let granted =
-            tokio::time::timeout(STALL, std::future::poll_fn(|cx| send.poll_capacity(cx)))
-                .await
-                .map_err(|_| format!("the subscriber took no bytes for {STALL:?}"))?;
-        let granted = match granted {
+        let granted = match std::future::poll_fn(|cx| send.poll_capacity(cx)).await {
             Some(Ok(granted)) => granted,
             Some(Err(error)) => return Err(error.to_string()),
             None => return Err("the stream closed".to_owned()),

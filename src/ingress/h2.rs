@@ -171,7 +171,7 @@ async fn serve_connection(
                 return;
             }
             accepted = connection.accept() => match accepted {
-                Some(Ok((request, respond))) => serve_request(request, respond, &caller, remote, &state),
+                Some(Ok((request, respond))) => serve_request(request, respond, &caller, remote, &state, &shutdown),
                 Some(Err(error)) => {
                     tracing::debug!(%remote, caller = %caller, %error, "tunnel connection ended");
                     return;
@@ -224,11 +224,12 @@ fn serve_request(
     caller: &Arc<Identity>,
     remote: SocketAddr,
     state: &Arc<GatewayState>,
+    shutdown: &CancellationToken,
 ) {
     let (parts, recv) = request.into_parts();
     let authority = parts.uri.authority().map(|a| a.as_str().to_owned());
     if parts.method == Method::GET && parts.uri.path() == crate::feed::FEED_PATH {
-        super::feed::serve(parts.uri.query(), respond, caller, state);
+        super::feed::serve(parts.uri.query(), respond, caller, state, shutdown);
         return;
     }
     if parts.method != Method::CONNECT {

@@ -173,7 +173,9 @@ fn judged(table: &RouteTable, guard: &InboundGuard, address: &IpAddr) -> Option<
 
 /// The caller's attested network (`None`: only its own word, which grants
 /// nothing) when the cluster set admits it at all.
-fn known_caller<'a>(
+/// The caller's attested network, if it is a cluster of the set and not
+/// this gateway's own (unless `tunnel.admitOwnCluster`).
+pub fn known_caller<'a>(
     table: &'a RouteTable,
     caller: &ClusterId,
     guard: &InboundGuard,
