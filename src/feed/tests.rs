@@ -558,6 +558,26 @@ fn a_service_larger_than_a_subscriber_takes_is_left_out_not_the_feed() {
         &sent(&journal, None, &subscriber("c1"), true),
     )
     .expect("the rest of the feed applies");
+
+    // Within every count, but a message larger than a frame may be.
+    let mut annotated = exported_http("annotated", "10.3.0.2");
+    if let Some(export) = annotated.export.as_mut() {
+        export
+            .exported_annotations
+            .insert("docs".to_owned(), "x".repeat(2_000));
+    }
+    let small_frames = FeedLimits {
+        max_message_bytes: 1_000,
+        ..FeedLimits::default()
+    };
+    let mut journal = Journal::new(1, DEFAULT_TOMBSTONES, small_frames);
+    journal.update(&cluster(&[exported_http("cart", "10.3.0.1"), annotated]));
+    assert_eq!(
+        names(&sent(&journal, None, &subscriber("c1"), true)),
+        ["hello snapshot=true", "service cart", "synced 1"]
+    );
+    let why = journal.oversized()[&ServiceKey::new("shop", "annotated")].to_string();
+    assert!(why.ends_with("more than the limit of 1000"), "{why}");
 }
 
 #[test]

@@ -212,6 +212,12 @@ pub enum WireError {
         count: usize,
         limit: usize,
     },
+    #[error("{service}: {bytes} bytes as a message, more than the limit of {limit}")]
+    TooLarge {
+        service: String,
+        bytes: usize,
+        limit: usize,
+    },
 }
 
 /// `count` entries of `field` of `service`, refused past `limit`.
@@ -233,7 +239,8 @@ fn bounded(
 }
 
 /// Whether a service of the model fits in what a subscriber takes: a
-/// publisher leaves out what every subscriber would refuse.
+/// publisher leaves out what every subscriber would refuse (its counts,
+/// and its message's size; measured once per changed service).
 pub fn within(service: &ClusterService, limits: &FeedLimits) -> Result<(), WireError> {
     let named = service.key.to_string();
     let bounded = |field, count, limit| bounded(&named, field, count, limit);
@@ -256,12 +263,22 @@ pub fn within(service: &ClusterService, limits: &FeedLimits) -> Result<(), WireE
     for group in &service.endpoint_groups {
         bounded("endpoints[].ports", group.ports.len(), limits.max_ports)?;
     }
-    if let Some(export) = &service.export {
-        bounded(
-            "export.labels+annotations",
-            export.exported_labels.len() + export.exported_annotations.len(),
-            limits.max_metadata_entries,
-        )?;
+    let export = service.export.clone().unwrap_or_default();
+    bounded(
+        "export.labels+annotations",
+        export.exported_labels.len() + export.exported_annotations.len(),
+        limits.max_metadata_entries,
+    )?;
+    // What a subscriber refuses from the frame's length alone: long
+    // annotations or hostnames can pass every count and not the frame.
+    let message = Message::Service(Box::new(WireService::of(service, &export)));
+    let bytes = serde_json::to_vec(&message).map_or(usize::MAX, |json| json.len());
+    if bytes > limits.max_message_bytes {
+        return Err(WireError::TooLarge {
+            service: named,
+            bytes,
+            limit: limits.max_message_bytes,
+        });
     }
     Ok(())
 }
