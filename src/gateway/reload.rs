@@ -89,6 +89,7 @@ pub(super) fn spawn(
 
 /// Rebuilds the routes and swaps them in, or keeps the old ones.
 pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) -> bool {
+    let started = std::time::Instant::now();
     let previous = state.routes.load_full();
     match load_routes_reusing(options, Some(&previous)) {
         Ok(Routes { table, findings }) => {
@@ -106,7 +107,12 @@ pub(super) fn reload(options: &GatewayOptions, state: &GatewayState) -> bool {
             state.metrics.set_remote_pods(addressed, unaddressed);
             state.metrics.reload(ReloadKind::Routes, ReloadResult::Ok);
             report_findings(state, findings, options.kube.is_none());
-            tracing::info!(services, backends, "routes reloaded");
+            tracing::info!(
+                services,
+                backends,
+                took_ms = started.elapsed().as_millis(),
+                "routes reloaded"
+            );
             true
         }
         Err(error) => {

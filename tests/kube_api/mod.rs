@@ -308,6 +308,8 @@ struct Change {
     plural: &'static str,
     event: &'static str,
     object: Value,
+    /// When a watch may deliver it ([`ApiServer::lag_watches`]).
+    deliver_at: tokio::time::Instant,
 }
 
 type ObjectKey = (&'static str, String, String);
@@ -360,6 +362,9 @@ struct State {
     /// family): `RequireDualStack` and IPv6 are refused, `PreferDualStack`
     /// gets one address. Dual-stack, IPv4 first, otherwise.
     single_stack: bool,
+    /// How long after a change its watch event is delivered
+    /// ([`ApiServer::lag_watches`]).
+    watch_lag: Duration,
 }
 
 struct Shared {
@@ -495,6 +500,7 @@ impl Shared {
             plural,
             event,
             object,
+            deliver_at: tokio::time::Instant::now() + state.watch_lag,
         };
         state.history.push(change.clone());
         // Sent under the lock, so watches see changes in order.
@@ -754,6 +760,12 @@ current-context: {name}
                 Arc::new(tokio::sync::Semaphore::new(in_flight.max(1))),
             ));
         }
+    }
+
+    /// Delivers every watch event `lag` after its change, as a loaded
+    /// server's watch cache does: a write's answer arrives before its echo.
+    pub fn lag_watches(&self, lag: Duration) {
+        self.shared.state().watch_lag = lag;
     }
 
     /// Serves the TokenRequest subresource, or not (`404`, as a server

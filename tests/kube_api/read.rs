@@ -261,6 +261,7 @@ fn watch(
                         {
                             continue;
                         }
+                        tokio::time::sleep_until(change.deliver_at).await;
                         event_line(change.event, selection.render(&change.object, false))
                     }
                     Ok(_) => continue,

@@ -89,3 +89,46 @@ async fn one_export_renders_as_much_with_forty_imports_held_as_with_none() {
         "objects rendered for one export: {rendered_at:?} with 0 and 40 held"
     );
 }
+
+/// The writes one new import takes: its ServiceImport twice (created, then
+/// given the derived Service's ClusterIPs as its `ips`) and its status
+/// twice (`Ready=False` at once, `Ready` with the slices), its derived
+/// Service, the gateway slice and one MCS slice (one exporting cluster).
+const WRITES_OF_ONE_IMPORT: u64 = 7;
+
+/// Writes made in all, once settled.
+async fn writes_settled(gateway: &Started) -> u64 {
+    settled(gateway).await;
+    gateway
+        .imports()
+        .expect("the import reconciler runs")
+        .borrow()
+        .writes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_is_written_once_while_the_echoes_of_its_writes_lag() {
+    let world = World::new().await;
+    // Each write's answer comes 40 ms after it is sent, its watch event
+    // 300 ms after that: the snapshot after a pass's first round shows
+    // that round's writes and not those of its last, and a pass planned
+    // from it must not make them again.
+    world.local.slow_writes(Duration::from_millis(40), 64);
+    world.local.lag_watches(Duration::from_millis(300));
+    let gateway = world.gateway("gw-a", PortRange::default()).await;
+    world.import_until("cart", "cart Ready", is_ready).await;
+    let before = writes_settled(&gateway).await;
+    world.remote.apply(service("one", &[("http", 80)]));
+    world
+        .remote
+        .apply(slice("one", "one-1", &[("10.2.2.1", true)]));
+    world.remote.apply(export("one", "v1alpha1"));
+    world
+        .import_until("one", "the new import Ready", is_ready)
+        .await;
+    let writes = writes_settled(&gateway).await - before;
+    assert_eq!(
+        writes, WRITES_OF_ONE_IMPORT,
+        "one new import took {writes} writes"
+    );
+}

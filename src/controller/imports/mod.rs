@@ -262,14 +262,30 @@ struct Merged {
     sources: Arc<BTreeMap<ServiceKey, Vec<SourceBackends>>>,
 }
 
-/// One write and the resource version the snapshot held before it: while
-/// a snapshot still holds that version, the write is not in it yet, and the
-/// plan is made as if it were (so an object just created is not deleted,
-/// nor its import port handed out again, nor the same object applied twice).
+/// The last write of an object and the resource versions that come before
+/// it: the one the snapshot held before the first of these writes, and
+/// what each earlier write of them returned. While a snapshot holds one of
+/// those, the last write is not in it yet, and the plan is made as if it
+/// were (so an object just created is not deleted, nor its import port
+/// handed out again, nor the same object applied twice). A snapshot that
+/// shows an earlier write's echo but not the last one's is still behind:
+/// planning from it would write the last change again.
 struct Written {
-    base: Option<String>,
+    behind: Vec<Option<String>>,
     /// What the server returned; `None` for a deletion.
     result: Option<Value>,
+}
+
+impl Written {
+    /// Whether a snapshot holding the object at `held` (`None`: not at
+    /// all) has yet to show this write.
+    fn pending_at(&self, held: Option<&str>) -> bool {
+        // A deletion shows as the object's absence, whatever came before.
+        if self.result.is_none() && held.is_none() {
+            return false;
+        }
+        self.behind.iter().any(|version| version.as_deref() == held)
+    }
 }
 
 /// What one pass found.
@@ -327,6 +343,14 @@ impl Reconciler {
             let mut pass = self.evaluate(&snapshot, known).await;
             let is_leader = self.leadership.is_leader();
             let spent = started.elapsed().as_secs_f64();
+            if !pass.skipped {
+                tracing::debug!(
+                    generation = snapshot.generation,
+                    rendered = pass.rendered,
+                    took_ms = started.elapsed().as_millis(),
+                    "import pass made"
+                );
+            }
             self.reports.send_modify(|report| {
                 report.leader = is_leader;
                 if !pass.skipped {
@@ -550,7 +574,12 @@ impl Reconciler {
             if !may_write || !self.leadership.is_leader() {
                 break;
             }
-            tracing::debug!(round, writes = pending.len(), "reconciling imports");
+            tracing::debug!(
+                round,
+                writes = pending.len(),
+                planned_ms = now.elapsed().as_millis(),
+                "reconciling imports"
+            );
             let owner = owner_of(&owners);
             touched = Some(services_of(&pending, &owner));
             let admitted = self.admit(pending.iter(), &observed, &mut pass, now);
@@ -721,8 +750,7 @@ impl Reconciler {
     fn overlay_writes(&mut self, observed: &mut Observed) {
         self.written.retain(|(kind, namespace, name), written| {
             let held = observed.get(&identity_object(kind, namespace, name));
-            let held_version = held.and_then(resource_version);
-            if held_version != written.base {
+            if !written.pending_at(held.and_then(resource_version).as_deref()) {
                 return false;
             }
             match &written.result {
@@ -735,16 +763,25 @@ impl Reconciler {
 
     fn remember(&mut self, change: &Change, observed: &Observed, result: Option<Value>) {
         let identity = change.identity();
-        let base = observed
-            .get(&identity_object(&identity.0, &identity.1, &identity.2))
-            .and_then(resource_version);
-        // A write based on an overlaid write keeps the snapshot's version
-        // as its base: that is what the snapshot shows until it catches up.
-        let base = match self.written.get(&identity) {
-            Some(earlier) => earlier.base.clone(),
-            None => base,
+        // A write over an overlaid one keeps what came before that one:
+        // the snapshot may show any of those until it catches up.
+        let behind = match self.written.remove(&identity) {
+            Some(mut earlier) => {
+                let returned = earlier.result.as_ref().and_then(|result| {
+                    result["metadata"]["resourceVersion"]
+                        .as_str()
+                        .map(str::to_owned)
+                });
+                earlier.behind.push(returned);
+                earlier.behind
+            }
+            None => vec![
+                observed
+                    .get(&identity_object(&identity.0, &identity.1, &identity.2))
+                    .and_then(resource_version),
+            ],
         };
-        self.written.insert(identity, Written { base, result });
+        self.written.insert(identity, Written { behind, result });
     }
 
     fn count(&self, ok: bool) {

@@ -514,6 +514,8 @@ impl Hub {
     }
 
     fn publish(&mut self) {
+        let started = std::time::Instant::now();
+        let rebuilt = self.set_dirty;
         if self.set_dirty {
             self.set_dirty = false;
             self.set_revision += 1;
@@ -569,6 +571,13 @@ impl Hub {
             local_imports: self.cached_local_imports(),
         };
         self.snapshots.send_replace(Arc::new(snapshot));
+        tracing::debug!(
+            generation = self.generation,
+            set_revision = self.set_revision,
+            rebuilt,
+            took_ms = started.elapsed().as_millis(),
+            "snapshot published"
+        );
     }
 
     /// The local cluster's ServiceExports as the server holds them now, with
