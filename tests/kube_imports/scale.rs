@@ -32,6 +32,18 @@ async fn settled(gateway: &Started) -> (u64, u64) {
     }
 }
 
+/// Exports `one` from the remote cluster and waits for its import `Ready`.
+async fn export_one(world: &World) {
+    world.remote.apply(service("one", &[("http", 80)]));
+    world
+        .remote
+        .apply(slice("one", "one-1", &[("10.2.2.1", true)]));
+    world.remote.apply(export("one", "v1alpha1"));
+    world
+        .import_until("one", "the new import Ready", is_ready)
+        .await;
+}
+
 /// The passes made and objects rendered for one export, with `held`
 /// services imported already.
 async fn one_export_with(held: usize) -> (u64, u64) {
@@ -54,14 +66,7 @@ async fn one_export_with(held: usize) -> (u64, u64) {
     }
     world.import_until("cart", "cart Ready", is_ready).await;
     let before = settled(&gateway).await;
-    world.remote.apply(service("one", &[("http", 80)]));
-    world
-        .remote
-        .apply(slice("one", "one-1", &[("10.2.2.1", true)]));
-    world.remote.apply(export("one", "v1alpha1"));
-    world
-        .import_until("one", "the new import Ready", is_ready)
-        .await;
+    export_one(&world).await;
     let after = settled(&gateway).await;
     (after.0 - before.0, after.1 - before.1)
 }
@@ -118,14 +123,7 @@ async fn an_import_is_written_once_while_the_echoes_of_its_writes_lag() {
     let gateway = world.gateway("gw-a", PortRange::default()).await;
     world.import_until("cart", "cart Ready", is_ready).await;
     let before = writes_settled(&gateway).await;
-    world.remote.apply(service("one", &[("http", 80)]));
-    world
-        .remote
-        .apply(slice("one", "one-1", &[("10.2.2.1", true)]));
-    world.remote.apply(export("one", "v1alpha1"));
-    world
-        .import_until("one", "the new import Ready", is_ready)
-        .await;
+    export_one(&world).await;
     let writes = writes_settled(&gateway).await - before;
     assert_eq!(
         writes, WRITES_OF_ONE_IMPORT,
