@@ -309,19 +309,29 @@ fn importable<'a>(
         if service.service_type == ServiceType::ExternalName {
             continue;
         }
-        if !observed.namespace_exists(&service.key.namespace) {
-            skipped.insert(service.key.clone(), Skipped::NoNamespace);
-        } else if observed
-            .imports
-            .get(&service.key)
-            .is_some_and(|i| !i.ours() && !observed.adoptable(i))
-        {
-            skipped.insert(service.key.clone(), Skipped::ForeignImport);
-        } else {
-            services.push(service.as_ref());
+        match skipped_for(service, observed) {
+            Some(why) => {
+                skipped.insert(service.key.clone(), why);
+            }
+            None => services.push(service.as_ref()),
         }
     }
     (services, skipped)
+}
+
+/// Why `service` gets no import here, if it does not.
+fn skipped_for(service: &MergedService, observed: &Observed) -> Option<Skipped> {
+    if !observed.namespace_exists(&service.key.namespace) {
+        Some(Skipped::NoNamespace)
+    } else if observed
+        .imports
+        .get(&service.key)
+        .is_some_and(|i| !i.ours() && !observed.adoptable(i))
+    {
+        Some(Skipped::ForeignImport)
+    } else {
+        None
+    }
 }
 
 /// Allocates the import ports of `services` (importable ones) and the
@@ -451,6 +461,66 @@ pub fn plan(inputs: &PlanInputs<'_>) -> ImportPlan {
         allocation,
         skipped,
         pod_addresses_exhausted: addresses.exhausted.len(),
+    }
+}
+
+/// Plans `services` again as [`plan`] would from `inputs`, keeping the rest
+/// of `plan` and its allocation: for a pass's later rounds, whose writes
+/// changed only the services they wrote, with the import ports its first
+/// round allocated (and recorded). A file setup's pod addresses are
+/// allocated over every service, so with them the plan is made whole.
+pub fn replan(plan: &mut ImportPlan, inputs: &PlanInputs<'_>, services: &BTreeSet<ServiceKey>) {
+    if inputs.pod_ranges.is_some() {
+        *plan = self::plan(inputs);
+        return;
+    }
+    // The per-namespace pod quota, over the namespaces of `services` only.
+    let mut pods = BTreeMap::new();
+    let namespaces: BTreeSet<&str> = services.iter().map(|k| k.namespace.as_str()).collect();
+    for namespace in namespaces {
+        let of_namespace: BTreeMap<ServiceKey, RemotePods> = inputs
+            .pods
+            .range(ServiceKey::new(namespace, "")..)
+            .take_while(|(key, _)| key.namespace == namespace)
+            .map(|(key, remote)| (key.clone(), remote.clone()))
+            .collect();
+        pods.extend(pods_within_quota(&of_namespace, inputs.quota.pod_services));
+    }
+    let addresses = PodAddresses::default();
+    for key in services {
+        plan.skipped.remove(key);
+        let position = plan
+            .imports
+            .binary_search_by(|planned| planned.key.cmp(key));
+        let service = inputs
+            .merged
+            .services
+            .get(key)
+            .filter(|service| service.service_type != ServiceType::ExternalName);
+        let planned = match service {
+            None => None,
+            Some(service) => match skipped_for(service, inputs.observed) {
+                Some(why) => {
+                    plan.skipped.insert(key.clone(), why);
+                    None
+                }
+                None => Some(plan_import(
+                    service,
+                    &plan.allocation,
+                    &pods,
+                    &addresses,
+                    inputs,
+                )),
+            },
+        };
+        match (position, planned) {
+            (Ok(at), Some(planned)) => plan.imports[at] = planned,
+            (Ok(at), None) => {
+                plan.imports.remove(at);
+            }
+            (Err(at), Some(planned)) => plan.imports.insert(at, planned),
+            (Err(_), None) => {}
+        }
     }
 }
 

@@ -22,11 +22,16 @@ fn now() -> Timestamp {
     Timestamp::from_second(1_800_000_000).expect("a time")
 }
 
-fn plan_for(set: &ClusterSet, observed: &Observed) -> (ImportPlan, crate::merge::MergedSet) {
-    let merged = merge(set);
-    let plan = plan(&PlanInputs {
+/// Calls `then` with the plan inputs of `merged` and `observed`, the
+/// others empty or default.
+fn with_inputs<T>(
+    merged: &crate::merge::MergedSet,
+    observed: &Observed,
+    then: impl FnOnce(&PlanInputs<'_>) -> T,
+) -> T {
+    then(&PlanInputs {
         recorded: None,
-        merged: &merged,
+        merged,
         observed,
         range: &PortRange::default(),
         released: &Released::new(),
@@ -36,7 +41,12 @@ fn plan_for(set: &ClusterSet, observed: &Observed) -> (ImportPlan, crate::merge:
         sources: &BTreeMap::new(),
         pod_ranges: None,
         quota: Default::default(),
-    });
+    })
+}
+
+fn plan_for(set: &ClusterSet, observed: &Observed) -> (ImportPlan, crate::merge::MergedSet) {
+    let merged = merge(set);
+    let plan = with_inputs(&merged, observed, plan);
     (plan, merged)
 }
 
@@ -220,6 +230,17 @@ fn the_derived_service_forwards_each_port_to_its_import_port() {
     assert_eq!(slice["ports"][0]["port"], ports[0]["targetPort"]);
 }
 
+/// `shop/cart`'s derived Service, with the ClusterIP `10.96.0.9`.
+fn cart_derived_service() -> ObservedObject {
+    ObservedObject::new(json!({
+        "kind": "Service",
+        "metadata": {"name": "derived-bsqa4s8pq5", "namespace": "shop", "uid": "u1",
+            "labels": {"app.kubernetes.io/managed-by": "strait",
+                "multicluster.kubernetes.io/service-name": "cart"}},
+        "spec": {"clusterIPs": ["10.96.0.9"], "ports": []}
+    }))
+}
+
 #[test]
 fn ips_come_from_the_derived_service_and_make_the_import_ready() {
     let set = two_clusters(
@@ -230,13 +251,7 @@ fn ips_come_from_the_derived_service_and_make_the_import_ready() {
     assert_eq!(pending.imports[0].reason, ReadyReason::Pending);
     assert!(!pending.imports[0].ready);
     let mut observed = Observed::default();
-    observed.insert(ObservedObject::new(json!({
-        "kind": "Service",
-        "metadata": {"name": "derived-bsqa4s8pq5", "namespace": "shop", "uid": "u1",
-            "labels": {"app.kubernetes.io/managed-by": "strait",
-                "multicluster.kubernetes.io/service-name": "cart"}},
-        "spec": {"clusterIPs": ["10.96.0.9"], "ports": []}
-    })));
+    observed.insert(cart_derived_service());
     let (ready, _) = plan_for(&set, &observed);
     assert_eq!(ready.imports[0].ips, [crate::testing::ip("10.96.0.9")]);
     assert_eq!(ready.imports[0].reason, ReadyReason::Ready);
@@ -677,4 +692,48 @@ fn an_imports_reserved_metadata_is_straits_even_with_nothing_to_record() {
     );
     assert_eq!(metadata["annotations"]["note"], "kept");
     assert_eq!(metadata["labels"][names::MANAGED_BY_LABEL], "strait");
+}
+
+#[test]
+fn replanning_the_services_written_gives_what_planning_every_service_gives() {
+    let set = two_clusters(
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(10),
+        ServiceBuilder::new().port("http", 80, 8080).exported_at(20),
+    );
+    let merged = merge(&set);
+    let planned_whole = |observed: &Observed| with_inputs(&merged, observed, plan);
+    let replanned = |mut earlier: ImportPlan, observed: &Observed| {
+        let services = BTreeSet::from([ServiceKey::new("shop", "cart")]);
+        with_inputs(&merged, observed, |inputs| {
+            replan(&mut earlier, inputs, &services);
+        });
+        earlier
+    };
+    let pending = planned_whole(&Observed::default());
+    assert!(!pending.imports[0].ready);
+
+    // The derived Service got its ClusterIP: the import is Ready with it.
+    let mut observed = Observed::default();
+    observed.insert(cart_derived_service());
+    let ready = replanned(pending.clone(), &observed);
+    assert_eq!(ready.imports, planned_whole(&observed).imports);
+    assert!(ready.imports[0].ready);
+
+    // The namespace is gone: skipped, as a whole plan skips it.
+    observed.namespaces = Some(BTreeSet::new());
+    let gone = replanned(ready, &observed);
+    let whole = planned_whole(&observed);
+    assert!(gone.imports.is_empty());
+    assert_eq!(gone.skipped, whole.skipped);
+    assert_eq!(
+        gone.skipped.get(&ServiceKey::new("shop", "cart")),
+        Some(&Skipped::NoNamespace)
+    );
+
+    // And back: planned again in its place.
+    observed.namespaces = None;
+    assert_eq!(
+        replanned(gone, &observed).imports,
+        planned_whole(&observed).imports
+    );
 }

@@ -46,7 +46,7 @@ use crate::imports::render::{Owners, desired_objects_of};
 use crate::imports::scope::{PassView, Scope, Settled};
 use crate::imports::{
     ImportPlan, PlanInputs, ReleasedPorts, RemotePods, Skipped, SourceBackends,
-    hold_until_answered, plan, remote_pods, source_backends,
+    hold_until_answered, plan, remote_pods, replan, source_backends,
 };
 use crate::merge::MergedSet;
 use crate::model::ServiceKey;
@@ -495,16 +495,29 @@ impl Reconciler {
         // their Service): the others were settled by the first.
         let mut touched: Option<BTreeSet<ServiceKey>> = None;
         for round in 0..ROUNDS {
-            // Each round: a port this pass's deletes released is held back
-            // for the rest of it too.
-            let recorded = observed.recorded_ports();
-            let released =
-                self.released
-                    .observe(&recorded, now.into_std(), self.options.release_grace);
             let refused: BTreeSet<ServiceKey> = self.refused.keys().cloned().collect();
             let settling: BTreeSet<ServiceKey> = self.settling.keys().cloned().collect();
-            let mut plan = plan(&PlanInputs {
-                recorded: Some(&recorded),
+            // A later round plans again only what the last one wrote, with
+            // the import ports the first allocated.
+            let earlier = if touched.is_some() {
+                pass.plan.take()
+            } else {
+                None
+            };
+            let (recorded, released) = match earlier {
+                Some(_) => (None, Default::default()),
+                None => {
+                    let recorded = observed.recorded_ports();
+                    let released = self.released.observe(
+                        &recorded,
+                        now.into_std(),
+                        self.options.release_grace,
+                    );
+                    (Some(recorded), released)
+                }
+            };
+            let plan_inputs = PlanInputs {
+                recorded: recorded.as_ref(),
                 merged: &merged,
                 observed: &observed,
                 range: &self.options.range,
@@ -515,7 +528,14 @@ impl Reconciler {
                 sources: &sources,
                 pod_ranges: None,
                 quota: self.options.quota,
-            });
+            };
+            let mut plan = match (earlier, &touched) {
+                (Some(mut earlier), Some(touched)) => {
+                    replan(&mut earlier, &plan_inputs, touched);
+                    earlier
+                }
+                _ => plan(&plan_inputs),
+            };
             if let Some(answered) = names_answered {
                 let since = &mut self.imported_since;
                 hold_until_answered(&mut plan, |key, ips| {
