@@ -25,7 +25,7 @@ use crate::model::{PodRef, PortKey};
 #[derive(Debug, Clone)]
 pub struct ObservedObject {
     /// Shared with the store that holds it: observing the local cluster
-    /// copies no JSON. Read-only: [`ObservedObject::head`] is read out of
+    /// copies no JSON and reads no head again. Read-only: [`ObservedObject::head`] is read out of
     /// it once.
     raw: std::sync::Arc<Value>,
     /// What every pass reads of it, read out of the JSON once (a pass
@@ -61,6 +61,8 @@ struct Head {
     /// The import ports a ServiceImport records
     /// (`strait.dev/import-ports`), decoded; `None` when it records none.
     recorded: Option<Box<[(PortKey, u16)]>>,
+    /// A Service's ClusterIPs (none for `None` or before allocation).
+    cluster_ips: Box<[IpAddr]>,
 }
 
 impl Head {
@@ -112,19 +114,27 @@ impl Head {
             } else {
                 None
             },
+            cluster_ips: if kind == "Service" {
+                let spec = &raw["spec"];
+                let listed: Vec<&str> = match spec["clusterIPs"].as_array() {
+                    Some(ips) => ips.iter().filter_map(Value::as_str).collect(),
+                    None => spec["clusterIP"].as_str().into_iter().collect(),
+                };
+                listed.iter().filter_map(|ip| ip.parse().ok()).collect()
+            } else {
+                Box::new([])
+            },
         }
     }
 }
 
 impl ObservedObject {
     pub fn new(raw: Value) -> Self {
-        Self::shared(std::sync::Arc::new(raw))
-    }
-
-    /// An object the store already holds.
-    pub fn shared(raw: std::sync::Arc<Value>) -> Self {
         let head = std::sync::Arc::new(Head::of(&raw));
-        Self { raw, head }
+        Self {
+            raw: std::sync::Arc::new(raw),
+            head,
+        }
     }
 
     /// The object as the server returned it.
@@ -688,12 +698,7 @@ fn pod_of(raw: &Value) -> Option<PodRef> {
 
 /// A Service's ClusterIPs (none for `None` or before allocation).
 fn cluster_ips(service: &ObservedObject) -> Vec<IpAddr> {
-    let spec = &service.raw["spec"];
-    let listed: Vec<&str> = match spec["clusterIPs"].as_array() {
-        Some(ips) => ips.iter().filter_map(Value::as_str).collect(),
-        None => spec["clusterIP"].as_str().into_iter().collect(),
-    };
-    listed.iter().filter_map(|ip| ip.parse().ok()).collect()
+    service.head.cluster_ips.to_vec()
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use super::slim::slim;
 use crate::diagnostics::{Diagnostic, Origin};
 use crate::discovery::objects::SourcedObject;
 use crate::discovery::objects::{Decoded, KubeObject, SliceInterner, decode_value};
+use crate::discovery::observed::ObservedObject;
 use crate::model::names::{DERIVED_NAME_PREFIX, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::model::names::{
     GATEWAY_LABEL, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL,
@@ -52,8 +53,10 @@ struct Extra {
     /// The object as the server returned it (without `managedFields` and
     /// the `kubectl apply` annotation, with its `apiVersion` and `kind`), for
     /// the objects the import reconciler compares with what it wants: every
-    /// ServiceImport, and the Services and EndpointSlices it created.
-    raw: Option<Arc<serde_json::Value>>,
+    /// ServiceImport, and the Services and EndpointSlices it created. Read
+    /// into its [`ObservedObject`] head once, as it arrives: each
+    /// publication then shares it as it is.
+    raw: Option<ObservedObject>,
 }
 
 impl Extra {
@@ -128,7 +131,7 @@ impl Stored {
     }
 
     /// The object as the server returned it, when the import reconciler reads it.
-    pub(super) fn raw(&self) -> Option<&Arc<serde_json::Value>> {
+    pub(super) fn observed(&self) -> Option<&ObservedObject> {
         self.extra.as_ref()?.raw.as_ref()
     }
 }
@@ -259,7 +262,7 @@ pub(super) fn decode_adopting(
     json.insert("apiVersion".to_owned(), resource.api_version.clone().into());
     json.insert("kind".to_owned(), resource.kind.clone().into());
     let mut json = serde_json::Value::Object(json);
-    let raw = keeps_raw.then(|| Arc::new(json.clone()));
+    let raw = keeps_raw.then(|| ObservedObject::new(json.clone()));
     slim(&mut json, &resource.kind, local);
     let decoded = match decode_value(json) {
         Ok(Decoded::Object(decoded)) => {

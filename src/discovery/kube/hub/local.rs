@@ -25,7 +25,6 @@ impl Hub {
         source: &ClusterSource,
         report: &ClusterReport,
     ) -> bool {
-        use crate::model::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
         let ClusterReport::Event(kind, event) = report else {
             return false;
         };
@@ -38,9 +37,7 @@ impl Hub {
         let strait_owned =
             |key: &crate::discovery::kube::store::ObjectKey,
              stored: &crate::discovery::kube::store::Stored| {
-                let labelled = stored.raw().is_some_and(|raw| {
-                    raw["metadata"]["labels"][MANAGED_BY_LABEL].as_str() == Some(MANAGED_BY_VALUE)
-                });
+                let labelled = stored.observed().is_some_and(ObservedObject::ours);
                 let exported = *kind == Kind::Service
                     && self
                         .exported
@@ -86,8 +83,8 @@ impl Hub {
         let mut observed = Observed::default();
         let mut gateways: HashSet<(&str, &str)> = HashSet::new();
         for (kind, key, stored) in entry.store.objects() {
-            if let Some(raw) = stored.raw() {
-                observed.insert(ObservedObject::shared(raw.clone()));
+            if let Some(held) = stored.observed() {
+                observed.insert(held.clone());
             }
             // The label counts only in the gateway namespace: a tenant's
             // labelled Service must not add its pods to derived slices.
