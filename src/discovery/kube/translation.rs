@@ -11,6 +11,7 @@
 //! (slices that an MCS implementation imported from another cluster are
 //! left out, and a stale cluster's slices too).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
@@ -49,6 +50,9 @@ pub(super) struct Inputs<'a> {
     pub(super) revision: u64,
     pub(super) exported: &'a Exported,
     pub(super) exports: u64,
+    /// The services whose export came or went (in any cluster) at the
+    /// exports revision `exports`, since the one before it.
+    pub(super) exports_changed: &'a BTreeSet<ObjectKey>,
     pub(super) options: &'a KubeOptions,
 }
 
@@ -104,21 +108,51 @@ impl Inputs<'_> {
 }
 
 /// Translates a cluster: only its changed services when `changes` allows
-/// and `previous` was made at the same exports revision, else whole.
+/// (with those whose export came or went since `previous`), else whole.
 pub(super) fn translate(
     inputs: &Inputs<'_>,
     previous: Option<&Translation>,
     changes: &Changes,
 ) -> Translation {
     let validity_needed = inputs.source.is_local() && inputs.options.local_exports;
-    if let (Changes::Services(changed), Some(previous), false) =
-        (changes, previous, validity_needed)
-        && previous.exports == inputs.exports
-        && let Some(translation) = translate_changed(inputs, previous, changed)
+    if let (Some(previous), false) = (previous, validity_needed)
+        && let Some(changed) = services_changed(inputs, previous, changes)
+        && let Some(translation) = translate_changed(inputs, previous, &changed)
     {
         return translation;
     }
     translate_whole(inputs, previous)
+}
+
+/// The services to translate again since `previous`: those whose objects
+/// changed, and those whose export came or went since it was made. `None`
+/// when the whole cluster must be: anything else changed (a relist, a
+/// property, its state), or the exports moved on by more than one revision.
+fn services_changed<'c>(
+    inputs: &Inputs<'_>,
+    previous: &Translation,
+    changes: &'c Changes,
+) -> Option<Cow<'c, ServiceChanges>> {
+    let own = match changes {
+        Changes::Services(changed) => Cow::Borrowed(changed),
+        // Nothing of the store, and the cluster's state as it was: only
+        // the exports moved.
+        Changes::Nothing if previous.revision == inputs.revision => {
+            Cow::Owned(ServiceChanges::default())
+        }
+        _ => return None,
+    };
+    if previous.exports == inputs.exports {
+        return Some(own);
+    }
+    if previous.exports.checked_add(1) != Some(inputs.exports) {
+        return None;
+    }
+    let mut changed = own.into_owned();
+    changed
+        .services
+        .extend(inputs.exports_changed.iter().cloned());
+    Some(Cow::Owned(changed))
 }
 
 /// Translates every object of the cluster; each service that translated

@@ -100,6 +100,9 @@ struct Fixture {
     store: ClusterStore,
     options: KubeOptions,
     exported: Exported,
+    /// The set's exports revision, and what came or went at it.
+    exports: u64,
+    exports_changed: BTreeSet<ObjectKey>,
     translation: Translation,
     revision: u64,
 }
@@ -144,13 +147,16 @@ impl Fixture {
         store.take_changes();
         let translation = {
             let source = ClusterSource::Kubeconfig("c1.kubeconfig".into());
-            let inputs = inputs(&source, &store, &exported, &options, 0);
+            let none = BTreeSet::new();
+            let inputs = inputs(&source, &store, (&exported, 1, &none), &options, 0);
             translate_whole(&inputs, None)
         };
         Self {
             store,
             options,
             exported,
+            exports: 1,
+            exports_changed: BTreeSet::new(),
             translation,
             revision: 0,
         }
@@ -159,13 +165,17 @@ impl Fixture {
     /// Translates the changes, checks the result against a whole
     /// translation, and returns whether it was made partially.
     fn step(&mut self, what: &str) -> bool {
-        self.revision += 1;
         let source = ClusterSource::Kubeconfig("c1.kubeconfig".into());
         let changes = self.store.take_changes();
+        // A store that changed moves the cluster's revision; a set whose
+        // exports alone changed does not.
+        if !matches!(changes, Changes::Nothing) {
+            self.revision += 1;
+        }
         let inputs = inputs(
             &source,
             &self.store,
-            &self.exported,
+            (&self.exported, self.exports, &self.exports_changed),
             &self.options,
             self.revision,
         );
@@ -204,7 +214,7 @@ impl Fixture {
 fn inputs<'a>(
     source: &'a ClusterSource,
     store: &'a ClusterStore,
-    exported: &'a Exported,
+    (exported, exports, exports_changed): (&'a Exported, u64, &'a BTreeSet<ObjectKey>),
     options: &'a KubeOptions,
     revision: u64,
 ) -> Inputs<'a> {
@@ -214,7 +224,8 @@ fn inputs<'a>(
         stale: false,
         revision,
         exported,
-        exports: 1,
+        exports,
+        exports_changed,
         options,
     }
 }
@@ -368,4 +379,57 @@ fn a_change_to_the_gateway_service_alone_translates_it_once() {
         "{:?}",
         fixture.translation.findings
     );
+}
+
+impl Fixture {
+    /// The set's exports as they are now: `name` exported (by any cluster)
+    /// or not, one exports revision on.
+    fn set_exported(&mut self, name: &str, exported: bool) {
+        let names = self.exported.entry("shop".into()).or_default();
+        if exported {
+            names.insert(name.into());
+        } else {
+            names.remove(name);
+        }
+        self.exports += 1;
+        self.exports_changed = BTreeSet::from([("shop".into(), name.into())]);
+    }
+}
+
+#[test]
+fn an_export_coming_or_going_translates_only_its_service() {
+    let mut fixture = Fixture::new();
+    // This cluster has a Service `extra`, exported by no cluster yet.
+    apply(&mut fixture.store, "Service", service("extra", 80));
+    apply(
+        &mut fixture.store,
+        "EndpointSlice",
+        slice("extra-1", "extra", &["10.1.0.7"]),
+    );
+    assert!(fixture.step("a Service nobody exports"));
+    let service_of = |fixture: &Fixture, name: &str| {
+        fixture
+            .translation
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.services.contains_key(&ServiceKey::new("shop", name)))
+    };
+    assert!(!service_of(&fixture, "extra"));
+
+    // Another cluster exports `extra`: this one's Service joins the set.
+    fixture.set_exported("extra", true);
+    assert!(fixture.step("extra exported elsewhere"), "translated alone");
+    assert!(service_of(&fixture, "extra"));
+
+    // `web` is exported by no cluster any more.
+    fixture.set_exported("web", false);
+    assert!(fixture.step("web unexported"), "translated alone");
+    assert!(!service_of(&fixture, "web"));
+
+    // Two revisions on at once: what came or went in between is not
+    // known, so the whole cluster is translated.
+    fixture.set_exported("web", true);
+    fixture.exports += 1;
+    assert!(!fixture.step("two revisions at once"));
+    assert!(service_of(&fixture, "web"));
 }

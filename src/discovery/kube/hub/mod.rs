@@ -22,7 +22,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::client::{ClusterSource, Kind};
 use super::report::{ClusterReport, HubMessage, RemoteSecret, SecretReport};
 use super::secrets::watch_secrets;
-use super::store::ClusterStore;
+use super::store::{ClusterStore, ObjectKey};
 use super::translation::{Exported, Inputs, Translation, translate};
 use super::watch::{Connect, TaskId, run_cluster};
 use super::{ClusterStatus, KubeOptions, SecretsStatus, SourceSnapshot, SyncState};
@@ -221,6 +221,9 @@ struct Hub {
     /// for those. `exports` counts its changes.
     exported: Exported,
     exports: u64,
+    /// The services whose export came or went at `exports`: a cluster
+    /// translated at the revision before translates only those again.
+    exports_changed: BTreeSet<ObjectKey>,
     /// Clusters translated since the hub started.
     translations: u64,
     /// Changes of the local cluster's import objects that fed no set.
@@ -254,6 +257,7 @@ pub(super) async fn run(start: HubStart) {
         local_validity: None,
         exported: Exported::new(),
         exports: 0,
+        exports_changed: BTreeSet::new(),
         translations: 0,
         imports_revision: 0,
         local_imports: None,
@@ -308,6 +312,22 @@ pub(super) async fn run(start: HubStart) {
             }
         }
     }
+}
+
+/// The services exported in one of `before` and `after` but not both.
+fn exports_changed(before: &Exported, after: &Exported) -> BTreeSet<ObjectKey> {
+    let flat = |exported: &Exported| -> BTreeSet<ObjectKey> {
+        exported
+            .iter()
+            .flat_map(|(namespace, names)| {
+                names
+                    .iter()
+                    .map(move |name| (namespace.clone(), name.clone()))
+            })
+            .collect()
+    };
+    let (before, after) = (flat(before), flat(after));
+    before.symmetric_difference(&after).cloned().collect()
 }
 
 /// When a change seen now is published: at once after a quiet spell, else
@@ -633,6 +653,7 @@ impl Hub {
                 .insert(name.clone());
         }
         if exported != self.exported {
+            self.exports_changed = exports_changed(&self.exported, &exported);
             self.exported = exported;
             self.exports += 1;
         }
@@ -659,6 +680,7 @@ impl Hub {
                     revision: entry.revision,
                     exported: &self.exported,
                     exports: self.exports,
+                    exports_changed: &self.exports_changed,
                     options: &self.options,
                 };
                 let translation = translate(&inputs, entry.translation.as_ref(), &changes);
