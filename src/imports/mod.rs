@@ -34,6 +34,7 @@ pub mod naming;
 pub mod pods;
 pub mod ports;
 pub mod render;
+mod replan;
 pub mod scope;
 pub mod sources;
 
@@ -50,6 +51,7 @@ pub use pods::{PodAddresses, RemotePods, remote_pods};
 pub use ports::{
     Allocation, PortRange, PortRangeError, Released, ReleasedPorts, recorded_allocation,
 };
+pub use replan::replan;
 pub use sources::{PlannedSlice, SourceBackends, source_backends};
 
 /// The `Ready` condition of a ServiceImport.
@@ -461,66 +463,6 @@ pub fn plan(inputs: &PlanInputs<'_>) -> ImportPlan {
         allocation,
         skipped,
         pod_addresses_exhausted: addresses.exhausted.len(),
-    }
-}
-
-/// Plans `services` again as [`plan`] would from `inputs`, keeping the rest
-/// of `plan` and its allocation: for a pass's later rounds, whose writes
-/// changed only the services they wrote, with the import ports its first
-/// round allocated (and recorded). A file setup's pod addresses are
-/// allocated over every service, so with them the plan is made whole.
-pub fn replan(plan: &mut ImportPlan, inputs: &PlanInputs<'_>, services: &BTreeSet<ServiceKey>) {
-    if inputs.pod_ranges.is_some() {
-        *plan = self::plan(inputs);
-        return;
-    }
-    // The per-namespace pod quota, over the namespaces of `services` only.
-    let mut pods = BTreeMap::new();
-    let namespaces: BTreeSet<&str> = services.iter().map(|k| k.namespace.as_str()).collect();
-    for namespace in namespaces {
-        let of_namespace: BTreeMap<ServiceKey, RemotePods> = inputs
-            .pods
-            .range(ServiceKey::new(namespace, "")..)
-            .take_while(|(key, _)| key.namespace == namespace)
-            .map(|(key, remote)| (key.clone(), remote.clone()))
-            .collect();
-        pods.extend(pods_within_quota(&of_namespace, inputs.quota.pod_services));
-    }
-    let addresses = PodAddresses::default();
-    for key in services {
-        plan.skipped.remove(key);
-        let position = plan
-            .imports
-            .binary_search_by(|planned| planned.key.cmp(key));
-        let service = inputs
-            .merged
-            .services
-            .get(key)
-            .filter(|service| service.service_type != ServiceType::ExternalName);
-        let planned = match service {
-            None => None,
-            Some(service) => match skipped_for(service, inputs.observed) {
-                Some(why) => {
-                    plan.skipped.insert(key.clone(), why);
-                    None
-                }
-                None => Some(plan_import(
-                    service,
-                    &plan.allocation,
-                    &pods,
-                    &addresses,
-                    inputs,
-                )),
-            },
-        };
-        match (position, planned) {
-            (Ok(at), Some(planned)) => plan.imports[at] = planned,
-            (Ok(at), None) => {
-                plan.imports.remove(at);
-            }
-            (Err(at), Some(planned)) => plan.imports.insert(at, planned),
-            (Err(_), None) => {}
-        }
     }
 }
 

@@ -29,7 +29,6 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::watcher;
 use serde::Serialize;
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -40,7 +39,7 @@ use crate::backoff::Backoff;
 use crate::backoff::Retry;
 use crate::discovery::kube::client::ClusterSource;
 use crate::discovery::kube::{SourceSnapshot, SyncState};
-use crate::discovery::observed::{Observed, ObservedObject};
+use crate::discovery::observed::Observed;
 use crate::imports::diff::{Change, applies, changes, changes_of};
 use crate::imports::render::{Owners, desired_objects_of};
 use crate::imports::scope::{PassView, Scope, Settled};
@@ -56,11 +55,13 @@ use tokio_util::task::AbortOnDropHandle;
 
 mod objects;
 mod write;
+mod written;
 
 use objects::{
-    apply_result, derived_owners, identity_object, imported_with, is_family_refusal, owner_of,
-    ready_with, resource_version, services_of, squatted_by_another,
+    apply_result, derived_owners, imported_with, is_family_refusal, owner_of, ready_with,
+    services_of, squatted_by_another,
 };
+use written::WrittenObjects;
 
 /// How many apply rounds one pass makes at most (import, then derived
 /// Service, then slices and ips).
@@ -144,7 +145,7 @@ pub(super) fn start(
         released: ReleasedPorts::default(),
         refused: BTreeMap::new(),
         settling: BTreeMap::new(),
-        written: HashMap::new(),
+        written: WrittenObjects::default(),
         pacer: super::writes::Pacer::new(&options.writes),
         quiet: None,
         settled: Settled::default(),
@@ -217,8 +218,8 @@ struct Reconciler {
     /// Services whose import was just taken over (`kube.adoptImports`):
     /// their derived Service is left as it is until when ([`ADOPT_SETTLE`]).
     settling: BTreeMap<ServiceKey, Instant>,
-    /// Writes the snapshots may not show yet, by object: see [`Written`].
-    written: HashMap<(String, String, String), Written>,
+    /// Writes the snapshots may not show yet.
+    written: WrittenObjects,
     /// Paces the writes at `imports.writes`.
     pacer: super::writes::Pacer,
     /// The inputs of the last pass that ended with nothing left to write:
@@ -260,32 +261,6 @@ struct Merged {
     pods: Arc<BTreeMap<ServiceKey, RemotePods>>,
     /// Each service's exporting clusters as the local cluster reaches them.
     sources: Arc<BTreeMap<ServiceKey, Vec<SourceBackends>>>,
-}
-
-/// The last write of an object and the resource versions that come before
-/// it: the one the snapshot held before the first of these writes, and
-/// what each earlier write of them returned. While a snapshot holds one of
-/// those, the last write is not in it yet, and the plan is made as if it
-/// were (so an object just created is not deleted, nor its import port
-/// handed out again, nor the same object applied twice). A snapshot that
-/// shows an earlier write's echo but not the last one's is still behind:
-/// planning from it would write the last change again.
-struct Written {
-    behind: Vec<Option<String>>,
-    /// What the server returned; `None` for a deletion.
-    result: Option<Value>,
-}
-
-impl Written {
-    /// Whether a snapshot holding the object at `held` (`None`: not at
-    /// all) has yet to show this write.
-    fn pending_at(&self, held: Option<&str>) -> bool {
-        // A deletion shows as the object's absence, whatever came before.
-        if self.result.is_none() && held.is_none() {
-            return false;
-        }
-        self.behind.iter().any(|version| version.as_deref() == held)
-    }
 }
 
 /// What one pass found.
@@ -466,7 +441,7 @@ impl Reconciler {
         observed.adopt_from = self.options.adopt_from.clone();
         let namespaces_known = namespaces.is_some();
         observed.namespaces = namespaces;
-        self.overlay_writes(&mut observed);
+        self.written.overlay(&mut observed);
         // Nothing is written before every cluster has synced or failed
         // once, and nothing deleted while a cluster has never synced: its
         // exports are not known, and its imports must not go for that.
@@ -636,7 +611,7 @@ impl Reconciler {
                     Outcome::Written(result) => {
                         self.count(true);
                         tracing::info!(change = %change.describe(), "import object written");
-                        self.remember(change, &observed, result.clone());
+                        self.written.remember(change, &observed, result.clone());
                         apply_result(&mut observed, change, result);
                     }
                     Outcome::Failed(error) => {
@@ -763,45 +738,6 @@ impl Reconciler {
             self.refused
                 .insert(ServiceKey::new(namespace, service), now + REFUSED_RETRY);
         }
-    }
-
-    /// Lays the writes the snapshot does not show yet over `observed`, and
-    /// forgets those it shows (or that someone else changed since).
-    fn overlay_writes(&mut self, observed: &mut Observed) {
-        self.written.retain(|(kind, namespace, name), written| {
-            let held = observed.get(&identity_object(kind, namespace, name));
-            if !written.pending_at(held.and_then(resource_version).as_deref()) {
-                return false;
-            }
-            match &written.result {
-                Some(result) => observed.insert(ObservedObject::new(result.clone())),
-                None => observed.remove(kind, namespace, name),
-            }
-            true
-        });
-    }
-
-    fn remember(&mut self, change: &Change, observed: &Observed, result: Option<Value>) {
-        let identity = change.identity();
-        // A write over an overlaid one keeps what came before that one:
-        // the snapshot may show any of those until it catches up.
-        let behind = match self.written.remove(&identity) {
-            Some(mut earlier) => {
-                let returned = earlier.result.as_ref().and_then(|result| {
-                    result["metadata"]["resourceVersion"]
-                        .as_str()
-                        .map(str::to_owned)
-                });
-                earlier.behind.push(returned);
-                earlier.behind
-            }
-            None => vec![
-                observed
-                    .get(&identity_object(&identity.0, &identity.1, &identity.2))
-                    .and_then(resource_version),
-            ],
-        };
-        self.written.insert(identity, Written { behind, result });
     }
 
     fn count(&self, ok: bool) {
