@@ -451,16 +451,19 @@ impl Reconciler {
             .iter()
             .all(|c| c.state != SyncState::Connecting);
         let names_answered = *self.names_answered.borrow_and_update();
-        let inputs = |observed: &Observed, this: &Self| PassInputs {
+        // What the pass starts from; if its first round writes nothing, the
+        // inputs of a quiet pass (refusals and takeovers change only with
+        // writes).
+        let pass_inputs = PassInputs {
             set_revision: snapshot.set_revision,
             observed: observed.fingerprint(),
-            refused: this.refused.keys().cloned().collect(),
-            settling: this.settling.keys().cloned().collect(),
+            refused: self.refused.keys().cloned().collect(),
+            settling: self.settling.keys().cloned().collect(),
             may_write,
             may_delete,
             names_answered,
         };
-        if self.quiet.as_ref() == Some(&inputs(&observed, self)) {
+        if self.quiet.as_ref() == Some(&pass_inputs) {
             pass.skipped = true;
             return pass;
         }
@@ -562,7 +565,7 @@ impl Reconciler {
                 // pass their echo starts renders the services written, and
                 // finds them as desired (settled) with what the server holds.
                 if round == 0 {
-                    self.quiet = Some(inputs(&observed, self));
+                    self.quiet = Some(pass_inputs.clone());
                 }
                 break;
             }
