@@ -247,4 +247,19 @@ async fn a_gateway_serves_its_exported_state_to_each_peer_as_its_policy_admits()
         changed[0]["service"]["endpoints"][0]["endpoints"][0]["address"],
         "10.3.0.8"
     );
+
+    // c1's API server now names another cluster: c1 is no longer in the
+    // set, and its open stream ends (as a new one would be refused).
+    c1.apply(property("cluster.clusterset.k8s.io", "c9", "v1alpha1"));
+    let ended = tokio::time::timeout(WAIT, async {
+        while let Some(line) = lines.next_line().await.expect("stdout reads") {
+            let message: Value = serde_json::from_str(&line).expect("a JSON line");
+            assert!(
+                message["heartbeat"].is_object() || message["synced"].is_object(),
+                "nothing more for a cluster that left: {message:#?}"
+            );
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream of a cluster that left goes on");
 }

@@ -77,7 +77,7 @@ pub fn resume_of(query: Option<&str>) -> Result<Option<Resume>, String> {
 /// the subscriber goes or the gateway shuts down.
 pub(super) fn serve(
     query: Option<&str>,
-    respond: SendResponse<Chunk>,
+    mut respond: SendResponse<Chunk>,
     caller: &Arc<Identity>,
     state: &Arc<GatewayState>,
     shutdown: &CancellationToken,
@@ -123,7 +123,6 @@ pub(super) fn serve(
         cluster: caller.cluster.clone(),
         network,
     };
-    let mut respond = respond;
     let mut response = Response::new(());
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -134,12 +133,12 @@ pub(super) fn serve(
     };
     tracing::debug!(caller = %caller, ?from, "feed subscriber connected");
     let caller = caller.clone();
-    let state = Arc::clone(state);
+    let task_state = Arc::clone(state);
     let shutdown = shutdown.clone();
-    state.clone().connections.spawn(async move {
+    state.connections.spawn(async move {
         let _permit = permit;
         let ended = tokio::select! {
-            ended = stream(send, &publication, &state, subscriber, from) => ended,
+            ended = stream(send, &publication, &task_state, subscriber, from) => ended,
             () = shutdown.cancelled() => "the gateway is shutting down".to_owned(),
         };
         tracing::debug!(caller = %caller, reason = %ended, "feed subscriber gone");
@@ -163,12 +162,14 @@ async fn stream(
     loop {
         changes.borrow_and_update();
         // What the subscriber may read depends on the network this
-        // gateway attests for it: when that changes, it starts over.
-        let network = state
-            .routes
-            .load()
-            .attested_network(&subscriber.cluster)
-            .cloned();
+        // gateway attests for it: when that changes, it starts over; a
+        // cluster the set no longer holds reads no more (found at the next
+        // change or heartbeat).
+        let network = match known_caller(&state.routes.load(), &subscriber.cluster, &state.inbound)
+        {
+            Ok(network) => network.cloned(),
+            Err(refusal) => return format!("no longer admitted: {refusal}"),
+        };
         if network != subscriber.network {
             subscriber.network = network;
             from = None;

@@ -172,9 +172,8 @@ fn judged(table: &RouteTable, guard: &InboundGuard, address: &IpAddr) -> Option<
 }
 
 /// The caller's attested network (`None`: only its own word, which grants
-/// nothing) when the cluster set admits it at all.
-/// The caller's attested network, if it is a cluster of the set and not
-/// this gateway's own (unless `tunnel.admitOwnCluster`).
+/// nothing), if it is a cluster of the set and not this gateway's own
+/// (unless `tunnel.admitOwnCluster`).
 pub fn known_caller<'a>(
     table: &'a RouteTable,
     caller: &ClusterId,
