@@ -211,7 +211,8 @@ impl Journal {
     fn take_services(&mut self, cluster: &Cluster) -> bool {
         let before = self.revision;
         self.oversized.clear();
-        let mut published: Vec<&ServiceKey> = Vec::new();
+        let mut published: std::collections::BTreeSet<&ServiceKey> =
+            std::collections::BTreeSet::new();
         for (key, service) in &cluster.services {
             if service.export.is_none() {
                 continue;
@@ -222,7 +223,7 @@ impl Journal {
                 self.oversized.insert(key.clone(), error);
                 continue;
             }
-            published.push(key);
+            published.insert(key);
             if let Some(held) = self.services.get(key)
                 && (Arc::ptr_eq(&held.service, service) || held.service == *service)
             {
@@ -250,7 +251,6 @@ impl Journal {
             );
             self.index.insert(revision, key.clone());
         }
-        let published: std::collections::BTreeSet<&ServiceKey> = published.into_iter().collect();
         let gone: Vec<ServiceKey> = self
             .services
             .keys()

@@ -372,17 +372,8 @@ fn a_feed_holding_more_than_its_limits_is_refused_as_it_arrives() {
         Err(FeedError::TooManyServices { count: 4, limit: 3 })
     );
 
-    let mut many = ServiceBuilder::new()
-        .named("big")
-        .port("http", 80, 80)
-        .exported_at(1);
-    for n in 0..11 {
-        many = many.endpoint(&format!("10.3.0.{n}"));
-    }
-    let tight = FeedLimits {
-        max_endpoints_per_service: 10,
-        ..FeedLimits::default()
-    };
+    let many = eleven_endpoints();
+    let tight = ten_endpoints_each();
     let error = WireService::of(&many, many.export.as_ref().expect("exported"))
         .into_model(&tight)
         .expect_err("11 endpoints");
@@ -525,8 +516,8 @@ fn a_subscriber_never_admitted_never_hears_a_services_name_even_as_it_changes_or
     assert!(!String::from_utf8_lossy(&bytes).contains("ledger"));
 }
 
-#[test]
-fn a_service_larger_than_a_subscriber_takes_is_left_out_not_the_feed() {
+/// `shop/big`, exported with 11 endpoints.
+fn eleven_endpoints() -> ClusterService {
     let mut big = ServiceBuilder::new()
         .named("big")
         .port("http", 80, 80)
@@ -534,10 +525,21 @@ fn a_service_larger_than_a_subscriber_takes_is_left_out_not_the_feed() {
     for n in 0..11 {
         big = big.endpoint(&format!("10.3.0.{n}"));
     }
-    let limits = FeedLimits {
+    big
+}
+
+/// Limits that take at most 10 endpoints a service.
+fn ten_endpoints_each() -> FeedLimits {
+    FeedLimits {
         max_endpoints_per_service: 10,
         ..FeedLimits::default()
-    };
+    }
+}
+
+#[test]
+fn a_service_larger_than_a_subscriber_takes_is_left_out_not_the_feed() {
+    let big = eleven_endpoints();
+    let limits = ten_endpoints_each();
     let mut journal = Journal::new(1, DEFAULT_TOMBSTONES, limits);
     journal.update(&cluster(&[exported_http("cart", "10.3.0.1"), big]));
     assert_eq!(

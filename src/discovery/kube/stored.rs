@@ -56,7 +56,7 @@ struct Extra {
     /// ServiceImport, and the Services and EndpointSlices it created. Read
     /// into its [`ObservedObject`] head once, as it arrives: each
     /// publication then shares it as it is.
-    raw: Option<ObservedObject>,
+    observed: Option<ObservedObject>,
 }
 
 impl Extra {
@@ -64,7 +64,7 @@ impl Extra {
         self.service.is_none()
             && self.source_cluster.is_none()
             && self.conditions.is_empty()
-            && self.raw.is_none()
+            && self.observed.is_none()
     }
 }
 
@@ -132,7 +132,7 @@ impl Stored {
 
     /// The object as the server returned it, when the import reconciler reads it.
     pub(super) fn observed(&self) -> Option<&ObservedObject> {
-        self.extra.as_ref()?.raw.as_ref()
+        self.extra.as_ref()?.observed.as_ref()
     }
 }
 
@@ -178,7 +178,7 @@ fn undecoded(kind: &str, key: &ObjectKey, text: &str, conditions: Vec<serde_json
         service,
         source_cluster: label(MCS_SOURCE_CLUSTER_LABEL),
         conditions,
-        raw: None,
+        observed: None,
     }
 }
 
@@ -262,7 +262,7 @@ pub(super) fn decode_adopting(
     json.insert("apiVersion".to_owned(), resource.api_version.clone().into());
     json.insert("kind".to_owned(), resource.kind.clone().into());
     let mut json = serde_json::Value::Object(json);
-    let raw = keeps_raw.then(|| ObservedObject::new(json.clone()));
+    let observed = keeps_raw.then(|| ObservedObject::new(json.clone()));
     slim(&mut json, &resource.kind, local);
     let decoded = match decode_value(json) {
         Ok(Decoded::Object(decoded)) => {
@@ -272,7 +272,7 @@ pub(super) fn decode_adopting(
             };
             let extra = Extra {
                 conditions,
-                raw,
+                observed,
                 ..Extra::default()
             };
             Stored::new(Ok(sourced), gateway, extra)
