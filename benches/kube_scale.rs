@@ -38,7 +38,8 @@
 //! that every change arrives, never speed. `STRAIT_BENCH_KEEP=1` keeps the
 //! gateway's configuration and log; `KUBE_SCALE_LOG` sets its `RUST_LOG`
 //! (`strait::discovery::kube=debug,strait::gateway=debug` logs the time of
-//! each rebuild's phases).
+//! each rebuild's phases); `KUBE_SCALE_WRAP` names a command to run the
+//! gateway under (`heaptrack -o /tmp/gateway` for a heap profile).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on what it set up
 
@@ -236,10 +237,58 @@ fn memory_kib(pid: u32) -> Result<(u64, u64)> {
 struct Gateway {
     child: Child,
     admin: SocketAddr,
+    /// Run under `KUBE_SCALE_WRAP`: the child is the wrapper.
+    wrapped: bool,
+}
+
+impl Gateway {
+    /// The gateway's own process: the child, or under a wrapper the
+    /// `strait` process in the child's process group.
+    fn pid(&self) -> Result<u32> {
+        let child = self.child.id();
+        if !self.wrapped {
+            return Ok(child);
+        }
+        let group = |pid: &str| -> Option<u32> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(") ")?;
+            rest.split_whitespace().nth(2)?.parse().ok()
+        };
+        std::fs::read_dir("/proc")
+            .map_err(|e| e.to_string())?
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .find(|pid| {
+                group(pid) == Some(child)
+                    && std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| {
+                        exe.file_name()
+                            .is_some_and(|name| name.to_string_lossy().starts_with("strait"))
+                    })
+            })
+            .and_then(|pid| pid.parse().ok())
+            .ok_or_else(|| format!("no strait process under the wrapper {child}"))
+    }
 }
 
 impl Drop for Gateway {
     fn drop(&mut self) {
+        // A wrapper (a profiler) writes its report when the gateway exits:
+        // ask it to, and give it time.
+        if self.wrapped
+            && let Ok(pid) = self.pid()
+            && let Ok(pid) = i32::try_from(pid)
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let asked = Instant::now();
+            while asked.elapsed() < Duration::from_secs(600) {
+                if matches!(self.child.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -292,7 +341,22 @@ fn spawn_gateway(
     topology::output_of(&strait, &args, "strait certs")?;
     let ports = topology::GatewayPorts::pick(Ipv4Addr::LOCALHOST.into())?;
     let log = std::fs::File::create(dir.join("gateway.log")).map_err(|e| e.to_string())?;
-    let child = Command::new(&strait)
+    // `KUBE_SCALE_WRAP="heaptrack -o /tmp/gw"` runs the gateway under a
+    // profiler: the words before the binary.
+    let wrap = std::env::var("KUBE_SCALE_WRAP").unwrap_or_default();
+    let mut words = wrap.split_whitespace();
+    let mut command = match words.next() {
+        Some(program) => {
+            let mut command = Command::new(program);
+            command.args(words).arg(&strait);
+            command
+        }
+        None => Command::new(&strait),
+    };
+    if !wrap.is_empty() {
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    }
+    let child = command
         .arg("run")
         .arg("--kube")
         .args(["--kube-timeout", "900s"])
@@ -320,6 +384,7 @@ fn spawn_gateway(
     Ok(Gateway {
         child,
         admin: ports.admin,
+        wrapped: !wrap.is_empty(),
     })
 }
 
@@ -476,7 +541,7 @@ fn run(options: &Options) -> Result<()> {
     let spawned = Instant::now();
     let mut gateway = spawn_gateway(dir.path(), &servers, &debounce, options.manage_imports)?;
     let ready = wait_ready(&mut gateway, dir.path())?;
-    let pid = gateway.child.id();
+    let pid = gateway.pid()?;
     let (rss_ready, _) = memory_kib(pid)?;
     // Every cluster's backends, in one sampled service.
     let sample = shape.services / 2;

@@ -199,7 +199,7 @@ fn serve(observed: &mut Observed, changes: Vec<Change>, served: &mut u32) {
             other => panic!("the plan wrote a {other}"),
         };
         let mut held = held
-            .map(|o| serde_json::Value::clone(o.raw()))
+            .and_then(|o| o.raw().map(|raw| serde_json::Value::clone(raw)))
             .unwrap_or_else(|| {
                 *served += 1;
                 json!({"metadata": {
@@ -303,14 +303,17 @@ fn check_converged(pass: &Pass, observed: &Observed, services: usize) -> Result<
     Ok(())
 }
 
-/// The JSON text size of `objects`, in MiB.
+/// The JSON text size of the objects held as JSON (Strait's intact slices
+/// are held as their digest), in MiB.
 fn size_mib(observed: &Observed) -> f64 {
     let objects = observed
         .imports
         .values()
         .chain(observed.derived.values())
         .chain(observed.slices.values());
-    let bytes: usize = objects.map(|o| o.raw().to_string().len()).sum();
+    let bytes: usize = objects
+        .map(|o| o.raw().map_or(0, |raw| raw.to_string().len()))
+        .sum();
     bytes as f64 / (1024.0 * 1024.0)
 }
 

@@ -4,6 +4,7 @@
 //! touches sockets; the Kubernetes source talks only to API servers. Nothing
 //! here writes: [`crate::controller`] does, following discovery's snapshots.
 
+mod condensed;
 pub mod export_validity;
 pub mod files;
 pub mod kube;

@@ -26,8 +26,10 @@ use crate::model::{PodRef, PortKey};
 pub struct ObservedObject {
     /// Shared with the store that holds it: observing the local cluster
     /// copies no JSON and reads no head again. Read-only: [`ObservedObject::head`] is read out of
-    /// it once.
-    raw: std::sync::Arc<Value>,
+    /// it once. Without `metadata.managedFields` (the head keeps the
+    /// managers), and `None` for a slice of Strait's held as its digest
+    /// ([`super::condensed`]).
+    raw: Option<std::sync::Arc<Value>>,
     /// What every pass reads of it, read out of the JSON once (a pass
     /// over thousands of objects would otherwise look each field up in
     /// each object's maps every time).
@@ -36,13 +38,14 @@ pub struct ObservedObject {
 
 impl PartialEq for ObservedObject {
     fn eq(&self, other: &Self) -> bool {
-        self.raw == other.raw
+        self.raw == other.raw && self.head.version() == other.head.version()
     }
 }
 
 /// The fields of an object the planner and the reconciler read most.
 #[derive(Debug, Default)]
 struct Head {
+    api_version: Box<str>,
     kind: Box<str>,
     namespace: Box<str>,
     name: Box<str>,
@@ -63,6 +66,12 @@ struct Head {
     recorded: Option<Box<[(PortKey, u16)]>>,
     /// A Service's ClusterIPs (none for `None` or before allocation).
     cluster_ips: Box<[IpAddr]>,
+    /// The field managers `metadata.managedFields` names.
+    managers: Box<[Box<str>]>,
+    /// `metadata.ownerReferences`: kind, name and uid of each.
+    owners: Box<[[Box<str>; 3]]>,
+    /// The applied digest of a slice of Strait's held without its JSON.
+    intact_digest: Option<Box<str>>,
 }
 
 impl Head {
@@ -73,6 +82,7 @@ impl Head {
         let kind = raw["kind"].as_str().unwrap_or_default();
         let import = kind == "ServiceImport";
         Self {
+            api_version: raw["apiVersion"].as_str().unwrap_or_default().into(),
             kind: kind.into(),
             namespace: metadata["namespace"].as_str().unwrap_or_default().into(),
             name: metadata["name"].as_str().unwrap_or_default().into(),
@@ -124,22 +134,82 @@ impl Head {
             } else {
                 Box::new([])
             },
+            managers: metadata["managedFields"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|entry| text(&entry["manager"]))
+                .collect(),
+            owners: metadata["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|owner| {
+                    ["kind", "name", "uid"]
+                        .map(|field| owner[field].as_str().unwrap_or_default().into())
+                })
+                .collect(),
+            intact_digest: None,
         }
+    }
+
+    /// The object's identity and version.
+    fn version(&self) -> (&str, &str, &str, Option<&str>, Option<&str>) {
+        (
+            &self.kind,
+            &self.namespace,
+            &self.name,
+            self.uid.as_deref(),
+            self.resource_version.as_deref(),
+        )
     }
 }
 
 impl ObservedObject {
-    pub fn new(raw: Value) -> Self {
-        let head = std::sync::Arc::new(Head::of(&raw));
+    pub fn new(mut raw: Value) -> Self {
+        let mut head = Head::of(&raw);
+        // Every field Strait wrote is listed there again: as large as the
+        // object, and read only for who wrote it.
+        if let Some(metadata) = raw.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.remove("managedFields");
+        }
+        if head.ours {
+            head.intact_digest = super::condensed::intact_slice_digest(&raw);
+        }
+        let raw = head
+            .intact_digest
+            .is_none()
+            .then(|| std::sync::Arc::new(raw));
         Self {
-            raw: std::sync::Arc::new(raw),
-            head,
+            raw,
+            head: std::sync::Arc::new(head),
         }
     }
 
-    /// The object as the server returned it.
-    pub fn raw(&self) -> &std::sync::Arc<Value> {
-        &self.raw
+    /// The object as the server returned it (without its managed fields);
+    /// `None` for a slice of Strait's held as its digest.
+    pub fn raw(&self) -> Option<&std::sync::Arc<Value>> {
+        self.raw.as_ref()
+    }
+
+    /// The applied digest of a slice of Strait's held without its JSON:
+    /// its fields make that digest, so it holds what Strait applied with it.
+    pub fn intact_digest(&self) -> Option<&str> {
+        self.head.intact_digest.as_deref()
+    }
+
+    /// `apiVersion`.
+    pub fn api_version(&self) -> &str {
+        &self.head.api_version
+    }
+
+    /// One object at one version: the same uid and resource version (or
+    /// the very same object).
+    pub fn same_version(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.head, &other.head)
+            || (self.uid().is_some_and(|uid| !uid.is_empty())
+                && self.resource_version().is_some_and(|v| !v.is_empty())
+                && self.head.version() == other.head.version())
     }
 
     pub fn name(&self) -> &str {
@@ -166,7 +236,13 @@ impl ObservedObject {
         match name {
             MCS_SERVICE_NAME_LABEL => self.head.mcs_service.as_deref(),
             SERVICE_NAME_LABEL => self.head.service_name.as_deref(),
-            _ => self.raw.get("metadata")?.get("labels")?.get(name)?.as_str(),
+            _ => self
+                .raw
+                .as_ref()?
+                .get("metadata")?
+                .get("labels")?
+                .get(name)?
+                .as_str(),
         }
     }
 
@@ -206,18 +282,15 @@ impl ObservedObject {
 
     /// Whether the field manager `manager` wrote any of it.
     pub fn written_by(&self, manager: &str) -> bool {
-        self.raw["metadata"]["managedFields"]
-            .as_array()
-            .is_some_and(|fields| fields.iter().any(|f| f["manager"] == manager))
+        self.head.managers.iter().any(|m| &**m == manager)
     }
 
     /// Whether an owner reference names the `kind` called `name` with `uid`.
     pub fn owned_by(&self, kind: &str, name: &str, uid: &str) -> bool {
-        self.raw["metadata"]["ownerReferences"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|owner| owner["kind"] == kind && owner["name"] == name && owner["uid"] == uid)
+        self.head
+            .owners
+            .iter()
+            .any(|[k, n, u]| (&**k, &**n, &**u) == (kind, name, uid))
     }
 }
 
@@ -486,7 +559,8 @@ impl Observed {
             .imports
             .get(service)
             .filter(|i| i.ours() || self.adoptable(i))?;
-        let name = import.raw["metadata"]["annotations"][DERIVED_SERVICE_ANNOTATION].as_str()?;
+        let name =
+            import.raw.as_ref()?["metadata"]["annotations"][DERIVED_SERVICE_ANNOTATION].as_str()?;
         self.foreign_services
             .get(&(service.namespace.clone(), name.to_owned()))
             .filter(|held| self.adoptable(held))
@@ -615,7 +689,10 @@ impl Observed {
             if !owned {
                 continue;
             }
-            let ports = derived.raw["spec"]["ports"].as_array();
+            let ports = derived
+                .raw
+                .as_ref()
+                .and_then(|raw| raw["spec"]["ports"].as_array());
             for port in ports.into_iter().flatten() {
                 let protocol = port["protocol"]
                     .as_str()

@@ -45,7 +45,7 @@ fn recorded_ports_are_read_from_straits_imports_not_from_services_a_tenant_write
     observed.insert(derived("derived-f", "forged", "u-none", 20002));
     // A foreign import's owned "derived" Service.
     let foreign = import("other", "u-other", None);
-    let mut unlabelled = Value::clone(foreign.raw());
+    let mut unlabelled = Value::clone(foreign.raw().expect("an import is held whole"));
     unlabelled["metadata"]["labels"] = json!({});
     observed.insert(ObservedObject::new(unlabelled));
     observed.insert(derived("derived-o", "other", "u-other", 20003));

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::render::DesiredObject;
 use crate::discovery::observed::{Observed, ObservedObject};
+use crate::model::applied_digest::APPLIED_DIGEST_ANNOTATION;
 use crate::model::names::{MCS_SERVICE_NAME_LABEL, SERVICE_NAME_LABEL};
 
 /// One write the reconciler should make.
@@ -104,12 +105,17 @@ fn needs_apply(desired: &DesiredObject, held: Option<&ObservedObject>) -> bool {
     let Some(held) = held else {
         return true;
     };
+    let Some(raw) = held.raw() else {
+        // Held as its digest: it holds what Strait applied with that one.
+        let wanted = desired.object["metadata"]["annotations"][APPLIED_DIGEST_ANNOTATION].as_str();
+        return desired.status || held.intact_digest() != wanted;
+    };
     if desired.status {
-        return !contains(&held.raw()["status"], &desired.object["status"]);
+        return !contains(&raw["status"], &desired.object["status"]);
     }
     // The desired object carries the digest annotation, so a dropped field
     // shows as a differing annotation here.
-    !contains(held.raw(), &desired.object)
+    !contains(raw, &desired.object)
 }
 
 /// The writes that make `observed` hold `desired`: applies first (an
@@ -184,7 +190,12 @@ fn changes_among<'a>(
         desired_by_identity.get(&key).map(|owner| owner.complete)
     };
     let stale = |held: &ObservedObject| {
-        if wanted.contains(&identity(held.raw())) {
+        let identity = (
+            held.kind().to_owned(),
+            held.namespace().to_owned(),
+            held.name().to_owned(),
+        );
+        if wanted.contains(&identity) {
             return false;
         }
         let namespace = held.namespace();
@@ -237,10 +248,7 @@ fn changes_among<'a>(
         .chain(superseded);
     for held in ours.filter(|held| stale(held)) {
         changes.push(Change::Delete {
-            api_version: held.raw()["apiVersion"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            api_version: held.api_version().to_owned(),
             kind: held.kind().to_owned(),
             namespace: held.namespace().to_owned(),
             name: held.name().to_owned(),

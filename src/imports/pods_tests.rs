@@ -221,7 +221,7 @@ fn serve(observed: &mut Observed, pending: Vec<Change>) {
             Change::Apply { object, status } => {
                 let mut held = observed
                     .get(&object)
-                    .map(|held| serde_json::Value::clone(held.raw()))
+                    .and_then(|held| held.raw().map(|raw| serde_json::Value::clone(raw)))
                     .unwrap_or_else(|| json!({"metadata": {"uid": format!("uid-{n}")}}));
                 if status {
                     held["status"] = object["status"].clone();
@@ -303,7 +303,7 @@ fn a_lagging_import_watch_deletes_no_per_pod_service() {
     // not rendered, and must not be deleted for that.
     let key = ServiceKey::new("data", "pg");
     if let Some(import) = observed.imports.get_mut(&key) {
-        let mut lagging = serde_json::Value::clone(import.raw());
+        let mut lagging = serde_json::Value::clone(import.raw().expect("an import is held whole"));
         lagging["metadata"]
             .as_object_mut()
             .expect("metadata")

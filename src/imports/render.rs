@@ -20,6 +20,7 @@ use crate::discovery::observed::Observed;
 use crate::export_status::{Wanted, WantedCondition, updated_conditions};
 use crate::merge::{MergedService, MergedSet};
 use crate::model::PortKey;
+use crate::model::applied_digest::applied_digest;
 use crate::model::import_record as record;
 use crate::model::names::{IMPORT_PORTS_ANNOTATION, reserved_metadata_key};
 use crate::model::names::{MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, SERVICE_NAME_LABEL};
@@ -28,7 +29,7 @@ use crate::model::{IpFamily, ServiceKey, ServiceType, SessionAffinity};
 /// Annotation holding a digest of what Strait last applied to an object:
 /// a field Strait stopped setting shows up as a changed digest, which a
 /// comparison of the fields it sets cannot see.
-pub const APPLIED_DIGEST_ANNOTATION: &str = "strait.dev/applied-digest";
+pub use crate::model::applied_digest::APPLIED_DIGEST_ANNOTATION;
 
 /// One object to hold, and whether it is the `status` subresource.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,7 +171,12 @@ pub fn desired_objects_of(
         // `Ready` before the slices that make the ClusterSetIP answer are
         // written in the same round.
         let status = DesiredObject::leaf(
-            import_status(planned, api_version, current.map(|c| &**c.raw()), now),
+            import_status(
+                planned,
+                api_version,
+                current.and_then(|c| c.raw()).map(|raw| &**raw),
+                now,
+            ),
             true,
         );
         if !children_rendered {
@@ -200,20 +206,9 @@ pub fn desired_objects_of(
     objects
 }
 
-/// A digest of `object` (FNV-1a over its JSON text: serde_json writes map
-/// keys in order, so equal objects give equal digests).
-fn digest(object: &Value) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in object.to_string().bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{hash:016x}")
-}
-
 /// Sets the applied-digest annotation of `object` to the digest of the rest.
 fn with_digest(mut object: Value) -> Value {
-    let digest = digest(&object);
+    let digest = applied_digest(&object);
     if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         let annotations = metadata
             .entry("annotations")

@@ -17,8 +17,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::{ImportPlan, PlannedImport, Skipped};
 use crate::discovery::observed::{Observed, ObservedObject};
 use crate::merge::{MergedService, MergedSet};
@@ -116,7 +114,7 @@ impl<'a> PassView<'a> {
                 .objects
                 .iter()
                 .zip(held)
-                .all(|(was, is)| Arc::ptr_eq(was, is.raw()) || same_version(was, is.raw()));
+                .all(|(was, is)| was.same_version(is));
         let ports = self.ports.get(key).map(Vec::as_slice).unwrap_or_default();
         let same_ports = inputs.ports.len() == ports.len()
             && inputs
@@ -152,29 +150,10 @@ impl<'a> PassView<'a> {
                 .get(key)
                 .into_iter()
                 .flatten()
-                .map(|held| held.raw().clone())
+                .map(|&held| held.clone())
                 .collect(),
         }
     }
-}
-
-/// Whether two objects are one object at one resource version: what the
-/// server returned for a write, which a pass lays over its snapshot, and
-/// the same object arriving by the watch.
-fn same_version(a: &Value, b: &Value) -> bool {
-    match (version_of(a), version_of(b)) {
-        ((Some(a_uid), Some(a_version)), (Some(b_uid), Some(b_version))) => {
-            a_uid == b_uid && a_version == b_version
-        }
-        _ => false,
-    }
-}
-
-/// An object's uid and resource version, when it has them.
-fn version_of(object: &Value) -> (Option<&str>, Option<&str>) {
-    let metadata = &object["metadata"];
-    let text = |field: &str| metadata[field].as_str().filter(|text| !text.is_empty());
-    (text("uid"), text("resourceVersion"))
 }
 
 /// What one settled service's objects were made from.
@@ -185,7 +164,10 @@ struct ServiceInputs {
     ports: Vec<(PortKey, u16)>,
     refused: bool,
     settling: bool,
-    objects: Vec<Arc<Value>>,
+    /// What the server returned for a write, which a pass lays over its
+    /// snapshot, is the same as the object arriving by the watch: one
+    /// object at one resource version.
+    objects: Vec<ObservedObject>,
 }
 
 /// The services found as desired, with the inputs they were found so with.

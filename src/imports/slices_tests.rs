@@ -90,6 +90,23 @@ fn with_gateways(observed: &mut Observed) {
     }
 }
 
+/// What the cluster holds once Strait wrote `set`'s objects (twice: the
+/// second time with the owners' uids known), as a server returns them.
+fn held_as_written(set: &ClusterSet) -> Observed {
+    let mut observed = Observed::default();
+    for _ in 0..2 {
+        let (_, objects) = desired_with(set, &observed);
+        for object in objects.iter().filter(|o| !o.status) {
+            let mut held = object.object.clone();
+            held["metadata"]["uid"] = "u".into();
+            held["metadata"]["resourceVersion"] = "1".into();
+            held["metadata"]["managedFields"] = json!([{"manager": "strait"}]);
+            observed.insert(ObservedObject::new(held));
+        }
+    }
+    observed
+}
+
 #[test]
 fn a_clustersetip_service_gets_one_slice_per_source_cluster_with_addresses_that_work_here() {
     let east1 = ServiceBuilder::new()
@@ -290,16 +307,7 @@ fn slices_go_with_the_last_export_and_are_not_touched_while_held() {
         .exported_at(10)
         .endpoint("10.1.0.5");
     let set = cluster_set(&[("east-1", "net-a", east.clone())]);
-    // Held as written, once the owners' uids are known.
-    let mut observed = Observed::default();
-    for _ in 0..2 {
-        let (_, objects) = desired_with(&set, &observed);
-        for object in objects.iter().filter(|o| !o.status) {
-            let mut held = object.object.clone();
-            held["metadata"]["uid"] = "u".into();
-            observed.insert(ObservedObject::new(held));
-        }
-    }
+    let observed = held_as_written(&set);
     let (_, again) = desired_with(&set, &observed);
     let pending: Vec<String> = changes(&again, &observed)
         .iter()
@@ -329,6 +337,65 @@ fn slices_go_with_the_last_export_and_are_not_touched_while_held() {
             .any(|d| d.starts_with("delete EndpointSlice shop/cart-")),
         "{deleted:?}"
     );
+}
+
+/// Strait's slices as it wrote them are held as their digest alone, and
+/// are still written again when what Strait wants of them changes or when
+/// someone edited them.
+#[test]
+fn slices_held_as_their_digest_are_written_again_when_wanted_or_edited() {
+    let service = |address: &str| {
+        ServiceBuilder::new()
+            .port("http", 80, 8080)
+            .exported_at(10)
+            .endpoint(address)
+    };
+    let set = cluster_set(&[("east-1", "net-a", service("10.1.0.5"))]);
+    let mut observed = held_as_written(&set);
+    assert!(!observed.slices.is_empty());
+    assert!(
+        observed.slices.values().all(|s| s.raw().is_none()),
+        "held as their digest"
+    );
+    let slice_writes = |set: &ClusterSet, observed: &Observed| -> Vec<String> {
+        let (_, wanted) = desired_with(set, observed);
+        changes(&wanted, observed)
+            .iter()
+            .map(Change::describe)
+            .filter(|c| c.contains("EndpointSlice"))
+            .collect()
+    };
+    assert_eq!(slice_writes(&set, &observed), Vec::<String>::new());
+
+    let moved = cluster_set(&[("east-1", "net-a", service("10.1.0.6"))]);
+    let writes = slice_writes(&moved, &observed);
+    assert_eq!(
+        writes.len(),
+        1,
+        "the MCS slice lists the new address: {writes:?}"
+    );
+
+    let (name, edited) = observed
+        .slices
+        .iter()
+        .find(|(_, s)| s.label("multicluster.kubernetes.io/service-name").is_some())
+        .map(|(key, _)| key.clone())
+        .and_then(|key| {
+            let (_, objects) = desired_with(&set, &observed);
+            let mut held = objects
+                .into_iter()
+                .find(|o| o.object["metadata"]["name"] == key.1.as_str())?
+                .object;
+            held["metadata"]["uid"] = "u".into();
+            held["endpoints"][0]["addresses"][0] = "10.9.9.9".into();
+            Some((key, held))
+        })
+        .expect("an MCS slice");
+    let edited = ObservedObject::new(edited);
+    assert!(edited.raw().is_some(), "an edited slice is held whole");
+    observed.slices.insert(name, edited);
+    let writes = slice_writes(&set, &observed);
+    assert_eq!(writes.len(), 1, "the edit is put back: {writes:?}");
 }
 
 /// `kube.adoptImports`: a previous implementation's import and the derived

@@ -439,15 +439,15 @@ fn serve(observed: &mut Observed, changes: Vec<Change>) {
             "ServiceImport" => observed
                 .imports
                 .get(&key)
-                .map(|o| serde_json::Value::clone(o.raw())),
+                .and_then(|o| o.raw().map(|raw| serde_json::Value::clone(raw))),
             "Service" => observed
                 .derived
                 .get(&key)
-                .map(|o| serde_json::Value::clone(o.raw())),
+                .and_then(|o| o.raw().map(|raw| serde_json::Value::clone(raw))),
             _ => observed
                 .slices
                 .get(&("shop".to_owned(), name.clone()))
-                .map(|o| serde_json::Value::clone(o.raw())),
+                .and_then(|o| o.raw().map(|raw| serde_json::Value::clone(raw))),
         }
         .unwrap_or_else(|| json!({"metadata": {"uid": format!("uid-{kind}")}}));
         if status {
@@ -496,14 +496,16 @@ fn a_plan_converges_and_an_edit_is_put_back() {
     }
     // import → derived Service (needs the import's uid) → slices and ips.
     assert_eq!(rounds, 3);
-    let import = observed.imports[&ServiceKey::new("shop", "cart")].raw();
+    let import = observed.imports[&ServiceKey::new("shop", "cart")]
+        .raw()
+        .expect("an import is held whole");
     assert_eq!(import["spec"]["ips"], json!(["10.96.0.9"]));
     assert_eq!(import["status"]["conditions"][0]["reason"], "Ready");
 
     // Someone edits the derived Service's target port: it is put back.
     let key = ServiceKey::new("shop", "cart");
     let held = observed.derived.get_mut(&key).expect("derived");
-    let mut edited = serde_json::Value::clone(held.raw());
+    let mut edited = serde_json::Value::clone(held.raw().expect("an import is held whole"));
     edited["spec"]["ports"][0]["targetPort"] = 8080.into();
     *held = ObservedObject::new(edited);
     let repair = changes(&desired(&observed), &observed);

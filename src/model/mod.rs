@@ -4,6 +4,7 @@
 
 mod access;
 mod addresses;
+pub mod applied_digest;
 mod endpoints;
 mod ids;
 pub mod import_record;

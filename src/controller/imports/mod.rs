@@ -39,7 +39,7 @@ use crate::backoff::Backoff;
 use crate::backoff::Retry;
 use crate::discovery::kube::client::ClusterSource;
 use crate::discovery::kube::{SourceSnapshot, SyncState};
-use crate::discovery::observed::Observed;
+use crate::discovery::observed::{Observed, ObservedObject};
 use crate::imports::diff::{Change, applies, changes, changes_of};
 use crate::imports::render::{Owners, desired_objects_of};
 use crate::imports::scope::{PassView, Scope, Settled};
@@ -613,6 +613,8 @@ impl Reconciler {
                     Outcome::NotTried => {}
                     Outcome::Written(result) => {
                         self.count(true);
+                        // Read once: the overlay and this pass share it.
+                        let result = result.map(ObservedObject::new);
                         tracing::info!(change = %change.describe(), "import object written");
                         self.written.remember(change, &observed, result.clone());
                         apply_result(&mut observed, change, result);

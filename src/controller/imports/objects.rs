@@ -87,11 +87,15 @@ pub(super) fn derived_owners(observed: &Observed) -> HashMap<(String, String), S
 }
 
 /// Feeds a write's outcome into `observed`, so the next round sees it.
-pub(super) fn apply_result(observed: &mut Observed, change: &Change, result: Option<Value>) {
+pub(super) fn apply_result(
+    observed: &mut Observed,
+    change: &Change,
+    result: Option<ObservedObject>,
+) {
     match change {
         Change::Apply { .. } => {
             if let Some(object) = result {
-                observed.insert(ObservedObject::new(object));
+                observed.insert(object);
             }
         }
         Change::Delete {

@@ -4,8 +4,6 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
-
 use super::objects::{identity_object, resource_version};
 use crate::discovery::observed::{Observed, ObservedObject};
 use crate::imports::diff::Change;
@@ -21,7 +19,7 @@ use crate::imports::diff::Change;
 struct Written {
     behind: Vec<Option<String>>,
     /// What the server returned; `None` for a deletion.
-    result: Option<Value>,
+    result: Option<ObservedObject>,
 }
 
 impl Written {
@@ -51,7 +49,7 @@ impl WrittenObjects {
                 return false;
             }
             match &written.result {
-                Some(result) => observed.insert(ObservedObject::new(result.clone())),
+                Some(result) => observed.insert(result.clone()),
                 None => observed.remove(kind, namespace, name),
             }
             true
@@ -60,17 +58,18 @@ impl WrittenObjects {
 
     /// Notes a write the server accepted, and what it returned (`None`
     /// for a deletion), made over `observed` as it was before it.
-    pub(super) fn remember(&mut self, change: &Change, observed: &Observed, result: Option<Value>) {
+    pub(super) fn remember(
+        &mut self,
+        change: &Change,
+        observed: &Observed,
+        result: Option<ObservedObject>,
+    ) {
         let identity = change.identity();
         // A write over an overlaid one keeps what came before that one:
         // the snapshot may show any of those until it catches up.
         let behind = match self.0.remove(&identity) {
             Some(mut earlier) => {
-                let returned = earlier.result.as_ref().and_then(|result| {
-                    result["metadata"]["resourceVersion"]
-                        .as_str()
-                        .map(str::to_owned)
-                });
+                let returned = earlier.result.as_ref().and_then(resource_version);
                 earlier.behind.push(returned);
                 earlier.behind
             }

@@ -55,7 +55,8 @@ struct Extra {
     /// the objects the import reconciler compares with what it wants: every
     /// ServiceImport, and the Services and EndpointSlices it created. Read
     /// into its [`ObservedObject`] head once, as it arrives: each
-    /// publication then shares it as it is.
+    /// publication then shares it as it is. A slice of Strait's that holds
+    /// what it was written with is kept as its digest alone.
     observed: Option<ObservedObject>,
 }
 
