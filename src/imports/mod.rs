@@ -52,7 +52,9 @@ pub use ports::{
     Allocation, PortRange, PortRangeError, Released, ReleasedPorts, recorded_allocation,
 };
 pub use replan::replan;
-pub use sources::{PlannedSlice, SourceBackends, source_backends};
+pub use sources::{
+    PlannedSlice, SourceBackends, Sources, source_backends, source_backends_reusing,
+};
 
 /// The `Ready` condition of a ServiceImport.
 pub const READY_CONDITION: &str = "Ready";
@@ -219,7 +221,7 @@ pub struct PlanInputs<'a> {
     pub pods: &'a BTreeMap<ServiceKey, RemotePods>,
     /// Each service's exporting clusters as this cluster reaches them
     /// ([`source_backends`]): what its MCS EndpointSlices hold.
-    pub sources: &'a BTreeMap<ServiceKey, Vec<SourceBackends>>,
+    pub sources: &'a Sources,
     /// Where remote pods' addresses come from: `None` with the Kubernetes
     /// API, which allocates ClusterIPs; a file setup's
     /// `imports.podAddresses` otherwise, where a pod without an address
@@ -693,7 +695,7 @@ fn plan_import(
         slices: Vec::new(),
         unlabelled_sources: Vec::new(),
     };
-    let sources = inputs.sources.get(&service.key).map(Vec::as_slice);
+    let sources = inputs.sources.get(&service.key);
     let (slices, unlabelled) = sources::planned_slices(
         service,
         &import,

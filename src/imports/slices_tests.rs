@@ -3,6 +3,7 @@
 //! the import and deleted with it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
@@ -527,4 +528,56 @@ fn an_imports_status_is_written_after_its_slices_so_ready_never_comes_first() {
         matches!(changes.last(), Some(Change::Apply { status: true, .. })),
         "the status is the last write"
     );
+}
+
+/// A route table built reusing the last one shares the routes of each
+/// service that did not change, and so does the reading of its sources:
+/// one change reads one service again.
+#[test]
+fn an_unchanged_services_sources_are_shared_and_a_changed_ones_read_again() {
+    let set_with = |address: &str| {
+        cluster_set(&[(
+            "east-1",
+            "net-a",
+            ServiceBuilder::new()
+                .port("http", 80, 8080)
+                .exported_at(10)
+                .endpoint(address),
+        )])
+    };
+    let key = ServiceKey::new("shop", "cart");
+    let addresses_of = |sources: &Sources| -> Vec<IpAddr> {
+        sources
+            .get(&key)
+            .expect("cart has sources")
+            .iter()
+            .flat_map(|source| source.endpoints.iter().map(|e| e.address))
+            .collect()
+    };
+    let set = set_with("10.1.0.5");
+    let merged = merge(&set);
+    let first = RouteTable::build(&set, &merged, "east-1").expect("east-1 is known");
+    let read = source_backends(&first);
+    let again =
+        RouteTable::build_reusing(&set, &merged, "east-1", Some(&first)).expect("east-1 is known");
+    let reread = source_backends_reusing(&again, Some(&read));
+    let shared = |a: &Sources, b: &Sources| {
+        std::ptr::eq(
+            a.get(&key).expect("read").as_ptr(),
+            b.get(&key).expect("read").as_ptr(),
+        )
+    };
+    assert!(
+        shared(&read, &reread),
+        "the unchanged service is not read again"
+    );
+
+    let moved = set_with("10.1.0.6");
+    let moved_merged = merge(&moved);
+    let changed = RouteTable::build_reusing(&moved, &moved_merged, "east-1", Some(&again))
+        .expect("east-1 is known");
+    let fresh = source_backends_reusing(&changed, Some(&reread));
+    assert!(!shared(&reread, &fresh));
+    assert_eq!(addresses_of(&fresh), [ip("10.1.0.6")]);
+    assert_eq!(addresses_of(&reread), [ip("10.1.0.5")]);
 }

@@ -24,14 +24,15 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::PlannedImport;
 use crate::discovery::observed::Observed;
 use crate::merge::{BackendState, MergedService};
-use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType};
-use crate::routing::{Path, RouteTable};
+use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType, pod_label};
+use crate::routing::{Path, RouteTable, ServiceRoutes};
 
 /// The longest label value Kubernetes accepts.
 pub const MAX_LABEL_VALUE_LEN: usize = 63;
@@ -51,62 +52,116 @@ pub struct SourceBackends {
 }
 
 /// One endpoint of a source cluster and the service ports it serves.
+/// Small: the reconciler holds one for every endpoint of the set it
+/// imports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceEndpoint {
     pub address: IpAddr,
     pub hostname: Option<String>,
-    /// The per-pod DNS label: its hostname, else its address with dashes.
-    pub label: String,
     pub state: BackendState,
-    /// `(protocol, service port) -> target port`.
-    pub ports: BTreeMap<(Protocol, u16), u16>,
+    /// `(protocol, service port)` and its target port, in order.
+    ports: Box<[((Protocol, u16), u16)]>,
+}
+
+impl SourceEndpoint {
+    /// The per-pod DNS label: its hostname, else its address with dashes.
+    pub fn label(&self) -> std::borrow::Cow<'_, str> {
+        pod_label(self.hostname.as_deref(), self.address)
+    }
+
+    /// The target port of a service port it serves.
+    pub fn target_port(&self, protocol: Protocol, port: u16) -> Option<u16> {
+        let at = self
+            .ports
+            .binary_search_by_key(&(protocol, port), |(key, _)| *key)
+            .ok()?;
+        self.ports.get(at).map(|(_, target)| *target)
+    }
+}
+
+/// Every service's source clusters as a route table's viewer reaches them,
+/// each with the routes it was read from.
+#[derive(Debug, Clone, Default)]
+pub struct Sources(BTreeMap<ServiceKey, (Arc<ServiceRoutes>, Arc<[SourceBackends]>)>);
+
+impl Sources {
+    /// A service's source clusters, in cluster order; `None` when none
+    /// exports it with endpoints.
+    pub fn get(&self, service: &ServiceKey) -> Option<&[SourceBackends]> {
+        self.0.get(service).map(|(_, sources)| &**sources)
+    }
 }
 
 /// Every service's source clusters as `table`'s viewer reaches them, in
 /// cluster order.
-pub fn source_backends(table: &RouteTable) -> BTreeMap<ServiceKey, Vec<SourceBackends>> {
+pub fn source_backends(table: &RouteTable) -> Sources {
+    source_backends_reusing(table, None)
+}
+
+/// [`source_backends`], reading again only the services whose routes are
+/// not those `previous` was read from: a table built reusing the last
+/// one shares the routes of every service that did not change, so one
+/// change costs its service.
+pub fn source_backends_reusing(table: &RouteTable, previous: Option<&Sources>) -> Sources {
     let mut all = BTreeMap::new();
-    for service in table.services() {
-        let mut clusters: BTreeMap<&ClusterId, (bool, BTreeMap<IpAddr, SourceEndpoint>)> =
-            BTreeMap::new();
+    for routes in table.shared_services() {
+        let reused = previous
+            .and_then(|previous| previous.0.get(&routes.key))
+            .filter(|(read_from, _)| Arc::ptr_eq(read_from, routes));
+        let sources = match reused {
+            Some((_, sources)) => Arc::clone(sources),
+            None => Arc::from(service_sources(routes)),
+        };
+        all.insert(routes.key.clone(), (Arc::clone(routes), sources));
+    }
+    Sources(all)
+}
+
+/// One service's source clusters, in cluster order.
+fn service_sources(service: &ServiceRoutes) -> Vec<SourceBackends> {
+    {
+        // Per cluster: on the viewer's network, and each endpoint's state and
+        // `(protocol, port) -> target` pairs.
+        type Serving<'t> = (
+            Option<&'t str>,
+            BackendState,
+            BTreeMap<(Protocol, u16), u16>,
+        );
+        let mut clusters: BTreeMap<&ClusterId, (bool, BTreeMap<IpAddr, Serving>)> = BTreeMap::new();
         for port in &service.ports {
             for routed in &port.backends {
                 let backend = routed.backend;
                 let (_, endpoints) = clusters
                     .entry(backend.cluster)
                     .or_insert_with(|| (*routed.path() == Path::Direct, BTreeMap::new()));
-                let endpoint = endpoints
+                let (_, state, ports) = endpoints
                     .entry(backend.address)
-                    .or_insert_with(|| SourceEndpoint {
-                        address: backend.address,
-                        hostname: backend.hostname().map(str::to_owned),
-                        label: backend.pod_label().into_owned(),
-                        state: backend.state,
-                        ports: BTreeMap::new(),
-                    });
+                    .or_insert_with(|| (backend.hostname(), backend.state, BTreeMap::new()));
                 // Ready for one port is ready: the merge drops only the
                 // endpoints that are neither.
                 if backend.state == BackendState::Ready {
-                    endpoint.state = BackendState::Ready;
+                    *state = BackendState::Ready;
                 }
-                endpoint
-                    .ports
-                    .insert((port.protocol, port.port), backend.port);
+                ports.insert((port.protocol, port.port), backend.port);
             }
         }
-        let sources: Vec<SourceBackends> = clusters
+        clusters
             .into_iter()
             .map(|(cluster, (direct, endpoints))| SourceBackends {
                 cluster: cluster.clone(),
                 direct,
-                endpoints: endpoints.into_values().collect(),
+                endpoints: endpoints
+                    .into_iter()
+                    .map(|(address, (hostname, state, ports))| SourceEndpoint {
+                        address,
+                        hostname: hostname.map(str::to_owned),
+                        state,
+                        ports: ports.into_iter().collect(),
+                    })
+                    .collect(),
             })
-            .collect();
-        if !sources.is_empty() {
-            all.insert(service.key.clone(), sources);
-        }
+            .collect()
     }
-    all
 }
 
 /// How a slice's addresses reach the source cluster's endpoints.
@@ -219,11 +274,11 @@ fn direct(service: &MergedService, source: &SourceBackends) -> Grouped {
             .ports
             .iter()
             .filter_map(|port| {
-                let target = endpoint.ports.get(&(port.protocol, port.port))?;
+                let target = endpoint.target_port(port.protocol, port.port)?;
                 Some(SlicePort {
                     name: port.name.clone(),
                     protocol: port.protocol,
-                    port: *target,
+                    port: target,
                     app_protocol: port.app_protocol.clone(),
                 })
             })
@@ -269,7 +324,7 @@ fn pod_addresses(planned: &PlannedImport, source: &SourceBackends) -> Grouped {
         let hostname = source
             .endpoints
             .iter()
-            .find(|endpoint| endpoint.label == pod.pod.label)
+            .find(|endpoint| endpoint.label() == pod.pod.label)
             .and_then(|endpoint| endpoint.hostname.clone());
         for address in &pod.ips {
             grouped
@@ -303,7 +358,7 @@ fn gateways(
             source
                 .endpoints
                 .iter()
-                .any(|endpoint| endpoint.ports.contains_key(&(port.protocol, port.port)))
+                .any(|endpoint| endpoint.target_port(port.protocol, port.port).is_some())
         })
         .filter_map(|port| {
             Some(SlicePort {

@@ -38,7 +38,7 @@ fn with_inputs<T>(
         refused_families: &BTreeSet::new(),
         settling: &Default::default(),
         pods: &BTreeMap::new(),
-        sources: &BTreeMap::new(),
+        sources: &Sources::default(),
         pod_ranges: None,
         quota: Default::default(),
     })
@@ -309,7 +309,7 @@ fn a_full_range_leaves_the_import_not_ready() {
         refused_families: &BTreeSet::new(),
         settling: &Default::default(),
         pods: &BTreeMap::new(),
-        sources: &BTreeMap::new(),
+        sources: &Sources::default(),
         pod_ranges: None,
         quota: Default::default(),
     });
@@ -357,7 +357,7 @@ fn a_namespace_over_its_import_port_quota_leaves_others_unaffected() {
             refused_families: &BTreeSet::new(),
             settling: &Default::default(),
             pods: &BTreeMap::new(),
-            sources: &BTreeMap::new(),
+            sources: &Sources::default(),
             pod_ranges: None,
             quota,
         })
@@ -640,7 +640,7 @@ fn a_refused_family_or_no_forwardable_port_means_no_derived_service() {
         refused_families: &refused,
         settling: &Default::default(),
         pods: &BTreeMap::new(),
-        sources: &BTreeMap::new(),
+        sources: &Sources::default(),
         pod_ranges: None,
         quota: Default::default(),
     });

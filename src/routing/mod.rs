@@ -519,6 +519,12 @@ impl RouteTable {
         self.import_ports.iter().map(|(port, key)| (*port, key))
     }
 
+    /// Every service's routes as the table shares them: a table built
+    /// reusing another holds the very routes of each unchanged service.
+    pub fn shared_services(&self) -> impl Iterator<Item = &Arc<ServiceRoutes>> {
+        self.services.values().flat_map(HashMap::values)
+    }
+
     pub fn services(&self) -> impl Iterator<Item = &ServiceRoutes> {
         self.services
             .values()

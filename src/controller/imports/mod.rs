@@ -44,8 +44,8 @@ use crate::imports::diff::{Change, applies, changes, changes_of};
 use crate::imports::render::{Owners, desired_objects_of};
 use crate::imports::scope::{PassView, Scope, Settled};
 use crate::imports::{
-    ImportPlan, PlanInputs, ReleasedPorts, RemotePods, Skipped, SourceBackends,
-    hold_until_answered, plan, remote_pods, replan, source_backends,
+    ImportPlan, PlanInputs, ReleasedPorts, RemotePods, Skipped, Sources, hold_until_answered, plan,
+    remote_pods, replan, source_backends_reusing,
 };
 use crate::merge::MergedSet;
 use crate::model::ServiceKey;
@@ -260,7 +260,7 @@ struct Merged {
     set: Arc<MergedSet>,
     pods: Arc<BTreeMap<ServiceKey, RemotePods>>,
     /// Each service's exporting clusters as the local cluster reaches them.
-    sources: Arc<BTreeMap<ServiceKey, Vec<SourceBackends>>>,
+    sources: Arc<Sources>,
 }
 
 /// What one pass found.
@@ -391,10 +391,11 @@ impl Reconciler {
                     .as_ref()
                     .map(|table| remote_pods(table, self.options.max_headless_endpoints))
                     .unwrap_or_default();
+                let previous_sources = self.merged.as_ref().map(|(_, m)| &*m.sources);
                 let sources = self
                     .local_routes
                     .as_ref()
-                    .map(source_backends)
+                    .map(|table| source_backends_reusing(table, previous_sources))
                     .unwrap_or_default();
                 let merged = Merged {
                     set: merged,
