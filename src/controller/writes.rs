@@ -149,9 +149,10 @@ pub fn service_of(change: &Change, derived: DerivedOwner<'_>) -> (String, String
 
 /// What became of one write.
 #[derive(Debug)]
-pub enum Outcome {
-    /// The object the server returned (`None` for a deletion).
-    Written(Option<serde_json::Value>),
+pub enum Outcome<T = serde_json::Value> {
+    /// The object the server returned, as the writer keeps it (`None` for
+    /// a deletion).
+    Written(Option<T>),
     Failed(WriteError),
     /// Not made: leadership was lost before its turn, or (a status) one of
     /// its service's other writes failed, so its `Ready` would come early.
@@ -163,15 +164,15 @@ pub enum Outcome {
 /// `limits.concurrency` writes in flight in all, paced. `write` makes a
 /// change's write (a future, not yet polled). The outcomes come per chain:
 /// its children's, then its status's, each in order.
-pub async fn run_chains<'c, F>(
+pub async fn run_chains<'c, F, T>(
     chains: &[Chain<'c>],
     limits: &WriteLimits,
     pacer: &Pacer,
     go: &(dyn Fn() -> bool + Sync),
     write: &(dyn Fn(&'c Change) -> F + Sync),
-) -> Vec<(Vec<Outcome>, Vec<Outcome>)>
+) -> Vec<(Vec<Outcome<T>>, Vec<Outcome<T>>)>
 where
-    F: std::future::Future<Output = Result<Option<serde_json::Value>, kube::Error>>,
+    F: std::future::Future<Output = Result<Option<T>, kube::Error>>,
 {
     let slots = tokio::sync::Semaphore::new(limits.concurrency.max(1));
     let timeout = limits.timeout;
@@ -355,7 +356,7 @@ mod tests {
         };
         let pacer = Pacer::new(&limits);
         let started = tokio::time::Instant::now();
-        let quick = |_: &Change| async { Ok::<_, kube::Error>(None) };
+        let quick = |_: &Change| async { Ok::<_, kube::Error>(None::<serde_json::Value>) };
         let outcomes = run_chains(&five, &limits, &pacer, &|| true, &quick).await;
         // One at once, then one per 100 ms.
         assert_eq!(started.elapsed(), Duration::from_millis(400));
@@ -369,7 +370,7 @@ mod tests {
         let chained = chains(&pending, &owner);
         let slow = |_: &Change| async {
             tokio::time::sleep(Duration::from_secs(5)).await;
-            Ok::<_, kube::Error>(None)
+            Ok::<_, kube::Error>(None::<serde_json::Value>)
         };
         let outcomes = run_chains(&chained, &limits, &pacer, &|| true, &slow).await;
         assert!(matches!(

@@ -568,11 +568,14 @@ impl Observed {
 
     /// The previous implementation's EndpointSlices of the Service
     /// `namespace/name` (its `kubernetes.io/service-name` label).
-    pub fn adoptable_slices_of<'a>(
+    pub fn adoptable_slices_of<'a, 'n>(
         &'a self,
-        namespace: &'a str,
-        name: &'a str,
-    ) -> impl Iterator<Item = &'a ObservedObject> + 'a {
+        namespace: &'n str,
+        name: &'n str,
+    ) -> impl Iterator<Item = &'a ObservedObject> + 'n
+    where
+        'a: 'n,
+    {
         self.foreign_slices.values().filter(move |slice| {
             slice.namespace() == namespace
                 && slice.label(SERVICE_NAME_LABEL) == Some(name)

@@ -118,24 +118,25 @@ fn needs_apply(desired: &DesiredObject, held: Option<&ObservedObject>) -> bool {
     !contains(raw, &desired.object)
 }
 
-/// The writes that make `observed` hold `desired`: applies first (an
-/// import before its derived Service before its slices, as `desired`
-/// orders them), then deletions.
 /// The applies `desired` needs, and no deletion: for a `desired` that is
 /// only part of the plan (some services' objects), where what it leaves
-/// out is not thereby unwanted.
-pub fn applies(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
+/// out is not thereby unwanted. The objects move into the changes: a
+/// pass over a whole cluster renders a great many.
+pub fn applies(desired: Vec<DesiredObject>, observed: &Observed) -> Vec<Change> {
     desired
-        .iter()
+        .into_iter()
         .filter(|object| needs_apply(object, observed.get(&object.object)))
         .map(|object| Change::Apply {
-            object: object.object.clone(),
+            object: object.object,
             status: object.status,
         })
         .collect()
 }
 
-pub fn changes(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
+/// The writes that make `observed` hold `desired`: applies first (an
+/// import before its derived Service before its slices, as `desired`
+/// orders them), then deletions.
+pub fn changes(desired: Vec<DesiredObject>, observed: &Observed) -> Vec<Change> {
     let held = observed
         .imports
         .values()
@@ -150,7 +151,7 @@ pub fn changes(desired: &[DesiredObject], observed: &Observed) -> Vec<Change> {
 /// the cluster holds for them ([`Observed::by_service`]); nothing else is
 /// compared or deleted.
 pub fn changes_of<'a>(
-    desired: &'a [DesiredObject],
+    desired: Vec<DesiredObject>,
     observed: &'a Observed,
     held: impl Iterator<Item = &'a ObservedObject>,
 ) -> Vec<Change> {
@@ -158,28 +159,21 @@ pub fn changes_of<'a>(
 }
 
 fn changes_among<'a>(
-    desired: &'a [DesiredObject],
+    desired: Vec<DesiredObject>,
     observed: &'a Observed,
     held: impl Iterator<Item = &'a ObservedObject>,
 ) -> Vec<Change> {
-    let mut changes = Vec::new();
-    let mut wanted: HashSet<(String, String, String)> = HashSet::new();
-    for object in desired {
-        wanted.insert(identity(&object.object));
-        if needs_apply(object, observed.get(&object.object)) {
-            changes.push(Change::Apply {
-                object: object.object.clone(),
-                status: object.status,
-            });
-        }
-    }
+    let wanted: HashSet<(String, String, String)> = desired
+        .iter()
+        .map(|object| identity(&object.object))
+        .collect();
     // A held object that is not desired goes, unless its owner is desired
     // without its children (an owner whose uid is not known yet): the
     // child is only missing from this plan, and must not be deleted for it.
-    let desired_by_identity: HashMap<(String, String, String), &DesiredObject> = desired
+    let complete_by_identity: HashMap<(String, String, String), bool> = desired
         .iter()
         .filter(|d| !d.status)
-        .map(|d| (identity(&d.object), d))
+        .map(|d| (identity(&d.object), d.complete))
         .collect();
     let owner_complete = |kind: &str, namespace: &str, name: Option<&str>| {
         let key = (
@@ -187,7 +181,7 @@ fn changes_among<'a>(
             namespace.to_owned(),
             name.unwrap_or_default().to_owned(),
         );
-        desired_by_identity.get(&key).map(|owner| owner.complete)
+        complete_by_identity.get(&key).copied()
     };
     let stale = |held: &ObservedObject| {
         let identity = (
@@ -231,22 +225,27 @@ fn changes_among<'a>(
     };
     // A previous implementation's slices of a derived Service Strait took
     // over: Strait's own slices list its endpoints now.
-    let superseded = desired
+    let superseded: Vec<&ObservedObject> = desired
         .iter()
         .filter(|d| !d.status && d.object["kind"] == "Service")
         .flat_map(|d| {
             let metadata = &d.object["metadata"];
-            observed.adoptable_slices_of(
-                metadata["namespace"].as_str().unwrap_or_default(),
-                metadata["name"].as_str().unwrap_or_default(),
-            )
-        });
+            observed
+                .adoptable_slices_of(
+                    metadata["namespace"].as_str().unwrap_or_default(),
+                    metadata["name"].as_str().unwrap_or_default(),
+                )
+                .collect::<Vec<_>>()
+        })
+        .collect();
     // Only Strait's own objects and those it takes over: another
     // controller's ServiceImport of the same name is never deleted.
     let ours = held
         .filter(|held| held.kind() != "ServiceImport" || held.ours() || observed.adoptable(held))
         .chain(superseded);
-    for held in ours.filter(|held| stale(held)) {
+    let stale: Vec<&ObservedObject> = ours.filter(|held| stale(held)).collect();
+    let mut changes = applies(desired, observed);
+    for held in stale {
         changes.push(Change::Delete {
             api_version: held.api_version().to_owned(),
             kind: held.kind().to_owned(),

@@ -252,7 +252,7 @@ fn serve(observed: &mut Observed, pending: Vec<Change>) {
 
 fn converge(set: &ClusterSet, observed: &mut Observed) {
     for _ in 0..5 {
-        let pending = changes(&desired(set, observed, Owners::Required), observed);
+        let pending = changes(desired(set, observed, Owners::Required), observed);
         if pending.is_empty() {
             return;
         }
@@ -273,7 +273,7 @@ fn per_pod_objects_converge_and_go_with_their_pod() {
     assert!(plan.imports[0].pods.iter().all(|p| !p.ips.is_empty()));
 
     // One pod goes: its Service and slice are deleted, the other's stay.
-    let pending: Vec<String> = changes(&desired(&set(1), &observed, Owners::Required), &observed)
+    let pending: Vec<String> = changes(desired(&set(1), &observed, Owners::Required), &observed)
         .iter()
         .map(Change::describe)
         .collect();
@@ -310,7 +310,7 @@ fn a_lagging_import_watch_deletes_no_per_pod_service() {
             .remove("uid");
         *import = ObservedObject::new(lagging);
     }
-    let pending = changes(&desired(&set(2), &observed, Owners::Required), &observed);
+    let pending = changes(desired(&set(2), &observed, Owners::Required), &observed);
     assert!(
         pending.iter().all(|c| !matches!(c, Change::Delete { .. })),
         "{pending:?}"

@@ -310,7 +310,7 @@ fn slices_go_with_the_last_export_and_are_not_touched_while_held() {
     let set = cluster_set(&[("east-1", "net-a", east.clone())]);
     let observed = held_as_written(&set);
     let (_, again) = desired_with(&set, &observed);
-    let pending: Vec<String> = changes(&again, &observed)
+    let pending: Vec<String> = changes(again, &observed)
         .iter()
         .map(Change::describe)
         .filter(|c| c.contains("EndpointSlice"))
@@ -325,7 +325,7 @@ fn slices_go_with_the_last_export_and_are_not_touched_while_held() {
     cluster.services.clear();
     unexported.clusters.insert(cluster.id.clone(), cluster);
     let (_, gone) = desired_with(&unexported, &observed);
-    let deleted: Vec<String> = changes(&gone, &observed)
+    let deleted: Vec<String> = changes(gone, &observed)
         .iter()
         .filter(|c| matches!(c, Change::Delete { kind, .. } if kind == "EndpointSlice"))
         .map(Change::describe)
@@ -360,7 +360,7 @@ fn slices_held_as_their_digest_are_written_again_when_wanted_or_edited() {
     );
     let slice_writes = |set: &ClusterSet, observed: &Observed| -> Vec<String> {
         let (_, wanted) = desired_with(set, observed);
-        changes(&wanted, observed)
+        changes(wanted, observed)
             .iter()
             .map(Change::describe)
             .filter(|c| c.contains("EndpointSlice"))
@@ -434,7 +434,7 @@ fn an_adopted_import_keeps_its_derived_service_and_clustersetip() {
     let import = &plan.imports[0];
     assert_eq!(import.derived_service.as_deref(), Some("derived-previous"));
     assert_eq!(import.ips, [ip("10.96.0.77")]);
-    let pending: Vec<String> = changes(&objects, &observed)
+    let pending: Vec<String> = changes(objects.clone(), &observed)
         .iter()
         .map(Change::describe)
         .collect();
@@ -523,7 +523,7 @@ fn an_imports_status_is_written_after_its_slices_so_ready_never_comes_first() {
         status > last_slice,
         "status at {status}, a slice at {last_slice}"
     );
-    let changes = changes(&objects, &observed);
+    let changes = changes(objects, &observed);
     assert!(
         matches!(changes.last(), Some(Change::Apply { status: true, .. })),
         "the status is the last write"

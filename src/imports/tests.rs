@@ -285,7 +285,7 @@ fn a_missing_namespace_or_a_foreign_import_gets_nothing() {
     );
     let desired = desired_objects(&plan, &merge(&set), &observed, API, Owners::Required, now());
     assert!(
-        changes(&desired, &observed).is_empty(),
+        changes(desired, &observed).is_empty(),
         "another controller's import is never deleted"
     );
 }
@@ -486,7 +486,7 @@ fn a_plan_converges_and_an_edit_is_put_back() {
     let mut observed = Observed::default();
     let mut rounds = 0;
     loop {
-        let pending = changes(&desired(&observed), &observed);
+        let pending = changes(desired(&observed), &observed);
         if pending.is_empty() {
             break;
         }
@@ -508,7 +508,7 @@ fn a_plan_converges_and_an_edit_is_put_back() {
     let mut edited = serde_json::Value::clone(held.raw().expect("an import is held whole"));
     edited["spec"]["ports"][0]["targetPort"] = 8080.into();
     *held = ObservedObject::new(edited);
-    let repair = changes(&desired(&observed), &observed);
+    let repair = changes(desired(&observed), &observed);
     assert_eq!(
         repair.iter().map(Change::describe).collect::<Vec<_>>(),
         ["apply Service shop/derived-bsqa4s8pq5"]
@@ -531,7 +531,7 @@ fn the_last_unexport_deletes_what_strait_created() {
         ServiceBuilder::new().port("http", 80, 8080),
         ServiceBuilder::new().port("http", 80, 8080),
     );
-    let deletes: Vec<String> = changes(&objects(&set, &observed), &observed)
+    let deletes: Vec<String> = changes(objects(&set, &observed), &observed)
         .iter()
         .map(Change::describe)
         .collect();
@@ -607,7 +607,7 @@ fn a_lagging_import_watch_deletes_no_derived_service() {
     }
     let (plan, merged) = plan_for(&set, &observed);
     let desired = desired_objects(&plan, &merged, &observed, API, Owners::Required, now());
-    let planned: Vec<String> = changes(&desired, &observed)
+    let planned: Vec<String> = changes(desired, &observed)
         .iter()
         .map(Change::describe)
         .collect();

@@ -39,7 +39,7 @@ use crate::backoff::Backoff;
 use crate::backoff::Retry;
 use crate::discovery::kube::client::ClusterSource;
 use crate::discovery::kube::{SourceSnapshot, SyncState};
-use crate::discovery::observed::{Observed, ObservedObject};
+use crate::discovery::observed::Observed;
 use crate::imports::diff::{Change, applies, changes, changes_of};
 use crate::imports::render::{Owners, desired_objects_of};
 use crate::imports::scope::{PassView, Scope, Settled};
@@ -553,7 +553,7 @@ impl Reconciler {
                         Timestamp::now(),
                         Some(touched),
                     );
-                    (desired.len(), applies(&desired, &observed))
+                    (desired.len(), applies(desired, &observed))
                 }
             };
             pass.rendered += u64::try_from(rendered).unwrap_or(u64::MAX);
@@ -614,8 +614,6 @@ impl Reconciler {
                     Outcome::NotTried => {}
                     Outcome::Written(result) => {
                         self.count(true);
-                        // Read once: the overlay and this pass share it.
-                        let result = result.map(ObservedObject::new);
                         tracing::info!(change = %change.describe(), "import object written");
                         self.written.remember(change, &observed, result.clone());
                         apply_result(&mut observed, change, result);
@@ -676,9 +674,10 @@ impl Reconciler {
             Timestamp::now(),
             scope.services(),
         );
+        let rendered = desired.len();
         let pending = match scope.services() {
-            None => changes(&desired, observed),
-            Some(services) => changes_of(&desired, observed, view.held_in(services)),
+            None => changes(desired, observed),
+            Some(services) => changes_of(desired, observed, view.held_in(services)),
         };
         let unsettled = services_of(&pending, &owner_of(owners));
         self.settled.settle(&view, &scope, &unsettled);
@@ -686,7 +685,7 @@ impl Reconciler {
         self.reports.send_if_modified(|report| {
             std::mem::replace(&mut report.unsettled, unsettled) != unsettled
         });
-        (desired.len(), pending)
+        (rendered, pending)
     }
 
     /// The changes of a round that may be written: a Service of that name

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::Reconciler;
 use super::objects::import_resource;
 use crate::discovery::kube::LocalImports;
-use crate::discovery::observed::Observed;
+use crate::discovery::observed::{Observed, ObservedObject};
 use crate::imports::diff::Change;
 use crate::imports::naming::FIELD_MANAGER;
 
@@ -22,9 +22,15 @@ impl Reconciler {
         change: &Change,
         local: &LocalImports,
         observed: &Observed,
-    ) -> Result<Option<Value>, kube::Error> {
+    ) -> Result<Option<ObservedObject>, kube::Error> {
         let started = Instant::now();
-        let result = self.write(change, local, observed).await;
+        // Read as it arrives: a round's results are held until its last
+        // write is made, and the server's whole object is many times the
+        // size of what is kept of it.
+        let result = self
+            .write(change, local, observed)
+            .await
+            .map(|result| result.map(ObservedObject::new));
         let spent = started.elapsed().as_secs_f64();
         self.reports.send_modify(|report| {
             report.queued = report.queued.saturating_sub(1);
