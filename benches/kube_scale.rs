@@ -476,8 +476,9 @@ fn mcs_slice_lists(local: &ApiServer, service: usize, address: &str) -> bool {
 }
 
 /// The control plane's work counters from `/metrics`: publications,
-/// cluster translations, import passes, objects rendered, import writes.
-fn work(admin: SocketAddr) -> Result<[f64; 5]> {
+/// cluster translations, import passes, imports planned, objects rendered,
+/// import writes.
+fn work(admin: SocketAddr) -> Result<[f64; 6]> {
     let (_, text) = get(admin, "/metrics")?;
     let sum = |prefix: &str| -> f64 {
         text.lines()
@@ -489,6 +490,7 @@ fn work(admin: SocketAddr) -> Result<[f64; 5]> {
         sum("strait_control_plane_work_total{stage=\"publication\"}"),
         sum("strait_control_plane_work_total{stage=\"cluster_translation\"}"),
         sum("strait_control_plane_work_total{stage=\"import_pass\"}"),
+        sum("strait_control_plane_work_total{stage=\"import_planned\"}"),
         sum("strait_control_plane_work_total{stage=\"import_object_rendered\"}"),
         sum("strait_import_writes_total"),
     ])
@@ -653,7 +655,7 @@ fn run(options: &Options) -> Result<()> {
             quantile(&slices, 1.0)
         );
         println!(
-            "  per change: publications / translations / import passes / objects rendered / writes: {}",
+            "  per change: publications / translations / import passes / imports planned / objects rendered / writes: {}",
             per_change.join(" / ")
         );
     }

@@ -361,6 +361,9 @@ fn spawn_kube(
                             state
                                 .metrics
                                 .set_work_total(Stage::ImportObjectRendered, report.rendered);
+                            state
+                                .metrics
+                                .set_work_total(Stage::ImportPlanned, report.imports_planned);
                             state.metrics.set_import_queue(
                                 report.queued,
                                 report.unsettled,

@@ -35,11 +35,13 @@ pub mod pods;
 pub mod ports;
 pub mod render;
 mod replan;
+mod reuse;
 pub mod scope;
 pub mod sources;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use serde::Serialize;
@@ -52,6 +54,7 @@ pub use ports::{
     Allocation, PortRange, PortRangeError, Released, ReleasedPorts, recorded_allocation,
 };
 pub use replan::replan;
+pub use reuse::{KeptPlan, MadePlan, plan_reusing};
 pub use sources::{
     PlannedSlice, SourceBackends, Sources, source_backends, source_backends_reusing,
 };
@@ -171,7 +174,9 @@ pub enum Skipped {
 /// Everything this cluster should hold for its imports.
 #[derive(Debug, Clone, Default)]
 pub struct ImportPlan {
-    pub imports: Vec<PlannedImport>,
+    /// In service order. Shared: the next pass keeps each one whose
+    /// inputs did not change ([`plan_reusing`]).
+    pub imports: Vec<Arc<PlannedImport>>,
     pub allocation: Allocation,
     pub skipped: BTreeMap<ServiceKey, Skipped>,
     /// Remote pods `imports.podAddresses` had no room for (a file setup).
@@ -458,7 +463,7 @@ pub fn plan(inputs: &PlanInputs<'_>) -> ImportPlan {
     let allocation = allocate_for(&services, &pods, inputs);
     let imports = services
         .into_iter()
-        .map(|service| plan_import(service, &allocation, &pods, &addresses, inputs))
+        .map(|service| Arc::new(plan_import(service, &allocation, &pods, &addresses, inputs)))
         .collect();
     ImportPlan {
         imports,
@@ -482,6 +487,7 @@ pub fn hold_until_answered(
             && !planned.ips.is_empty()
             && !answered(&planned.key, &planned.ips)
         {
+            let planned = Arc::make_mut(planned);
             planned.ready = false;
             planned.reason = ReadyReason::Pending;
             planned.message =

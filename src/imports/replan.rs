@@ -1,6 +1,7 @@
 //! Planning again only the services a pass's last round wrote.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::{
     ImportPlan, PlanInputs, PodAddresses, RemotePods, plan_import, pods_within_quota, skipped_for,
@@ -57,11 +58,11 @@ pub fn replan(plan: &mut ImportPlan, inputs: &PlanInputs<'_>, services: &BTreeSe
             },
         };
         match (position, planned) {
-            (Ok(at), Some(planned)) => plan.imports[at] = planned,
+            (Ok(at), Some(planned)) => plan.imports[at] = Arc::new(planned),
             (Ok(at), None) => {
                 plan.imports.remove(at);
             }
-            (Err(at), Some(planned)) => plan.imports.insert(at, planned),
+            (Err(at), Some(planned)) => plan.imports.insert(at, Arc::new(planned)),
             (Err(_), None) => {}
         }
     }

@@ -69,7 +69,7 @@ impl<'a> PassView<'a> {
         Self {
             shared: observed.shared_fingerprint(),
             merged,
-            planned: plan.imports.iter().map(|p| (&p.key, p)).collect(),
+            planned: plan.imports.iter().map(|p| (&p.key, &**p)).collect(),
             skipped: &plan.skipped,
             ports,
             held: observed.by_service(),

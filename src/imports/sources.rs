@@ -90,6 +90,12 @@ impl Sources {
     pub fn get(&self, service: &ServiceKey) -> Option<&[SourceBackends]> {
         self.0.get(service).map(|(_, sources)| &**sources)
     }
+
+    /// [`Sources::get`] as shared: the same `Arc` while the service's
+    /// routes do not change.
+    pub fn get_shared(&self, service: &ServiceKey) -> Option<&Arc<[SourceBackends]>> {
+        self.0.get(service).map(|(_, sources)| sources)
+    }
 }
 
 /// Every service's source clusters as `table`'s viewer reaches them, in

@@ -1,8 +1,9 @@
-//! What one change costs: the import objects a new export makes the
-//! reconciler render do not grow with the services it already imports. A
-//! pass renders only the services whose inputs changed
-//! (`strait::imports::scope`); before, each pass rendered every import.
-//! Counted, not timed.
+//! What one change costs: the imports a new export makes the reconciler
+//! plan, and the import objects it renders, do not grow with the services
+//! it already imports. A pass plans again only the services whose inputs
+//! changed (`strait::imports::plan_reusing`) and renders only those found
+//! changed (`strait::imports::scope`); before, each pass planned and
+//! rendered every import. Counted, not timed.
 
 use super::*;
 
@@ -13,16 +14,23 @@ use super::*;
 /// the slices and its `ips`).
 const OBJECTS_OF_ONE_SERVICE_A_PASS: u64 = 7 * 3;
 
-/// Passes and objects rendered, once the reconciler has found every
-/// service as desired and made no pass for a while (the echoes of its last
-/// writes settled).
-async fn settled(gateway: &Started) -> (u64, u64) {
+/// The imports one service may need planned in a pass: in each of its
+/// three rounds, the new service's own, with room for one more.
+const IMPORTS_OF_ONE_SERVICE_A_PASS: u64 = 2 * 3;
+
+/// Passes, objects rendered and imports planned, once the reconciler has
+/// found every service as desired and made no pass for a while (the
+/// echoes of its last writes settled).
+async fn settled(gateway: &Started) -> (u64, u64, u64) {
     let reports = gateway.imports().expect("the import reconciler runs");
-    let mut last = (u64::MAX, u64::MAX);
+    let mut last = (u64::MAX, u64::MAX, u64::MAX);
     loop {
         let (now, unsettled) = {
             let report = reports.borrow();
-            ((report.passes, report.rendered), report.unsettled)
+            (
+                (report.passes, report.rendered, report.imports_planned),
+                report.unsettled,
+            )
         };
         if now == last && unsettled == 0 {
             return now;
@@ -44,9 +52,9 @@ async fn export_one(world: &World) {
         .await;
 }
 
-/// The passes made and objects rendered for one export, with `held`
-/// services imported already.
-async fn one_export_with(held: usize) -> (u64, u64) {
+/// The passes made, objects rendered and imports planned for one export,
+/// with `held` services imported already.
+async fn one_export_with(held: usize) -> (u64, u64, u64) {
     let world = World::new().await;
     for i in 0..held {
         let name = format!("held-{i}");
@@ -68,16 +76,25 @@ async fn one_export_with(held: usize) -> (u64, u64) {
     let before = settled(&gateway).await;
     export_one(&world).await;
     let after = settled(&gateway).await;
-    (after.0 - before.0, after.1 - before.1)
+    (after.0 - before.0, after.1 - before.1, after.2 - before.2)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_export_renders_as_much_with_forty_imports_held_as_with_none() {
     let mut rendered_at = Vec::new();
     for held in [0, 40] {
-        let (passes, rendered) = one_export_with(held).await;
-        println!("{held} held: {passes} passes rendered {rendered} objects");
+        let (passes, rendered, planned) = one_export_with(held).await;
+        println!(
+            "{held} held: {passes} passes planned {planned} imports, rendered {rendered} objects"
+        );
         assert!(passes > 0, "the export made no pass");
+        // Planning every import in a pass's first round would be 41 a
+        // pass with 40 held.
+        assert!(
+            planned <= passes * IMPORTS_OF_ONE_SERVICE_A_PASS,
+            "with {held} held, {passes} passes planned {planned} imports: \
+             more than the new service's own"
+        );
         // Rendering every import in a pass's first round would be at
         // least 5 objects for each of the 41 imports, 205 a pass.
         assert!(

@@ -22,6 +22,9 @@ label_enum! {
         ImportPass => "import_pass",
         /// An object the import reconciler rendered in a pass.
         ImportObjectRendered => "import_object_rendered",
+        /// An import the import reconciler planned in a pass (one kept
+        /// from the pass before is not planned again).
+        ImportPlanned => "import_planned",
     }
 }
 
@@ -44,7 +47,7 @@ impl WorkMetrics {
     pub(super) fn register(&self, registry: &mut Registry) {
         registry.register(
             "control_plane_work",
-            "Work of the control plane, by stage: publications of the Kubernetes source, cluster translations, import reconciler passes and the objects they rendered",
+            "Work of the control plane, by stage: publications of the Kubernetes source, cluster translations, import reconciler passes, the imports they planned and the objects they rendered",
             self.work.clone(),
         );
         registry.register(

@@ -44,8 +44,8 @@ use crate::imports::diff::{Change, applies, changes, changes_of};
 use crate::imports::render::{Owners, desired_objects_of};
 use crate::imports::scope::{PassView, Scope, Settled};
 use crate::imports::{
-    ImportPlan, PlanInputs, ReleasedPorts, RemotePods, Skipped, Sources, hold_until_answered, plan,
-    remote_pods, replan, source_backends_reusing,
+    ImportPlan, KeptPlan, MadePlan, PlanInputs, ReleasedPorts, RemotePods, Skipped, Sources,
+    hold_until_answered, plan_reusing, remote_pods, replan, source_backends_reusing,
 };
 use crate::merge::MergedSet;
 use crate::model::ServiceKey;
@@ -91,7 +91,7 @@ pub struct ImportsReport {
     /// The generation of the last snapshot planned (0: none yet).
     pub planned: u64,
     /// Every planned import with its VIPs, ports and state.
-    pub imports: Arc<Vec<crate::imports::PlannedImport>>,
+    pub imports: Arc<Vec<Arc<crate::imports::PlannedImport>>>,
     /// Services without an import, and why.
     pub skipped: BTreeMap<String, Skipped>,
     /// Service ports without an import port (the range is full).
@@ -102,6 +102,9 @@ pub struct ImportsReport {
     /// the work counters of `strait_control_plane_work_total`.
     pub passes: u64,
     pub rendered: u64,
+    /// Imports planned in those passes (those kept from the pass before
+    /// are not).
+    pub imports_planned: u64,
     /// Services the last pass did not find as desired (writes pending or
     /// failed, or not allowed yet): the next pass renders them again.
     pub unsettled: usize,
@@ -150,6 +153,8 @@ pub(super) fn start(
         quiet: None,
         settled: Settled::default(),
         full_pass_at: None,
+        kept: None,
+        made: None,
         names_answered,
         imported_since: HashMap::new(),
         options,
@@ -232,6 +237,12 @@ struct Reconciler {
     /// When the last pass over every service was made: one is made at
     /// least every [`FULL_PASS_EVERY`].
     full_pass_at: Option<Instant>,
+    /// The last pass's plan, each import with what it was planned from:
+    /// the next pass's first round plans again only the services whose
+    /// inputs changed ([`plan_reusing`]).
+    kept: Option<KeptPlan>,
+    /// The first round's plan of the pass under way, kept once it is over.
+    made: Option<MadePlan>,
     /// The newest snapshot this replica's DNS responder answers from, once
     /// a gateway serving DNS says ([`super::Controller::names_answered_from`]).
     names_answered: watch::Receiver<Option<u64>>,
@@ -270,6 +281,9 @@ struct Pass {
     skipped: bool,
     /// Objects rendered in all its rounds.
     rendered: u64,
+    /// Imports planned in all its rounds (those kept from the last pass
+    /// are not).
+    planned: u64,
     failed: bool,
     last_error: Option<String>,
 }
@@ -296,6 +310,8 @@ impl Reconciler {
                 self.local_routes = None;
                 self.settled = Settled::default();
                 self.full_pass_at = None;
+                self.kept = None;
+                self.made = None;
                 self.imported_since.clear();
                 self.reports.send_if_modified(|report| {
                     let was_leader = std::mem::replace(&mut report.leader, false);
@@ -316,6 +332,9 @@ impl Reconciler {
             }
             let started = Instant::now();
             let mut pass = self.evaluate(&snapshot, known).await;
+            if let (Some(made), Some(plan)) = (self.made.take(), pass.plan.as_ref()) {
+                self.kept = Some(KeptPlan::of(made, plan));
+            }
             let is_leader = self.leadership.is_leader();
             let spent = started.elapsed().as_secs_f64();
             if !pass.skipped {
@@ -334,6 +353,7 @@ impl Reconciler {
                 report.planned = snapshot.generation;
                 report.passes += u64::from(!pass.skipped);
                 report.rendered += pass.rendered;
+                report.imports_planned += pass.planned;
                 report.last_error = pass.last_error.clone();
                 // Moved, not copied: the plan holds every import.
                 if let Some(plan) = pass.plan.take() {
@@ -417,6 +437,7 @@ impl Reconciler {
             plan: None,
             skipped: false,
             rendered: 0,
+            planned: 0,
             failed: false,
             last_error: None,
         };
@@ -511,9 +532,22 @@ impl Reconciler {
             let mut plan = match (earlier, &touched) {
                 (Some(mut earlier), Some(touched)) => {
                     replan(&mut earlier, &plan_inputs, touched);
+                    pass.planned += u64::try_from(touched.len()).unwrap_or(u64::MAX);
                     earlier
                 }
-                _ => plan(&plan_inputs),
+                _ => {
+                    // The pass over every service that is due now and then
+                    // plans them all again too.
+                    let every_due = self
+                        .full_pass_at
+                        .is_none_or(|at| now.duration_since(at) >= FULL_PASS_EVERY);
+                    let kept = self.kept.take().filter(|_| !every_due);
+                    let held = observed.by_service();
+                    let (plan, made) = plan_reusing(&plan_inputs, kept, &held);
+                    pass.planned += u64::try_from(made.planned).unwrap_or(u64::MAX);
+                    self.made = Some(made);
+                    plan
+                }
             };
             if let Some(answered) = names_answered {
                 let since = &mut self.imported_since;
