@@ -55,10 +55,13 @@ pub struct PassView<'a> {
 }
 
 impl<'a> PassView<'a> {
+    /// `held` is `observed`'s objects by service ([`Observed::by_service`]),
+    /// read once for the pass's plan and this view.
     pub fn new(
         plan: &'a ImportPlan,
         merged: &'a MergedSet,
         observed: &'a Observed,
+        held: HashMap<ServiceKey, Vec<&'a ObservedObject>>,
         refused: &'a BTreeSet<ServiceKey>,
         settling: &'a BTreeSet<ServiceKey>,
     ) -> Self {
@@ -72,7 +75,7 @@ impl<'a> PassView<'a> {
             planned: plan.imports.iter().map(|p| (&p.key, &**p)).collect(),
             skipped: &plan.skipped,
             ports,
-            held: observed.by_service(),
+            held,
             refused,
             settling,
         }

@@ -40,9 +40,9 @@ use crate::backoff::Retry;
 use crate::discovery::kube::client::ClusterSource;
 use crate::discovery::kube::{SourceSnapshot, SyncState};
 use crate::discovery::observed::Observed;
-use crate::imports::diff::{Change, applies, changes, changes_of};
+use crate::imports::diff::{Change, applies};
 use crate::imports::render::{Owners, desired_objects_of};
-use crate::imports::scope::{PassView, Scope, Settled};
+use crate::imports::scope::Settled;
 use crate::imports::{
     ImportPlan, KeptPlan, MadePlan, PlanInputs, ReleasedPorts, RemotePods, Skipped, Sources,
     hold_until_answered, plan_reusing, remote_pods, replan, source_backends_reusing,
@@ -54,6 +54,7 @@ use crate::routing::RouteTable;
 use tokio_util::task::AbortOnDropHandle;
 
 mod objects;
+mod round;
 mod write;
 mod written;
 
@@ -495,6 +496,9 @@ impl Reconciler {
         // their Service): the others were settled by the first.
         let mut touched: Option<BTreeSet<ServiceKey>> = None;
         for round in 0..ROUNDS {
+            // The objects held by service, read once for the first round's
+            // plan and its scope.
+            let mut held_by_service = None;
             let refused: BTreeSet<ServiceKey> = self.refused.keys().cloned().collect();
             let settling: BTreeSet<ServiceKey> = self.settling.keys().cloned().collect();
             // A later round plans again only what the last one wrote, with
@@ -546,6 +550,7 @@ impl Reconciler {
                     let (plan, made) = plan_reusing(&plan_inputs, kept, &held);
                     pass.planned += u64::try_from(made.planned).unwrap_or(u64::MAX);
                     self.made = Some(made);
+                    held_by_service = Some(held);
                     plan
                 }
             };
@@ -575,7 +580,16 @@ impl Reconciler {
             let owners = derived_owners(&observed);
             let (rendered, mut pending) = match &touched {
                 None => {
-                    self.first_round(&plan, &merged, &observed, &owners, &local.api_version, now)
+                    let held = held_by_service
+                        .take()
+                        .unwrap_or_else(|| observed.by_service());
+                    let round = round::FirstRound {
+                        plan: &plan,
+                        merged: &merged,
+                        observed: &observed,
+                        held,
+                    };
+                    self.first_round(round, &owners, &local.api_version, now)
                 }
                 Some(touched) => {
                     let desired = desired_objects_of(
@@ -673,53 +687,6 @@ impl Reconciler {
             }
         }
         pass
-    }
-
-    /// A pass's first round: renders and diffs only the services whose
-    /// inputs changed since they were last found as desired (every
-    /// service after a shared input changed, and every [`FULL_PASS_EVERY`]),
-    /// and settles those found so again. The objects rendered, and the
-    /// writes.
-    fn first_round(
-        &mut self,
-        plan: &ImportPlan,
-        merged: &MergedSet,
-        observed: &Observed,
-        owners: &HashMap<(String, String), String>,
-        api_version: &str,
-        now: Instant,
-    ) -> (usize, Vec<Change>) {
-        let refused: BTreeSet<ServiceKey> = self.refused.keys().cloned().collect();
-        let settling: BTreeSet<ServiceKey> = self.settling.keys().cloned().collect();
-        let view = PassView::new(plan, merged, observed, &refused, &settling);
-        let every = self
-            .full_pass_at
-            .is_none_or(|at| now.duration_since(at) >= FULL_PASS_EVERY);
-        let scope = self.settled.scope(&view, every);
-        if scope == Scope::Every {
-            self.full_pass_at = Some(now);
-        }
-        let desired = desired_objects_of(
-            plan,
-            merged,
-            observed,
-            api_version,
-            Owners::Required,
-            Timestamp::now(),
-            scope.services(),
-        );
-        let rendered = desired.len();
-        let pending = match scope.services() {
-            None => changes(desired, observed),
-            Some(services) => changes_of(desired, observed, view.held_in(services)),
-        };
-        let unsettled = services_of(&pending, &owner_of(owners));
-        self.settled.settle(&view, &scope, &unsettled);
-        let unsettled = self.settled.unsettled(&view);
-        self.reports.send_if_modified(|report| {
-            std::mem::replace(&mut report.unsettled, unsettled) != unsettled
-        });
-        (rendered, pending)
     }
 
     /// The changes of a round that may be written: a Service of that name
