@@ -75,6 +75,8 @@ pub struct MadePlan {
 struct ServiceInputs {
     merged: Arc<MergedService>,
     sources: Option<Arc<[SourceBackends]>>,
+    /// Its remote pods that get an address, and how many more it has
+    /// (all the import reads of them).
     pods: Option<RemotePods>,
     ports: Vec<(PortKey, u16)>,
     over_quota: usize,

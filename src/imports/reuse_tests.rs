@@ -55,12 +55,20 @@ impl Views {
     }
 
     fn inputs<'a>(&'a self, observed: &'a Observed) -> PlanInputs<'a> {
+        static PODS: std::sync::LazyLock<BTreeMap<ServiceKey, RemotePods>> =
+            std::sync::LazyLock::new(BTreeMap::new);
+        self.inputs_with(observed, &PODS)
+    }
+
+    fn inputs_with<'a>(
+        &'a self,
+        observed: &'a Observed,
+        pods: &'a BTreeMap<ServiceKey, RemotePods>,
+    ) -> PlanInputs<'a> {
         static RANGE: std::sync::LazyLock<PortRange> = std::sync::LazyLock::new(PortRange::default);
         static RELEASED: std::sync::LazyLock<Released> = std::sync::LazyLock::new(Released::new);
         static EMPTY: std::sync::LazyLock<BTreeSet<ServiceKey>> =
             std::sync::LazyLock::new(BTreeSet::new);
-        static PODS: std::sync::LazyLock<BTreeMap<ServiceKey, RemotePods>> =
-            std::sync::LazyLock::new(BTreeMap::new);
         PlanInputs {
             recorded: None,
             merged: &self.merged,
@@ -69,7 +77,7 @@ impl Views {
             released: &RELEASED,
             refused_families: &EMPTY,
             settling: &EMPTY,
-            pods: &PODS,
+            pods,
             sources: &self.sources,
             pod_ranges: None,
             quota: Default::default(),
@@ -170,4 +178,34 @@ fn an_import_changed_after_its_planning_is_planned_again() {
     let (next, count, _) = reusing(&views, &observed, Some(kept));
     assert_eq!(count, 1);
     assert!(same_imports(&next, &plan(&views.inputs(&observed))));
+}
+
+/// The remote pods past the cap count in the import (its message and
+/// `podsOverCap`) though no pod that gets an address changed: a change in
+/// their number alone plans the service again.
+#[test]
+fn a_change_in_the_pods_past_the_cap_alone_plans_the_service_again() {
+    let views = Views::of(&two_services(), None);
+    let observed = Observed::default();
+    let held = observed.by_service();
+    let cart = ServiceKey::new("shop", "cart");
+    let pods_with = |over_cap: usize| {
+        BTreeMap::from([(
+            cart.clone(),
+            RemotePods {
+                pods: Vec::new(),
+                over_cap,
+            },
+        )])
+    };
+    let few = pods_with(1);
+    let (first, made) = plan_reusing(&views.inputs_with(&observed, &few), None, &held);
+    let kept = KeptPlan::of(made, &first);
+    let more = pods_with(3);
+    let (next, made) = plan_reusing(&views.inputs_with(&observed, &more), Some(kept), &held);
+    assert_eq!(made.planned, 1, "cart alone");
+    assert!(same_imports(
+        &next,
+        &plan(&views.inputs_with(&observed, &more))
+    ));
 }
