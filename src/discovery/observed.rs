@@ -232,6 +232,9 @@ impl ObservedObject {
         self.head.resource_version.as_deref()
     }
 
+    /// A label's value. The two service-name labels are read from the
+    /// head; any other from the JSON, so a slice held as its digest has
+    /// none of them.
     pub fn label(&self, name: &str) -> Option<&str> {
         match name {
             MCS_SERVICE_NAME_LABEL => self.head.mcs_service.as_deref(),
