@@ -31,7 +31,7 @@ use serde::Serialize;
 use super::PlannedImport;
 use crate::discovery::observed::Observed;
 use crate::merge::{BackendState, MergedService};
-use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType, pod_label};
+use crate::model::{ClusterId, IpFamily, Protocol, ServiceKey, ServiceType};
 use crate::routing::{Path, RouteTable, ServiceRoutes};
 
 /// The longest label value Kubernetes accepts.
@@ -64,11 +64,6 @@ pub struct SourceEndpoint {
 }
 
 impl SourceEndpoint {
-    /// The per-pod DNS label: its hostname, else its address with dashes.
-    pub fn label(&self) -> std::borrow::Cow<'_, str> {
-        pod_label(self.hostname.as_deref(), self.address)
-    }
-
     /// The target port of a service port it serves.
     pub fn target_port(&self, protocol: Protocol, port: u16) -> Option<u16> {
         let at = self
@@ -327,11 +322,14 @@ fn pod_addresses(planned: &PlannedImport, source: &SourceBackends) -> Grouped {
             })
             .collect();
         ports.sort();
+        // A pod's label is its hostname when it has one: only such an
+        // endpoint carries a hostname to keep (compared without making
+        // every endpoint's label).
         let hostname = source
             .endpoints
             .iter()
-            .find(|endpoint| endpoint.label() == pod.pod.label)
-            .and_then(|endpoint| endpoint.hostname.clone());
+            .find_map(|endpoint| endpoint.hostname.as_ref().filter(|h| **h == pod.pod.label))
+            .cloned();
         for address in &pod.ips {
             grouped
                 .entry((IpFamily::of(address), ports.clone()))
