@@ -166,20 +166,30 @@ impl Head {
 }
 
 impl ObservedObject {
-    pub fn new(mut raw: Value) -> Self {
+    pub fn new(raw: Value) -> Self {
+        Self::read(std::borrow::Cow::Owned(raw))
+    }
+
+    /// [`ObservedObject::new`] from a borrowed object: copied only when
+    /// it is kept whole (a slice held as its digest is not).
+    pub fn of(raw: &Value) -> Self {
+        Self::read(std::borrow::Cow::Borrowed(raw))
+    }
+
+    fn read(raw: std::borrow::Cow<'_, Value>) -> Self {
         let mut head = Head::of(&raw);
-        // Every field Strait wrote is listed there again: as large as the
-        // object, and read only for who wrote it.
-        if let Some(metadata) = raw.get_mut("metadata").and_then(Value::as_object_mut) {
-            metadata.remove("managedFields");
-        }
         if head.ours {
             head.intact_digest = super::condensed::intact_slice_digest(&raw);
         }
-        let raw = head
-            .intact_digest
-            .is_none()
-            .then(|| std::sync::Arc::new(raw));
+        let raw = head.intact_digest.is_none().then(|| {
+            let mut raw = raw.into_owned();
+            // Every field Strait wrote is listed there again: as large as
+            // the object, and read only for who wrote it.
+            if let Some(metadata) = raw.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.remove("managedFields");
+            }
+            std::sync::Arc::new(raw)
+        });
         Self {
             raw,
             head: std::sync::Arc::new(head),

@@ -263,7 +263,7 @@ pub(super) fn decode_adopting(
     json.insert("apiVersion".to_owned(), resource.api_version.clone().into());
     json.insert("kind".to_owned(), resource.kind.clone().into());
     let mut json = serde_json::Value::Object(json);
-    let observed = keeps_raw.then(|| ObservedObject::new(json.clone()));
+    let observed = keeps_raw.then(|| ObservedObject::of(&json));
     slim(&mut json, &resource.kind, local);
     let decoded = match decode_value(json) {
         Ok(Decoded::Object(decoded)) => {
