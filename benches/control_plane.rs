@@ -46,8 +46,15 @@ use strait::controller::writes::WriteLimits;
 use strait::controller::{ControllerOptions, ExportStatusOptions, ImportOptions};
 use strait::imports::{NamespaceQuota, PortRange};
 
+// The allocator `strait` runs with (src/main.rs): the replicas here are
+// measured as users run them, not with the C library's malloc.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const NAMESPACE: &str = "shop";
 const GIVE_UP: Duration = Duration::from_secs(600);
+/// How long the replicas may take to settle once every held import is Ready.
+const SETTLE_GIVE_UP: Duration = Duration::from_secs(120);
 
 struct Options {
     clusters: usize,
@@ -292,8 +299,31 @@ async fn scenario(options: &Options, held: usize, concurrency: usize) -> Figures
     // the leader has found every service as desired and made no pass for
     // a second.
     let mut last = None;
+    let settle_deadline = Instant::now() + SETTLE_GIVE_UP;
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
+        if Instant::now() > settle_deadline {
+            let reports: Vec<String> = replicas
+                .iter()
+                .filter_map(|replica| replica.imports())
+                .map(|report| {
+                    let report = report.borrow();
+                    format!(
+                        "leader {} passes {} unsettled {} skipped {} exhausted {} queued {} last error {:?}",
+                        report.leader,
+                        report.passes,
+                        report.unsettled,
+                        report.skipped.len(),
+                        report.exhausted.len(),
+                        report.queued,
+                        report.last_error
+                    )
+                })
+                .collect();
+            panic!(
+                "the leader never settled every service within {SETTLE_GIVE_UP:?} of the last Ready: {reports:#?}"
+            );
+        }
         let now: Vec<(u64, usize)> = replicas
             .iter()
             .filter_map(|replica| replica.imports())
