@@ -37,10 +37,10 @@ struct KindStore {
 pub(super) enum Changes {
     #[default]
     Nothing,
-    /// Only the Services, EndpointSlices and ServiceExports of these
-    /// services (none of them a gateway Service).
+    /// Only the Services, EndpointSlices, ServiceExports and
+    /// ServiceImports of these services (none of them a gateway Service).
     Services(ServiceChanges),
-    /// Anything else: a relist, a property, an import, a gateway Service.
+    /// Anything else: a relist, a property, a gateway Service.
     All,
 }
 
@@ -265,7 +265,9 @@ impl ClusterStore {
                 }
                 self.changes.service(namespace, None, Some(&key.1));
             }
-            Kind::Service | Kind::ServiceExport if !gateway => {
+            // An import's ClusterSetIPs are its service's alone: a
+            // ServiceImport changed is that service changed.
+            Kind::Service | Kind::ServiceExport | Kind::ServiceImport if !gateway => {
                 self.changes.service(namespace, Some(&key.1), None);
             }
             _ => self.changes.all(),

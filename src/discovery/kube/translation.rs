@@ -114,8 +114,11 @@ pub(super) fn translate(
     previous: Option<&Translation>,
     changes: &Changes,
 ) -> Translation {
+    // The local cluster's export validity is spliced like its services:
+    // a partial translation needs the validity of the one before.
     let validity_needed = inputs.source.is_local() && inputs.options.local_exports;
-    if let (Some(previous), false) = (previous, validity_needed)
+    if let Some(previous) = previous
+        && (!validity_needed || previous.validity.is_some())
         && let Some(changed) = services_changed(inputs, previous, changes)
         && let Some(translation) = translate_changed(inputs, previous, &changed)
     {
@@ -221,7 +224,7 @@ fn translate_changed(
     // findings give them.
     let mut names: HashSet<String> = HashSet::new();
     for key in &changed.services {
-        for kind in [Kind::Service, Kind::ServiceExport] {
+        for kind in [Kind::Service, Kind::ServiceExport, Kind::ServiceImport] {
             names.insert(display(kind, key));
             // A gateway Service is chosen above already: twice would read
             // as a duplicate object.
@@ -244,11 +247,30 @@ fn translate_changed(
     let (cluster, cluster_findings) =
         translate_cluster(&label, &objects, &inputs.options.translate);
     let mut translated = cluster.filter(|c| c.id == before.id && c.network == before.network)?;
+    // A service's validity reads its own Service, export, translation and
+    // the findings on them: all among the objects chosen here.
+    let validity = previous.validity.as_ref().map(|earlier| {
+        let mut validity = earlier.clone();
+        for (namespace, name) in &changed.services {
+            validity.remove(&ServiceKey::new(&**namespace, &**name));
+        }
+        validity.extend(export_validity(
+            &objects,
+            &translated,
+            &cluster_findings,
+            &inputs.options.translate.gateway_namespace,
+        ));
+        validity
+    });
 
     let mut cluster = before.clone();
     cluster.infrastructure = store_infrastructure(inputs);
     for (namespace, name) in &changed.services {
         let key = ServiceKey::new(&**namespace, &**name);
+        match translated.imports.remove(&key) {
+            Some(addresses) => cluster.imports.insert(key.clone(), addresses),
+            None => cluster.imports.remove(&key),
+        };
         match translated.services.remove(&key) {
             Some(service) => {
                 let unchanged = cluster
@@ -289,7 +311,7 @@ fn translate_changed(
         exports: inputs.exports,
         cluster: Some(cluster),
         findings,
-        validity: None,
+        validity,
         partial: true,
     })
 }

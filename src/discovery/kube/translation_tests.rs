@@ -26,6 +26,13 @@ fn resource(kind: &str) -> ApiResource {
             kind: kind.into(),
             plural: "serviceexports".into(),
         },
+        "ServiceImport" => ApiResource {
+            group: "multicluster.x-k8s.io".into(),
+            version: "v1beta1".into(),
+            api_version: "multicluster.x-k8s.io/v1beta1".into(),
+            kind: kind.into(),
+            plural: "serviceimports".into(),
+        },
         _ => ApiResource {
             group: "about.k8s.io".into(),
             version: "v1alpha1".into(),
@@ -41,6 +48,7 @@ fn kind_of(name: &str) -> Kind {
         "Service" => Kind::Service,
         "EndpointSlice" => Kind::EndpointSlice,
         "ServiceExport" => Kind::ServiceExport,
+        "ServiceImport" => Kind::ServiceImport,
         _ => Kind::ClusterProperty,
     }
 }
@@ -84,6 +92,12 @@ fn export(name: &str) -> Value {
     json!({"metadata": {"name": name, "namespace": "shop"}, "spec": {}})
 }
 
+fn import(name: &str, ips: &[&str]) -> Value {
+    json!({"metadata": {"name": name, "namespace": "shop"},
+        "spec": {"type": "ClusterSetIP", "ips": ips,
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+}
+
 fn slice(name: &str, service: &str, addresses: &[&str]) -> Value {
     let endpoints: Vec<Value> = addresses
         .iter()
@@ -97,6 +111,7 @@ fn slice(name: &str, service: &str, addresses: &[&str]) -> Value {
 }
 
 struct Fixture {
+    source: ClusterSource,
     store: ClusterStore,
     options: KubeOptions,
     exported: Exported,
@@ -109,6 +124,25 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
+        Self::of(
+            ClusterSource::Kubeconfig("c1.kubeconfig".into()),
+            KubeOptions::default(),
+        )
+    }
+
+    /// The local cluster of a gateway writing export status: its
+    /// translation carries each export's validity.
+    fn local() -> Self {
+        Self::of(
+            ClusterSource::Local,
+            KubeOptions {
+                local_exports: true,
+                ..KubeOptions::default()
+            },
+        )
+    }
+
+    fn of(source: ClusterSource, options: KubeOptions) -> Self {
         let mut store = ClusterStore::default();
         store.set_watched(Kind::ALL.into_iter().collect());
         apply(
@@ -141,17 +175,16 @@ impl Fixture {
             "EndpointSlice",
             slice("web-1", "web", &["10.1.0.9"]),
         );
-        let options = KubeOptions::default();
         let exported: Exported =
             [("shop".into(), ["cart", "web", "idle"].map(Arc::from).into())].into();
         store.take_changes();
         let translation = {
-            let source = ClusterSource::Kubeconfig("c1.kubeconfig".into());
             let none = BTreeSet::new();
             let inputs = inputs(&source, &store, (&exported, 1, &none), &options, 0);
             translate_whole(&inputs, None)
         };
         Self {
+            source,
             store,
             options,
             exported,
@@ -165,7 +198,7 @@ impl Fixture {
     /// Translates the changes, checks the result against a whole
     /// translation, and returns whether it was made partially.
     fn step(&mut self, what: &str) -> bool {
-        let source = ClusterSource::Kubeconfig("c1.kubeconfig".into());
+        let source = self.source.clone();
         let changes = self.store.take_changes();
         // A store that changed moves the cluster's revision; a set whose
         // exports alone changed does not.
@@ -188,6 +221,7 @@ impl Fixture {
         assert_eq!(got.services, want.services, "{what}: services");
         assert_eq!(got.gateways, want.gateways, "{what}: gateways");
         assert_eq!(got.imports, want.imports, "{what}: imports");
+        assert_eq!(next.validity, whole.validity, "{what}: validity");
         assert_eq!(
             sorted(&next.findings),
             sorted(&whole.findings),
@@ -432,4 +466,54 @@ fn an_export_coming_or_going_translates_only_its_service() {
     fixture.exports += 1;
     assert!(!fixture.step("two revisions at once"));
     assert!(service_of(&fixture, "web"));
+}
+
+/// The local cluster of a gateway writing export status is translated per
+/// changed service too, each export's validity spliced like its service;
+/// a ServiceImport changed (Strait's own writes of ClusterSetIPs) is its
+/// service changed.
+#[test]
+fn the_local_cluster_with_export_status_is_translated_per_service() {
+    let mut fixture = Fixture::local();
+    assert!(
+        fixture
+            .translation
+            .validity
+            .as_ref()
+            .is_some_and(|v| v.len() == 3),
+        "every export has a validity: {:?}",
+        fixture.translation.validity
+    );
+
+    apply(&mut fixture.store, "ServiceImport", import("cart", &[]));
+    assert!(fixture.step("an import created"), "translated alone");
+    apply(&mut fixture.store, "ServiceImport", import("cart", &["10.96.9.1"]));
+    assert!(fixture.step("its ClusterSetIP recorded"), "translated alone");
+    let ips = |fixture: &Fixture| {
+        fixture
+            .translation
+            .cluster
+            .as_ref()
+            .and_then(|c| c.imports.get(&ServiceKey::new("shop", "cart")).cloned())
+    };
+    assert_eq!(ips(&fixture), Some(vec!["10.96.9.1".parse().expect("an IP")]));
+
+    apply(&mut fixture.store, "Service", service("web", 70_000));
+    assert!(fixture.step("a Service turned invalid"), "translated alone");
+    assert!(matches!(
+        fixture
+            .translation
+            .validity
+            .as_ref()
+            .and_then(|v| v.get(&ServiceKey::new("shop", "web"))),
+        Some(Validity::InvalidService(_))
+    ));
+    assert!(delete(&mut fixture.store, "Service", "shop", "idle"));
+    assert!(fixture.step("an exported Service deleted"), "translated alone");
+    apply(&mut fixture.store, "Service", service("web", 80));
+    assert!(delete(&mut fixture.store, "ServiceExport", "shop", "cart"));
+    assert!(fixture.step("fixed, and an export deleted"), "translated alone");
+    assert!(delete(&mut fixture.store, "ServiceImport", "shop", "cart"));
+    assert!(fixture.step("the import deleted"), "translated alone");
+    assert_eq!(ips(&fixture), None);
 }
