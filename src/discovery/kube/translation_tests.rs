@@ -487,8 +487,15 @@ fn the_local_cluster_with_export_status_is_translated_per_service() {
 
     apply(&mut fixture.store, "ServiceImport", import("cart", &[]));
     assert!(fixture.step("an import created"), "translated alone");
-    apply(&mut fixture.store, "ServiceImport", import("cart", &["10.96.9.1"]));
-    assert!(fixture.step("its ClusterSetIP recorded"), "translated alone");
+    apply(
+        &mut fixture.store,
+        "ServiceImport",
+        import("cart", &["10.96.9.1"]),
+    );
+    assert!(
+        fixture.step("its ClusterSetIP recorded"),
+        "translated alone"
+    );
     let ips = |fixture: &Fixture| {
         fixture
             .translation
@@ -496,7 +503,10 @@ fn the_local_cluster_with_export_status_is_translated_per_service() {
             .as_ref()
             .and_then(|c| c.imports.get(&ServiceKey::new("shop", "cart")).cloned())
     };
-    assert_eq!(ips(&fixture), Some(vec!["10.96.9.1".parse().expect("an IP")]));
+    assert_eq!(
+        ips(&fixture),
+        Some(vec!["10.96.9.1".parse().expect("an IP")])
+    );
 
     apply(&mut fixture.store, "Service", service("web", 70_000));
     assert!(fixture.step("a Service turned invalid"), "translated alone");
@@ -509,10 +519,16 @@ fn the_local_cluster_with_export_status_is_translated_per_service() {
         Some(Validity::InvalidService(_))
     ));
     assert!(delete(&mut fixture.store, "Service", "shop", "idle"));
-    assert!(fixture.step("an exported Service deleted"), "translated alone");
+    assert!(
+        fixture.step("an exported Service deleted"),
+        "translated alone"
+    );
     apply(&mut fixture.store, "Service", service("web", 80));
     assert!(delete(&mut fixture.store, "ServiceExport", "shop", "cart"));
-    assert!(fixture.step("fixed, and an export deleted"), "translated alone");
+    assert!(
+        fixture.step("fixed, and an export deleted"),
+        "translated alone"
+    );
     assert!(delete(&mut fixture.store, "ServiceImport", "shop", "cart"));
     assert!(fixture.step("the import deleted"), "translated alone");
     assert_eq!(ips(&fixture), None);
