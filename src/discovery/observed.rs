@@ -341,6 +341,11 @@ pub struct GatewayEndpoint {
     pub zone: Option<String>,
 }
 
+/// Objects held by a key. Structurally shared: a copy of what the local
+/// cluster holds (each snapshot's, each pass's) costs nothing until it is
+/// changed, and a change copies only its path.
+pub type Held<K> = imbl::OrdMap<K, ObservedObject>;
+
 /// What the local cluster holds.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Observed {
@@ -348,13 +353,13 @@ pub struct Observed {
     /// namespace then counts as present.
     pub namespaces: Option<BTreeSet<String>>,
     /// Every ServiceImport, Strait's or not, by service.
-    pub imports: BTreeMap<ServiceKey, ObservedObject>,
+    pub imports: Held<ServiceKey>,
     /// The derived Services Strait created, by the service they stand for.
-    pub derived: BTreeMap<ServiceKey, ObservedObject>,
+    pub derived: Held<ServiceKey>,
     /// The per-pod derived Services Strait created, by service and pod.
-    pub pod_services: BTreeMap<(ServiceKey, PodRef), ObservedObject>,
+    pub pod_services: Held<(ServiceKey, PodRef)>,
     /// The EndpointSlices Strait created, by namespace and name.
-    pub slices: BTreeMap<(String, String), ObservedObject>,
+    pub slices: Held<(String, String)>,
     /// This cluster's gateway pods, in address order.
     pub gateway_endpoints: Vec<GatewayEndpoint>,
     /// The field manager whose imports Strait takes over
@@ -363,8 +368,13 @@ pub struct Observed {
     /// Services and EndpointSlices Strait did not create that came with
     /// their whole object (the source keeps those of `adopt_from`), by
     /// namespace and name: what adoption may take over.
-    pub foreign_services: BTreeMap<(String, String), ObservedObject>,
-    pub foreign_slices: BTreeMap<(String, String), ObservedObject>,
+    pub foreign_services: Held<(String, String)>,
+    pub foreign_slices: Held<(String, String)>,
+    /// Derived Services [`Observed::insert`] put in the place of another
+    /// claiming the same service (which, of two, is kept depends on the
+    /// order they are read in): while any is, a change is not followed in
+    /// place ([`Observed::replace`]).
+    pub(crate) shadowed: usize,
 }
 
 impl Observed {
@@ -450,42 +460,38 @@ impl Observed {
     /// Sorts one object into its place; objects of other kinds, and
     /// Services and slices Strait did not create, are ignored.
     pub fn insert(&mut self, object: ObservedObject) {
-        let key = ServiceKey::new(object.namespace(), object.name());
-        match object.kind() {
-            "Namespace" => {
-                self.namespaces
-                    .get_or_insert_default()
-                    .insert(object.name().to_owned());
-            }
-            "ServiceImport" => {
+        if object.kind() == "Namespace" {
+            self.namespaces
+                .get_or_insert_default()
+                .insert(object.name().to_owned());
+            return;
+        }
+        let Some(slot) = Slot::of(&object) else {
+            return;
+        };
+        match slot {
+            Slot::Import(key) => {
                 self.imports.insert(key, object);
             }
-            "Service" if object.ours() => {
-                if let Some(service) = object.label(MCS_SERVICE_NAME_LABEL) {
-                    let key = ServiceKey::new(object.namespace(), service);
-                    match object.pod() {
-                        Some(pod) => {
-                            self.pod_services.insert((key, pod), object);
-                        }
-                        None => {
-                            self.derived.insert(key, object);
-                        }
-                    }
-                }
+            Slot::Derived(key) => {
+                let name = object.name().to_owned();
+                let before = self.derived.insert(key, object);
+                self.shadowed += usize::from(before.is_some_and(|b| b.name() != name));
             }
-            "EndpointSlice" if object.ours() => {
-                let key = (object.namespace().to_owned(), object.name().to_owned());
+            Slot::Pod(key) => {
+                let name = object.name().to_owned();
+                let before = self.pod_services.insert(key, object);
+                self.shadowed += usize::from(before.is_some_and(|b| b.name() != name));
+            }
+            Slot::Slice(key) => {
                 self.slices.insert(key, object);
             }
-            "Service" => {
-                let key = (object.namespace().to_owned(), object.name().to_owned());
+            Slot::ForeignService(key) => {
                 self.foreign_services.insert(key, object);
             }
-            "EndpointSlice" => {
-                let key = (object.namespace().to_owned(), object.name().to_owned());
+            Slot::ForeignSlice(key) => {
                 self.foreign_slices.insert(key, object);
             }
-            _ => {}
         }
     }
 
@@ -533,10 +539,26 @@ impl Observed {
                 self.imports.remove(&ServiceKey::new(namespace, name));
             }
             "Service" => {
-                let other =
-                    |held: &ObservedObject| !(held.namespace() == namespace && held.name() == name);
-                self.derived.retain(|_, held| other(held));
-                self.pod_services.retain(|_, held| other(held));
+                let named =
+                    |held: &ObservedObject| held.namespace() == namespace && held.name() == name;
+                let derived: Vec<ServiceKey> = self
+                    .derived
+                    .iter()
+                    .filter(|(_, held)| named(held))
+                    .map(|(key, _)| key.clone())
+                    .collect();
+                for key in derived {
+                    self.derived.remove(&key);
+                }
+                let pods: Vec<(ServiceKey, PodRef)> = self
+                    .pod_services
+                    .iter()
+                    .filter(|(_, held)| named(held))
+                    .map(|(key, _)| key.clone())
+                    .collect();
+                for key in pods {
+                    self.pod_services.remove(&key);
+                }
             }
             _ => {
                 self.slices.remove(&(namespace.to_owned(), name.to_owned()));
@@ -793,6 +815,10 @@ fn pod_of(raw: &Value) -> Option<PodRef> {
 fn cluster_ips(service: &ObservedObject) -> Vec<IpAddr> {
     service.head.cluster_ips.to_vec()
 }
+
+#[path = "observed_slots.rs"]
+mod slots;
+use slots::Slot;
 
 #[cfg(test)]
 #[path = "observed_tests.rs"]

@@ -151,3 +151,94 @@ fn namespaces_unknown_means_present() {
     assert!(observed.namespace_exists("shop"));
     assert!(!observed.namespace_exists("db"));
 }
+
+/// One object of the pool the following test changes, at `version`.
+fn pooled(index: usize, version: u32) -> ObservedObject {
+    let managed = json!({"app.kubernetes.io/managed-by": "strait"});
+    let labelled = |service: &str| json!({"app.kubernetes.io/managed-by": "strait", MCS_SERVICE_NAME_LABEL: service});
+    let (kind, name, labels, annotations) = match index {
+        0 => ("ServiceImport", "a", managed, json!({})),
+        1 => ("ServiceImport", "b", json!({}), json!({})),
+        // Two derived Services claiming service a's place.
+        2 => ("Service", "derived-a1", labelled("a"), json!({})),
+        3 => ("Service", "derived-a2", labelled("a"), json!({})),
+        4 => ("Service", "derived-b", labelled("b"), json!({})),
+        5 => (
+            "Service",
+            "derived-a-pod",
+            labelled("a"),
+            json!({POD_CLUSTER_ANNOTATION: "c2", POD_ANNOTATION: "pod-0"}),
+        ),
+        // Strait's label without the service's: held nowhere.
+        6 => ("Service", "derived-x", managed, json!({})),
+        7 => ("EndpointSlice", "a-1", labelled("a"), json!({})),
+        8 => ("EndpointSlice", "b-1", managed, json!({})),
+        9 => ("Service", "legacy", json!({}), json!({})),
+        _ => ("EndpointSlice", "legacy-1", json!({}), json!({})),
+    };
+    ObservedObject::new(json!({
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{index}"),
+            "resourceVersion": version.to_string(),
+            "labels": labels, "annotations": annotations},
+    }))
+}
+
+/// Following each object's change with [`Observed::replace`] (reading every
+/// object again where it says it cannot follow) holds exactly what
+/// inserting every object anew does, as the source reads the store: by
+/// kind, then namespace and name.
+#[test]
+fn following_one_change_at_a_time_holds_what_reading_every_object_does() {
+    let kind_order = |kind: &str| match kind {
+        "ServiceImport" => 0,
+        "Service" => 1,
+        _ => 2,
+    };
+    let whole = |store: &BTreeMap<(u8, String), ObservedObject>| {
+        let mut observed = Observed::default();
+        for object in store.values() {
+            observed.insert(object.clone());
+        }
+        observed
+    };
+    let mut store: BTreeMap<(u8, String), ObservedObject> = BTreeMap::new();
+    let mut view = Observed::default();
+    let (mut followed, mut read_again) = (0, 0);
+    // A fixed xorshift sequence: the same steps every run.
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    for step in 0..4_000u32 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let index = usize::try_from(state % 11).expect("small");
+        let object = pooled(index, step);
+        let key = (kind_order(object.kind()), object.name().to_owned());
+        let old = store.get(&key).cloned();
+        let new = !(state >> 8).is_multiple_of(3);
+        if new {
+            store.insert(key, object.clone());
+        } else {
+            store.remove(&key);
+        }
+        if view.replace(old.as_ref(), new.then_some(object)) {
+            followed += 1;
+        } else {
+            read_again += 1;
+            view = whole(&store);
+        }
+        assert_eq!(
+            view,
+            whole(&store),
+            "step {step}: object {index}, kept {new}"
+        );
+    }
+    assert!(
+        followed > 1_500,
+        "followed {followed}, read again {read_again}"
+    );
+    assert!(
+        read_again > 0,
+        "the colliding derived Services were never read again"
+    );
+}

@@ -1,7 +1,9 @@
 //! The hub's view of the local cluster's own import objects: which of its
 //! events are only the echoes of Strait's writes (they publish without
 //! rebuilding the set), and the observed view the import reconciler and the
-//! import listeners read, kept until the local store changes.
+//! import listeners read, followed one object's change at a time (read
+//! whole again only after a relist, a change near the gateway Services or
+//! one [`Observed::replace`] cannot follow).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -10,7 +12,7 @@ use super::Hub;
 use crate::discovery::kube::LocalImports;
 use crate::discovery::kube::client::{ClusterSource, Kind};
 use crate::discovery::kube::report::ClusterReport;
-use crate::discovery::kube::store::StoreEvent;
+use crate::discovery::kube::store::{ObjectKey, StoreEvent};
 use crate::discovery::objects::KubeObject;
 use crate::discovery::observed::{Observed, ObservedObject};
 
@@ -55,6 +57,79 @@ impl Hub {
             StoreEvent::Apply(key, new) => strait_owned(key, new) && held(key).unwrap_or(true),
             StoreEvent::Delete(key) => held(key).unwrap_or(false),
             StoreEvent::Init | StoreEvent::InitApply(..) | StoreEvent::InitDone => false,
+        }
+    }
+
+    /// How `report`, about to be applied, changes the local observed view:
+    /// read before the store applies it, so the object it replaces is known.
+    pub(super) fn view_change(&self, source: &ClusterSource, report: &ClusterReport) -> ViewChange {
+        let ClusterReport::Event(kind, event) = report else {
+            return ViewChange::Nothing;
+        };
+        let Some(entry) = self.clusters.get(source) else {
+            return ViewChange::Nothing;
+        };
+        if !source.is_local() || self.local_imports.is_none() {
+            return ViewChange::Nothing;
+        }
+        if !matches!(
+            kind,
+            Kind::Service | Kind::EndpointSlice | Kind::ServiceImport
+        ) {
+            return ViewChange::Nothing;
+        }
+        let key: &ObjectKey = match &**event {
+            StoreEvent::Apply(key, _) | StoreEvent::Delete(key) => key,
+            StoreEvent::Init | StoreEvent::InitApply(..) | StoreEvent::InitDone => {
+                return ViewChange::Whole;
+            }
+        };
+        let old = entry
+            .store
+            .get_key_value(*kind, key)
+            .map(|(_, stored)| stored);
+        let new = match &**event {
+            StoreEvent::Apply(_, new) => Some(new),
+            _ => None,
+        };
+        // The gateway Services, and the slices of the gateway namespace
+        // (theirs among them), make the gateway endpoints: read whole.
+        let near_gateway = [old, new]
+            .into_iter()
+            .flatten()
+            .any(|stored| stored.gateway)
+            || (*kind == Kind::EndpointSlice
+                && *key.0 == *self.options.translate.gateway_namespace);
+        if near_gateway {
+            return ViewChange::Whole;
+        }
+        ViewChange::Object {
+            old: old.and_then(|stored| stored.observed().cloned()),
+            new: new.and_then(|stored| stored.observed().cloned()),
+        }
+    }
+
+    /// Follows `change`, just applied to the local store, in the observed
+    /// view; a view that cannot follow it is dropped, to be read whole.
+    pub(super) fn follow_view(&mut self, change: ViewChange) {
+        let Some(entry) = self.clusters.get(&ClusterSource::Local) else {
+            return;
+        };
+        let at = (entry.generation, entry.store.events());
+        let Some((read_at, held)) = &mut self.local_imports else {
+            return;
+        };
+        let followed = match change {
+            ViewChange::Nothing => true,
+            ViewChange::Whole => false,
+            ViewChange::Object { old, new } => {
+                old == new || Arc::make_mut(held).observed.replace(old.as_ref(), new)
+            }
+        };
+        if followed {
+            *read_at = at;
+        } else {
+            self.local_imports = None;
         }
     }
 
@@ -111,4 +186,17 @@ impl Hub {
             observed,
         }))
     }
+}
+
+/// How one event of the local cluster changes its observed view.
+pub(super) enum ViewChange {
+    /// Not at all (another cluster, another kind, no view yet).
+    Nothing,
+    /// One object replaced: `None` where absent before or after.
+    Object {
+        old: Option<ObservedObject>,
+        new: Option<ObservedObject>,
+    },
+    /// Only reading every object again tells.
+    Whole,
 }

@@ -402,6 +402,7 @@ impl Hub {
                     return true;
                 }
                 let import_object = self.only_import_object(&source, &report);
+                let view_change = self.view_change(&source, &report);
                 let Some(entry) = self.clusters.get_mut(&source) else {
                     return false;
                 };
@@ -414,6 +415,9 @@ impl Hub {
                 self.set_dirty |= changed && !import_object;
                 self.imports_revision += u64::from(changed && import_object);
                 self.set_dirty |= entry.update_state(&source, &self.options);
+                if source.is_local() {
+                    self.follow_view(view_change);
+                }
                 true
             }
             HubMessage::Secrets(report) => {
