@@ -378,31 +378,6 @@ pub struct Observed {
 }
 
 impl Observed {
-    /// A digest of what is held: every object's kind, namespace, name and
-    /// resource version, the namespaces, the gateway pods and the adopted
-    /// manager. Two equal digests mean the same objects at the same
-    /// versions, so a pass over either plans the same (the import
-    /// reconciler skips a pass whose inputs did not change).
-    pub fn fingerprint(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        self.namespaces.hash(&mut hasher);
-        self.gateway_endpoints.hash(&mut hasher);
-        self.adopt_from.hash(&mut hasher);
-        let objects = self
-            .imports
-            .values()
-            .chain(self.derived.values())
-            .chain(self.pod_services.values())
-            .chain(self.slices.values())
-            .chain(self.foreign_services.values())
-            .chain(self.foreign_slices.values());
-        for object in objects {
-            object.hash_version(&mut hasher);
-        }
-        hasher.finish()
-    }
-
     /// A digest of what every service's objects depend on besides their
     /// own: the namespaces, the gateway pods, the adopted manager and
     /// other controllers' Services and slices (a derived Service or slices

@@ -21,7 +21,6 @@
 //! - `db/standby`: headless, exported by e2.prod, whose one pod is not ready.
 //! - `big/many`: headless, 100 pods in east-1, for the size limits.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use hickory_proto::rr::Name;
@@ -135,7 +134,7 @@ fn cluster(id: &str, network: &str, gateway: u8, services: Vec<ClusterService>) 
     });
     cluster.services = services
         .into_iter()
-        .map(|s| (s.key.clone(), s.into()))
+        .map(|s| (s.key.clone(), std::sync::Arc::new(s)))
         .collect();
     cluster
 }
@@ -187,10 +186,12 @@ pub(crate) fn set() -> ClusterSet {
             service(("big", "many"), Headless, postgres, many),
         ],
     );
-    east.imports = BTreeMap::from([(
+    east.imports = [(
         ServiceKey::new("shop", "cart"),
         vec![ip("fd00::10"), ip("240.0.0.10"), ip("240.0.0.10")],
-    )]);
+    )]
+    .into_iter()
+    .collect();
     let e2 = cluster(
         "e2.prod",
         "net-a",

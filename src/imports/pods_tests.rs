@@ -41,7 +41,7 @@ fn set(remote: u8) -> ClusterSet {
             .map(|service| {
                 let mut service = service.as_ref().clone();
                 service.key = ServiceKey::new("data", "pg");
-                (service.key.clone(), service.into())
+                (service.key.clone(), std::sync::Arc::new(service))
             })
             .collect();
     }
@@ -323,8 +323,8 @@ fn a_per_pod_service_exposes_the_pods_own_port() {
     // service dial the pod's own port, so that is what the Service exposes.
     let mut set = set(1);
     for cluster in set.clusters.values_mut() {
-        for service in cluster.services.values_mut() {
-            for group in &mut std::sync::Arc::make_mut(service).endpoint_groups {
+        cluster.edit_services(|service| {
+            for group in &mut service.endpoint_groups {
                 group.ports = group
                     .ports
                     .iter()
@@ -334,7 +334,7 @@ fn a_per_pod_service_exposes_the_pods_own_port() {
                     })
                     .collect();
             }
-        }
+        });
     }
     let objects = desired(&set, &Observed::default(), Owners::Optional);
     let derived = services(&objects);

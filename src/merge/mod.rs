@@ -19,7 +19,7 @@ mod backends;
 mod conflict;
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -30,7 +30,7 @@ pub use conflict::{Conflict, ConflictReason};
 
 use crate::model::{
     AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, EndpointsBuilder, IpFamily,
-    Protocol, ServiceKey, ServicePort, ServiceType, SessionAffinity,
+    Protocol, ServiceKey, ServicePort, ServiceType, SessionAffinity, Shared,
 };
 
 /// Every multi-cluster service of the set, by key. Each service is shared:
@@ -39,7 +39,7 @@ use crate::model::{
 /// tell it is unchanged by its address (`Arc::ptr_eq`).
 #[derive(Debug, Clone, Default)]
 pub struct MergedSet {
-    pub services: BTreeMap<ServiceKey, Arc<MergedService>>,
+    pub services: Shared<ServiceKey, Arc<MergedService>>,
 }
 
 /// One multi-cluster service: what its constituents agree on, or what the oldest said.
@@ -190,6 +190,39 @@ pub fn merge_reusing(set: &ClusterSet, previous: &MergedSet) -> MergedSet {
             Some((key.clone(), Arc::new(merged)))
         })
         .collect();
+    MergedSet { services }
+}
+
+/// [`merge_reusing`] when only the `changed` services' holders may differ
+/// from those `previous` was merged from (the same clusters, the others'
+/// translations shared): merges those alone and shares the rest of
+/// `previous` as it is, so a change costs its services, not the set.
+pub fn merge_changed(
+    set: &ClusterSet,
+    previous: &MergedSet,
+    changed: &BTreeSet<ServiceKey>,
+) -> MergedSet {
+    let mut services = previous.services.clone();
+    for key in changed {
+        let holders: Vec<(&Cluster, &Arc<ClusterService>)> = set
+            .clusters
+            .values()
+            .filter_map(|cluster| cluster.services.get(key).map(|service| (cluster, service)))
+            .collect();
+        let earlier = previous
+            .services
+            .get(key)
+            .filter(|earlier| earlier.merged_from(&holders));
+        let merged = match earlier {
+            Some(earlier) => Some(earlier.clone()),
+            None if holders.is_empty() => None,
+            None => merge_service(key, &holders).map(Arc::new),
+        };
+        match merged {
+            Some(merged) => services.insert(key.clone(), merged),
+            None => services.remove(key),
+        };
+    }
     MergedSet { services }
 }
 

@@ -69,6 +69,11 @@ impl ClusterSet {
     }
 }
 
+/// A map shared by structure: a copy (a cluster's translation spliced, a
+/// set assembled from the translations kept) costs nothing until it is
+/// changed, and a change copies only its path.
+pub type Shared<K, V> = imbl::OrdMap<K, V>;
+
 /// One cluster: its network, its gateways and the services it holds.
 #[derive(Debug, Clone)]
 pub struct Cluster {
@@ -86,9 +91,9 @@ pub struct Cluster {
     /// Shared, so a cluster's unchanged services are one allocation for
     /// every translation, set and merge that holds them, and a merge can
     /// tell an unchanged service by its address (`Arc::ptr_eq`).
-    pub services: BTreeMap<ServiceKey, Arc<ClusterService>>,
+    pub services: Shared<ServiceKey, Arc<ClusterService>>,
     /// ClusterSetIP VIPs allocated in this cluster, from its ServiceImports.
-    pub imports: BTreeMap<ServiceKey, Vec<IpAddr>>,
+    pub imports: Shared<ServiceKey, Vec<IpAddr>>,
     /// Addresses of the cluster's own machinery, sorted: never a backend a
     /// tunnel server dials for a peer, whatever endpoint lists them.
     pub infrastructure: InfrastructureAddresses,
@@ -136,25 +141,41 @@ impl Cluster {
             clusterset: None,
             source: source.into(),
             gateways: Vec::new(),
-            services: BTreeMap::new(),
-            imports: BTreeMap::new(),
+            services: Shared::new(),
+            imports: Shared::new(),
             infrastructure: Arc::new([]),
         }
     }
 }
 
 impl Cluster {
+    /// Edits every service in place (copying those shared with another
+    /// holder first).
+    pub fn edit_services(&mut self, mut edit: impl FnMut(&mut ClusterService)) {
+        let keys: Vec<ServiceKey> = self.services.keys().cloned().collect();
+        for key in keys {
+            if let Some(service) = self.services.get_mut(&key) {
+                edit(Arc::make_mut(service));
+            }
+        }
+    }
+
     /// Takes over `previous`'s allocation of every service that translated
     /// the same, so an unchanged service stays one shared allocation from
     /// one translation to the next, and what was built from it can be
     /// reused (the merge compares services by address).
     pub fn share_unchanged(&mut self, previous: &Cluster) {
-        for (key, service) in &mut self.services {
-            if let Some(earlier) = previous.services.get(key)
-                && earlier == service
-            {
-                *service = Arc::clone(earlier);
-            }
+        let shared: Vec<(ServiceKey, Arc<ClusterService>)> = self
+            .services
+            .iter()
+            .filter_map(|(key, service)| {
+                let earlier = previous.services.get(key)?;
+                (earlier == service && !Arc::ptr_eq(earlier, service))
+                    .then(|| (key.clone(), Arc::clone(earlier)))
+            })
+            .collect();
+        for (key, earlier) in shared {
+            self.services.insert(key, earlier);
         }
     }
 }

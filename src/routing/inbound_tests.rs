@@ -304,11 +304,11 @@ fn set_with_policy(pairs: &[(&str, &str)]) -> ClusterSet {
         .collect();
     let access = crate::model::AccessPolicy::from_annotations(&annotations).expect("valid");
     for cluster in set.clusters.values_mut() {
-        for service in cluster.services.values_mut() {
-            if let Some(export) = std::sync::Arc::make_mut(service).export.as_mut() {
+        cluster.edit_services(|service| {
+            if let Some(export) = service.export.as_mut() {
                 export.access = access.clone();
             }
-        }
+        });
     }
     set
 }
@@ -478,11 +478,11 @@ fn an_address_of_an_open_service_stays_open_beside_a_closed_one() {
     )
     .expect("valid");
     for cluster in set.clusters.values_mut() {
-        for service in cluster.services.values_mut() {
-            if let Some(export) = std::sync::Arc::make_mut(service).export.as_mut() {
+        cluster.edit_services(|service| {
+            if let Some(export) = service.export.as_mut() {
                 export.access = closed.clone();
             }
-        }
+        });
     }
     if let Some(c1) = set.clusters.values_mut().next() {
         c1.services.insert(till.key.clone(), till.into());

@@ -253,11 +253,13 @@ struct Reconciler {
 }
 
 /// What a pass's outcome depends on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 struct PassInputs {
     set_revision: u64,
-    /// [`Observed::fingerprint`] after the overlay of pending writes.
-    observed: u64,
+    /// The observed view after the overlay of pending writes: a copy that
+    /// shares the view's maps, so comparing an unchanged view costs no walk
+    /// over its objects.
+    observed: Observed,
     refused: BTreeSet<ServiceKey>,
     settling: BTreeSet<ServiceKey>,
     may_write: bool,
@@ -479,7 +481,7 @@ impl Reconciler {
         // writes).
         let pass_inputs = PassInputs {
             set_revision: snapshot.set_revision,
-            observed: observed.fingerprint(),
+            observed: observed.clone(),
             refused: self.refused.keys().cloned().collect(),
             settling: self.settling.keys().cloned().collect(),
             may_write,

@@ -39,6 +39,9 @@ pub(super) struct Translation {
     pub(super) validity: Option<BTreeMap<ServiceKey, Validity>>,
     /// Made for the changed services only (for the rebuild log).
     pub(super) partial: bool,
+    /// The services a partial translation made again (the others are
+    /// the translation before's); `None` for a whole one.
+    pub(super) changed: Option<BTreeSet<ServiceKey>>,
 }
 
 /// What a cluster's translation is made from.
@@ -195,6 +198,7 @@ fn translate_whole(inputs: &Inputs<'_>, previous: Option<&Translation>) -> Trans
         findings,
         validity,
         partial: false,
+        changed: None,
     }
 }
 
@@ -313,6 +317,13 @@ fn translate_changed(
         findings,
         validity,
         partial: true,
+        changed: Some(
+            changed
+                .services
+                .iter()
+                .map(|(namespace, name)| ServiceKey::new(&**namespace, &**name))
+                .collect(),
+        ),
     })
 }
 

@@ -244,8 +244,11 @@ fn translate_objects(
     cluster.infrastructure = infrastructure(objects.iter().copied(), &options.gateway_namespace);
     // A service's groups were pushed one slice at a time: the spare room
     // of the growth would be held for as long as the translation is.
-    for service in cluster.services.values_mut().filter_map(Arc::get_mut) {
-        service.endpoint_groups.shrink_to_fit();
+    let keys: Vec<ServiceKey> = cluster.services.keys().cloned().collect();
+    for key in keys {
+        if let Some(service) = cluster.services.get_mut(&key).and_then(Arc::get_mut) {
+            service.endpoint_groups.shrink_to_fit();
+        }
     }
     (Some(cluster), findings.diagnostics)
 }

@@ -32,8 +32,8 @@ use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::discovery::export_validity::{LocalExport, Validity};
 use crate::discovery::objects::KubeObject;
 use crate::discovery::translate::assemble;
-use crate::merge::{MergedSet, merge_reusing};
-use crate::model::{ClusterSet, ServiceKey};
+use crate::merge::{MergedSet, merge_changed, merge_reusing};
+use crate::model::{ClusterId, ClusterSet, ServiceKey};
 
 /// Reports queued between the cluster tasks and the hub.
 const QUEUE: usize = 1024;
@@ -232,6 +232,8 @@ struct Hub {
     /// store's event count it was read at: a publication that follows a change in
     /// another cluster reads no local object again.
     local_imports: Option<((u64, u64), Arc<LocalImports>)>,
+    /// The clusters of the set `usable_merged` was merged from.
+    merged_members: Vec<ClusterId>,
 }
 
 /// Runs the hub until it is aborted.
@@ -261,6 +263,7 @@ pub(super) async fn run(start: HubStart) {
         translations: 0,
         imports_revision: 0,
         local_imports: None,
+        merged_members: Vec::new(),
     };
     if options.remote_secrets {
         let task = tokio::spawn(watch_secrets(
@@ -663,6 +666,10 @@ impl Hub {
         }
         let mut findings = Vec::new();
         let mut translated = Vec::new();
+        // The services whose holders may have changed since the last merge:
+        // those the partial translations made again; `None` (merge every
+        // service) after a whole translation.
+        let mut dirty: Option<BTreeSet<ServiceKey>> = Some(BTreeSet::new());
         self.local_validity = None;
         for (source, entry) in &mut self.clusters {
             if entry.state == SyncState::Connecting {
@@ -689,6 +696,10 @@ impl Hub {
                 };
                 let translation = translate(&inputs, entry.translation.as_ref(), &changes);
                 partial += usize::from(translation.partial);
+                match (&mut dirty, &translation.changed) {
+                    (Some(dirty), Some(changed)) => dirty.extend(changed.iter().cloned()),
+                    _ => dirty = None,
+                }
                 entry.translation = Some(translation);
             }
             let Some(translation) = &entry.translation else {
@@ -704,8 +715,17 @@ impl Hub {
         // Each invalid object (or cluster) left itself out of `set`.
         let (set, assembly) = assemble(translated);
         let assemble_time = started.elapsed() - translate_time;
-        let previous: Arc<MergedSet> = self.usable_merged.take().unwrap_or_default();
-        self.usable_merged = Some(Arc::new(merge_reusing(&set, &previous)));
+        // Only the same clusters as the last merge's may be merged by the
+        // services that changed: one joining or leaving changes the holders
+        // of every service it holds.
+        let members: Vec<ClusterId> = set.clusters.keys().cloned().collect();
+        let same_members = members == self.merged_members;
+        self.merged_members = members;
+        let merged = match (self.usable_merged.take(), dirty) {
+            (Some(previous), Some(dirty)) if same_members => merge_changed(&set, &previous, &dirty),
+            (previous, _) => merge_reusing(&set, &previous.unwrap_or_default()),
+        };
+        self.usable_merged = Some(Arc::new(merged));
         tracing::debug!(
             translated = translated_now,
             partial,
