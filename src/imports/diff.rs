@@ -224,18 +224,23 @@ fn changes_among<'a>(
         }
     };
     // A previous implementation's slices of a derived Service Strait took
-    // over: Strait's own slices list its endpoints now.
+    // over, once Strait's own slices of it are held: until then they are
+    // all kube-proxy has for the Service, and deleting them first would
+    // refuse its callers until Strait's arrive.
     let superseded: Vec<&ObservedObject> = desired
         .iter()
         .filter(|d| !d.status && d.object["kind"] == "Service")
         .flat_map(|d| {
             let metadata = &d.object["metadata"];
-            observed
-                .adoptable_slices_of(
-                    metadata["namespace"].as_str().unwrap_or_default(),
-                    metadata["name"].as_str().unwrap_or_default(),
-                )
-                .collect::<Vec<_>>()
+            let namespace = metadata["namespace"].as_str().unwrap_or_default();
+            let name = metadata["name"].as_str().unwrap_or_default();
+            let previous: Vec<&ObservedObject> =
+                observed.adoptable_slices_of(namespace, name).collect();
+            let listed = !previous.is_empty()
+                && observed.slices.values().any(|slice| {
+                    slice.namespace() == namespace && slice.label(SERVICE_NAME_LABEL) == Some(name)
+                });
+            if listed { previous } else { Vec::new() }
         })
         .collect();
     // Only Strait's own objects and those it takes over: another

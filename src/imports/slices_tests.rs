@@ -434,17 +434,33 @@ fn an_adopted_import_keeps_its_derived_service_and_clustersetip() {
     let import = &plan.imports[0];
     assert_eq!(import.derived_service.as_deref(), Some("derived-previous"));
     assert_eq!(import.ips, [ip("10.96.0.77")]);
-    let pending: Vec<String> = changes(objects.clone(), &observed)
-        .iter()
-        .map(Change::describe)
-        .collect();
+    let pending = |observed: &Observed| -> Vec<String> {
+        changes(objects.clone(), observed)
+            .iter()
+            .map(Change::describe)
+            .collect()
+    };
+    let first = pending(&observed);
     assert!(
-        pending.contains(&"delete EndpointSlice shop/derived-previous-x1".to_owned()),
-        "{pending:?}"
+        first.contains(&"apply Service shop/derived-previous".to_owned()),
+        "{first:?}"
     );
+    // The old slice is all kube-proxy has until Strait's own is held.
     assert!(
-        pending.contains(&"apply Service shop/derived-previous".to_owned()),
-        "{pending:?}"
+        !first.contains(&"delete EndpointSlice shop/derived-previous-x1".to_owned()),
+        "{first:?}"
+    );
+    let mut listed = observed.clone();
+    listed.insert(ObservedObject::new(
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "derived-previous-s1", "namespace": "shop",
+            "labels": {"kubernetes.io/service-name": "derived-previous",
+                "app.kubernetes.io/managed-by": "strait"}}}),
+    ));
+    let then = pending(&listed);
+    assert!(
+        then.contains(&"delete EndpointSlice shop/derived-previous-x1".to_owned()),
+        "{then:?}"
     );
 
     // Just taken over: the derived Service is left as it is for a moment

@@ -63,15 +63,16 @@ impl Hub {
     /// How `report`, about to be applied, changes the local observed view:
     /// read before the store applies it, so the object it replaces is known.
     pub(super) fn view_change(&self, source: &ClusterSource, report: &ClusterReport) -> ViewChange {
-        let ClusterReport::Event(kind, event) = report else {
-            return ViewChange::Nothing;
-        };
         let Some(entry) = self.clusters.get(source) else {
             return ViewChange::Nothing;
         };
         if !source.is_local() || self.local_imports.is_none() {
             return ViewChange::Nothing;
         }
+        // A kind no longer watched drops its objects: read whole.
+        let ClusterReport::Event(kind, event) = report else {
+            return ViewChange::Whole;
+        };
         if !matches!(
             kind,
             Kind::Service | Kind::EndpointSlice | Kind::ServiceImport
