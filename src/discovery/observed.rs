@@ -514,26 +514,8 @@ impl Observed {
                 self.imports.remove(&ServiceKey::new(namespace, name));
             }
             "Service" => {
-                let named =
-                    |held: &ObservedObject| held.namespace() == namespace && held.name() == name;
-                let derived: Vec<ServiceKey> = self
-                    .derived
-                    .iter()
-                    .filter(|(_, held)| named(held))
-                    .map(|(key, _)| key.clone())
-                    .collect();
-                for key in derived {
-                    self.derived.remove(&key);
-                }
-                let pods: Vec<(ServiceKey, PodRef)> = self
-                    .pod_services
-                    .iter()
-                    .filter(|(_, held)| named(held))
-                    .map(|(key, _)| key.clone())
-                    .collect();
-                for key in pods {
-                    self.pod_services.remove(&key);
-                }
+                remove_named(&mut self.derived, namespace, name);
+                remove_named(&mut self.pod_services, namespace, name);
             }
             _ => {
                 self.slices.remove(&(namespace.to_owned(), name.to_owned()));
@@ -793,7 +775,7 @@ fn cluster_ips(service: &ObservedObject) -> Vec<IpAddr> {
 
 #[path = "observed_slots.rs"]
 mod slots;
-use slots::Slot;
+use slots::{Slot, remove_named};
 
 #[cfg(test)]
 #[path = "observed_tests.rs"]

@@ -69,6 +69,19 @@ impl Observed {
     }
 }
 
+/// Removes every object named `namespace`/`name` from `held`, whatever
+/// key holds it (a derived Service is held by the service it names).
+pub(super) fn remove_named<K: Ord + Clone>(held: &mut Held<K>, namespace: &str, name: &str) {
+    let keys: Vec<K> = held
+        .iter()
+        .filter(|(_, object)| object.namespace() == namespace && object.name() == name)
+        .map(|(key, _)| key.clone())
+        .collect();
+    for key in keys {
+        held.remove(&key);
+    }
+}
+
 /// Where [`Observed`] holds an object, and by which key.
 pub(super) enum Slot {
     Import(ServiceKey),
