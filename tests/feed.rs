@@ -263,3 +263,152 @@ async fn a_gateway_serves_its_exported_state_to_each_peer_as_its_policy_admits()
     .await;
     assert!(ended.is_ok(), "the stream of a cluster that left goes on");
 }
+
+/// A gateway of `id` in process, reading its own cluster from `server` and
+/// the peers from their feeds alone (`kube.peers`): no kubeconfig of any
+/// other cluster. `tunnel` is its tunnel listener, bound beforehand so each
+/// peer can be told the other's address.
+async fn feed_gateway(
+    dir: &Path,
+    id: &str,
+    server: &ApiServer,
+    tunnel: tokio::net::TcpListener,
+    peers: Vec<strait::feed::FeedPeer>,
+) -> strait::gateway::Gateway {
+    use strait::gateway::{Gateway, GatewayOptions, Listeners};
+    let mut source = kube_api::fixtures::kube_options(&server.write_kubeconfig(dir, id), &[]);
+    source.peers = peers;
+    source.stale_after = Duration::from_secs(2);
+    let handle = strait::discovery::kube::KubeHandle::start(source)
+        .await
+        .expect("source starts");
+    // As `strait run` does: the peers sync once the gateway follows them.
+    let snapshot = handle.wait_for(WAIT, |s| s.api_synced()).await;
+    assert!(snapshot.api_synced(), "{:#?}", snapshot.clusters);
+    let bind = || async {
+        tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind")
+    };
+    let listeners = Listeners {
+        connect: bind().await,
+        tunnel,
+        admin: bind().await,
+        cluster_set_ip: Vec::new(),
+        dns: None,
+    };
+    let options = GatewayOptions {
+        config_dir: dir.to_owned(),
+        settings: strait::config::GatewaySettings::default(),
+        cluster: id.to_owned(),
+        tls_dir: dir.join("certs").join(id),
+        dial_source: None,
+        overrides: strait::state::DialOverrides::default(),
+        tunnel: strait::tunnel::TunnelSettings::default(),
+        kube: Some(handle),
+        controller: None,
+    };
+    Gateway::start(options, listeners)
+        .await
+        .expect("gateway starts")
+}
+
+fn feed_peer(id: &str, network: &str, tunnel: std::net::SocketAddr) -> strait::feed::FeedPeer {
+    strait::feed::FeedPeer {
+        cluster: strait::model::ClusterId::new(id).expect("id"),
+        network: strait::model::NetworkId::new(network).expect("network"),
+        gateways: vec![tunnel.to_string().parse().expect("address")],
+    }
+}
+
+/// The state of `id` in a gateway's `/debug/clusters`.
+fn peer_state(clusters: &str, id: &str) -> Option<(String, Value)> {
+    let clusters: Value = serde_json::from_str(clusters).ok()?;
+    clusters["clusters"].as_array()?.iter().find_map(|c| {
+        (c["id"] == id).then(|| (c["state"].as_str().unwrap_or("").to_owned(), c.clone()))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_take_each_others_exported_state_from_their_feeds_alone() {
+    use kube_api::admin::{get, get_until};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ids = ["c1", "c3"].map(|id| strait::model::ClusterId::new(id).expect("id"));
+    strait::tls::write_cluster_set(&dir.path().join("certs"), "feed.strait.dev", &ids)
+        .expect("certificates");
+    let c1_api = cluster("c1", "net-a", "203.0.113.1").await;
+    let c3_api = c3().await;
+    let bind = || async {
+        tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind")
+    };
+    let (c1_tunnel, c3_tunnel) = (bind().await, bind().await);
+    let (c1_at, c3_at) = (
+        c1_tunnel.local_addr().expect("address"),
+        c3_tunnel.local_addr().expect("address"),
+    );
+    // Each knows the other only as a peer: its id, the network its admin
+    // attests, and where its gateway listens. Neither can reach the
+    // other's API server.
+    let c1 = feed_gateway(
+        dir.path(),
+        "c1",
+        &c1_api,
+        c1_tunnel,
+        vec![feed_peer("c3", "net-b", c3_at)],
+    )
+    .await;
+    let c3 = feed_gateway(
+        dir.path(),
+        "c3",
+        &c3_api,
+        c3_tunnel,
+        vec![feed_peer("c1", "net-a", c1_at)],
+    )
+    .await;
+    let (c1_admin, c3_admin) = (c1.addresses().admin, c3.addresses().admin);
+
+    // Both feeds sync, though each gateway admits the other only as the
+    // peer its admin named: c1 imports what c3 exports to it.
+    for (admin, peer) in [(c1_admin, "c3"), (c3_admin, "c1")] {
+        get_until(admin, "/debug/clusters", "the peer synced", |body| {
+            peer_state(body, peer).is_some_and(|(state, _)| state == "synced")
+        })
+        .await;
+    }
+    let (_, status) = peer_state(&get(c1_admin, "/debug/clusters").await, "c3").expect("c3");
+    assert_eq!(status["source"], "feed c3", "{status:#}");
+    assert_eq!(status["objects"]["Service"], 1, "cart only: {status:#}");
+    let routes = get_until(c1_admin, "/debug/routes", "c3's cart", |body| {
+        body.contains("10.3.0.7")
+    })
+    .await;
+    assert!(
+        !routes.contains("ledger") && !routes.contains("hidden"),
+        "only what c3 exports to c1: {routes}"
+    );
+
+    // One endpoint change in c3 reaches c1's routes by the feed.
+    c3_api.apply(slice("cart", "cart-1", &[("10.3.0.8", true)]));
+    get_until(c1_admin, "/debug/routes", "c3's new endpoint", |body| {
+        body.contains("10.3.0.8") && !body.contains("10.3.0.7")
+    })
+    .await;
+
+    // c3's gateway goes: c1 keeps its last state, then past the stale
+    // time keeps cart without backends.
+    c3.shutdown(Duration::from_millis(100)).await;
+    get_until(c1_admin, "/debug/clusters", "c3 stale", |body| {
+        peer_state(body, "c3").is_some_and(|(state, status)| {
+            state == "stale" && status["lastError"].as_str().is_some_and(|e| !e.is_empty())
+        })
+    })
+    .await;
+    let routes = get(c1_admin, "/debug/routes").await;
+    assert!(
+        routes.contains("cart") && !routes.contains("10.3.0.8"),
+        "cart kept, without backends, once stale: {routes}"
+    );
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::admin::metrics::Metrics;
 use crate::feed::{FEED_PATH, FeedLimits, Follower, Message};
-use crate::model::{ClusterId, GatewayAddress, GatewayHost};
+use crate::model::{ClusterId, GatewayAddress};
 use crate::net::dial::DialOptions;
 use crate::tls::ReloadingTls;
 use crate::tunnel::TunnelSettings;
@@ -37,23 +37,13 @@ pub struct FeedArgs {
     pub stall: Duration,
 }
 
-fn gateway_address(text: &str) -> Result<GatewayAddress, Refused> {
-    let refused = || Refused(format!("--peer {text:?}: expected host:port"));
-    let (host, port) = text.rsplit_once(':').ok_or_else(refused)?;
-    let port: u16 = port.parse().map_err(|_| refused())?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let host = match host.parse() {
-        Ok(ip) => GatewayHost::Ip(ip),
-        Err(_) if !host.is_empty() => GatewayHost::Dns(host.to_owned()),
-        Err(_) => return Err(refused()),
-    };
-    Ok(GatewayAddress { host, port })
-}
-
 /// Prints the feed until its first `synced` (or, with `--follow`, until
 /// it ends); a refusal or a broken rule is the error.
 pub(super) fn run(args: &FeedArgs, out: &mut dyn Write) -> Result<(), Refused> {
-    let gateway = gateway_address(&args.peer)?;
+    let gateway: GatewayAddress = args
+        .peer
+        .parse()
+        .map_err(|e| Refused(format!("--peer {e}")))?;
     let cluster = ClusterId::new(&args.cluster)
         .map_err(|e| Refused(format!("--cluster {:?}: {e}", args.cluster)))?;
     let tls = ReloadingTls::load(&args.tls_dir)

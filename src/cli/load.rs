@@ -83,14 +83,27 @@ pub(super) fn load_as(source: &SourceArgs, strictness: Strictness) -> Result<Loa
     let settings = source.settings()?;
     let mut imports = None;
     let (loaded, label, local) = if source.uses_kube(&settings) {
-        let options = settings.kube_options();
+        let mut options = settings.kube_options();
+        // A peer is read from its feed by the gateway, as its cluster's
+        // certificate; this command has neither, and says so.
+        let peers = std::mem::take(&mut options.peers);
         let runtime = super::runtime()?;
-        let loaded = runtime
+        let mut loaded = runtime
             .block_on(load_once(options, source.kube_timeout))
             .map_err(|e| match e {
                 KubeLoadError::Invalid(diagnostics) => invalid(&diagnostics, KUBE_LABEL),
                 other => Refused(other.to_string()),
             })?;
+        loaded.loaded.warnings.extend(peers.iter().map(|peer| {
+            crate::diagnostics::Diagnostic::warning(
+                crate::diagnostics::Origin::file(peer.source()),
+                format!(
+                    "{} is read from its feed by the gateway (kube.peers), not by this command: its services are not in this view",
+                    peer.cluster
+                ),
+            )
+            .in_cluster(peer.cluster.as_str())
+        }));
         imports = loaded.local_imports.clone();
         (loaded.loaded, KUBE_LABEL.to_owned(), loaded.local)
     } else {

@@ -138,8 +138,10 @@ async fn start_kube(args: &RunArgs, options: &mut GatewayOptions) -> Result<(), 
     // The controller follows the source's snapshots from the first one; it
     // writes nothing before every cluster has synced or failed once.
     options.controller = Controller::start(writes, &handle).map(Arc::new);
+    // The peers read from their feed (`kube.peers`) sync once the
+    // gateway runs their followers: not waited for here.
     let snapshot = handle
-        .wait_for(args.source.kube_timeout, |s| s.all_synced())
+        .wait_for(args.source.kube_timeout, |s| s.api_synced())
         .await;
     for cluster in snapshot.clusters.iter().filter(|c| c.last_error.is_some()) {
         tracing::warn!(cluster = %cluster.source, error = cluster.last_error.as_deref().unwrap_or(""),

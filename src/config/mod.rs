@@ -5,6 +5,7 @@
 
 mod dns;
 mod imports;
+mod peers;
 mod tunnel;
 
 pub use dns::DnsSettings;
@@ -364,6 +365,11 @@ pub struct KubeSettings {
     /// Needs `manageImports`.
     #[serde(default)]
     pub adopt_imports: Option<String>,
+    /// Clusters whose exported state is read from their feed over the
+    /// tunnel rather than from their API servers (docs/tunnel-protocol.md
+    /// §10): no credential for their API servers is needed.
+    #[serde(default)]
+    pub peers: Vec<peers::PeerSettings>,
 }
 
 fn default_stale_after() -> Duration {
@@ -380,6 +386,7 @@ impl Default for KubeSettings {
             write_export_status: false,
             manage_imports: false,
             adopt_imports: None,
+            peers: Vec::new(),
         }
     }
 }
@@ -395,6 +402,8 @@ impl GatewaySettings {
             translate: self.translate_options(),
             stale_after: self.kube.stale_after,
             debounce: self.tuning.reload_debounce,
+            // Checked when the settings were read.
+            peers: self.feed_peers().unwrap_or_default(),
             ..KubeOptions::default()
         }
     }
@@ -485,6 +494,9 @@ impl GatewaySettings {
         settings
             .network_map()
             .map_err(|message| error(Some("networks".to_owned()), message))?;
+        settings
+            .feed_peers()
+            .map_err(|(field, message)| error(Some(field), message))?;
         if let Some(namespace) = &settings.kube.remote_secret_namespace {
             check_dns_subdomain(namespace, 63).map_err(|e| {
                 error(
@@ -527,6 +539,12 @@ impl GatewaySettings {
             }
         }
         Ok(Some(map))
+    }
+
+    /// `kube.peers`, checked against the network map and this cluster's id.
+    pub fn feed_peers(&self) -> Result<Vec<crate::feed::FeedPeer>, (String, String)> {
+        let networks = self.network_map().ok().flatten();
+        peers::feed_peers(&self.kube.peers, networks.as_ref(), self.cluster.as_deref())
     }
 
     pub fn translate_options(&self) -> TranslateOptions {
@@ -605,6 +623,21 @@ mod tests {
         let error = GatewaySettings::parse("g.yaml", "kube:\n  remoteSecretNamespace: Bad_NS\n")
             .expect_err("bad namespace");
         assert_eq!(error.0.field.as_deref(), Some("kube.remoteSecretNamespace"));
+    }
+
+    #[test]
+    fn feed_peers_are_read_from_gateway_yaml_and_checked_there() {
+        let text = "networks:\n  net-a: [c1]\n  net-b: [c3]\nkube:\n  peers:\n  - cluster: c3\n    gateways: [\"gw.c3.example:15008\"]\n";
+        let settings = GatewaySettings::parse("g.yaml", text).expect("valid settings");
+        let peers = settings.kube_options().peers;
+        assert_eq!(peers.len(), 1);
+        assert_eq!(peers[0].network.as_str(), "net-b", "the map's word");
+        let text = "kube:\n  peers:\n  - cluster: c3\n    gateways: [\"gw:1\"]\n";
+        let error = GatewaySettings::parse("g.yaml", text).expect_err("no network");
+        assert_eq!(error.0.field.as_deref(), Some("kube.peers[0].network"));
+        let text = "kube:\n  peers:\n  - cluster: c3\n    network: n\n    gateway: [\"gw:1\"]\n";
+        let error = GatewaySettings::parse("g.yaml", text).expect_err("a misspelt field");
+        assert!(error.to_string().contains("gateway"), "{error}");
     }
 
     #[test]

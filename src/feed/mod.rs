@@ -11,6 +11,7 @@
 //!   streams, with a notification per change and a cap per caller;
 //! - [`follow`]: the subscriber's side, applying a peer's batches whole
 //!   and only for the cluster subscribed to;
+//! - [`peer`]: a peer followed by its feed as a cluster of the set;
 //! - [`Frames`]: the framing, one message per length-prefixed frame, the
 //!   length checked before the frame is read.
 //!
@@ -19,6 +20,7 @@
 
 pub mod follow;
 pub mod journal;
+pub mod peer;
 pub mod publication;
 pub mod wire;
 
@@ -30,6 +32,7 @@ use tokio_util::codec::{Decoder, LengthDelimitedCodec};
 
 pub use follow::{Applied, FeedError, Follower, PeerState};
 pub use journal::{Batch, DEFAULT_TOMBSTONES, Journal, Resume, Subscriber};
+pub use peer::FeedPeer;
 pub use publication::{DEFAULT_STREAMS_PER_CLUSTER, Publication, StreamPermit};
 pub use wire::{FEED_PATH, FEED_VERSION, FeedLimits, Message, WireError};
 

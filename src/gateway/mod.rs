@@ -2,6 +2,7 @@
 //! clients and peers, swaps routes when the configuration changes, and drains
 //! open connections on shutdown.
 
+mod peers;
 mod reload;
 
 use std::net::{IpAddr, SocketAddr};
@@ -435,6 +436,9 @@ impl Gateway {
             state.clone(),
             stop_admin.clone(),
         )));
+        if let Some(kube) = &options.kube {
+            tasks.extend(peers::follow(&state, kube, &stop_admin));
+        }
         let routes_state = state.clone();
         let dns_state = state.clone();
         let dns_listening = addresses.dns;

@@ -204,6 +204,52 @@ impl fmt::Display for GatewayAddress {
     }
 }
 
+/// A gateway address that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?}: expected host:port, the host an IP address or a DNS name: {reason}")]
+pub struct GatewayAddressError {
+    pub text: String,
+    pub reason: &'static str,
+}
+
+impl std::str::FromStr for GatewayAddress {
+    type Err = GatewayAddressError;
+
+    /// `host:port`, an IPv6 host in brackets (`[::1]:15443`).
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let refused = |reason| GatewayAddressError {
+            text: text.to_owned(),
+            reason,
+        };
+        let (host, port) = text.rsplit_once(':').ok_or_else(|| refused("no port"))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| refused("the port is not a number"))?;
+        if port == 0 {
+            return Err(refused("port 0"));
+        }
+        let host = match host.strip_prefix('[') {
+            Some(bracketed) => {
+                let inner = bracketed
+                    .strip_suffix(']')
+                    .ok_or_else(|| refused("an unclosed bracket"))?;
+                let ip: std::net::Ipv6Addr = inner
+                    .parse()
+                    .map_err(|_| refused("not an IPv6 address in brackets"))?;
+                GatewayHost::Ip(IpAddr::V6(ip))
+            }
+            None => match host.parse::<std::net::Ipv4Addr>() {
+                Ok(ip) => GatewayHost::Ip(IpAddr::V4(ip)),
+                Err(_) => {
+                    check_dns_subdomain(host, 253).map_err(|_| refused("not a DNS name"))?;
+                    GatewayHost::Dns(host.to_owned())
+                }
+            },
+        };
+        Ok(GatewayAddress { host, port })
+    }
+}
+
 impl Serialize for GatewayAddress {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
@@ -407,6 +453,34 @@ impl Endpoint {
             ready: true,
             serving: true,
             terminating: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod gateway_address_tests {
+    use super::*;
+
+    #[test]
+    fn gateway_addresses_read_back_as_they_print() {
+        for text in ["10.0.3.1:15443", "[fd00::3]:15443", "gw.c3.example:15008"] {
+            let address: GatewayAddress = text.parse().unwrap();
+            assert_eq!(address.to_string(), text);
+        }
+        assert_eq!(
+            "gw.example:1".parse::<GatewayAddress>().unwrap().host,
+            GatewayHost::Dns("gw.example".to_owned())
+        );
+        for bad in [
+            "10.0.3.1",
+            "10.0.3.1:0",
+            "10.0.3.1:99999",
+            "fd00::3:15443",
+            "[fd00::3:15443",
+            ":15443",
+            "under_score:1",
+        ] {
+            assert!(bad.parse::<GatewayAddress>().is_err(), "{bad} accepted");
         }
     }
 }

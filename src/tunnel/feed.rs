@@ -28,35 +28,70 @@ pub enum FeedReadError {
     Refused(#[from] FeedError),
 }
 
+/// A feed being read: its stream and the frames not yet taken whole.
+pub struct FeedReader {
+    stream: FeedStream,
+    frames: Frames,
+    stall: Duration,
+}
+
+impl FeedReader {
+    /// Reads `stream` in frames of at most `frame_limit` bytes, giving up
+    /// when it says nothing for `stall`.
+    pub fn new(stream: FeedStream, frame_limit: usize, stall: Duration) -> Self {
+        Self {
+            stream,
+            frames: Frames::new(frame_limit),
+            stall,
+        }
+    }
+
+    /// Applies messages to `follower` until a batch is synced: the
+    /// services it changed. `observe` sees each message before it is
+    /// applied. An error ends the feed; the follower keeps its last good
+    /// state.
+    pub async fn next_batch(
+        &mut self,
+        follower: &mut Follower,
+        mut observe: impl FnMut(&Message),
+    ) -> Result<Vec<ServiceKey>, FeedReadError> {
+        loop {
+            while let Some(message) = self.frames.next_message()? {
+                observe(&message);
+                if let Applied::Synced(changed) = follower.apply(message)? {
+                    return Ok(changed);
+                }
+            }
+            let data: Bytes = match tokio::time::timeout(self.stall, self.stream.body.data()).await
+            {
+                Err(_) => return Err(FeedReadError::Stalled(self.stall)),
+                Ok(None) => return Err(FeedReadError::Ended),
+                Ok(Some(data)) => data?,
+            };
+            // The window opens again only for what was taken out of it.
+            let _ = self.stream.body.flow_control().release_capacity(data.len());
+            self.frames.push(&data);
+        }
+    }
+}
+
 /// Reads `stream` into `follower` until the feed ends or fails, or
 /// `synced` (called after each batch applied, with the services it
 /// changed) returns `false`. `observe` sees each message before it is
 /// applied.
 pub async fn read(
-    mut stream: FeedStream,
+    stream: FeedStream,
     follower: &mut Follower,
     frame_limit: usize,
     stall: Duration,
     mut observe: impl FnMut(&Message),
     mut synced: impl FnMut(&Follower, Vec<ServiceKey>) -> bool,
 ) -> Result<(), FeedReadError> {
-    let mut frames = Frames::new(frame_limit);
+    let mut reader = FeedReader::new(stream, frame_limit, stall);
     loop {
-        let data: Bytes = match tokio::time::timeout(stall, stream.body.data()).await {
-            Err(_) => return Err(FeedReadError::Stalled(stall)),
-            Ok(None) => return Err(FeedReadError::Ended),
-            Ok(Some(data)) => data?,
-        };
-        // The window opens again only for what was taken out of it.
-        let _ = stream.body.flow_control().release_capacity(data.len());
-        frames.push(&data);
-        while let Some(message) = frames.next_message()? {
-            observe(&message);
-            if let Applied::Synced(changed) = follower.apply(message)?
-                && !synced(follower, changed)
-            {
-                return Ok(());
-            }
+        let changed = reader.next_batch(follower, &mut observe).await?;
+        if !synced(follower, changed) {
+            return Ok(());
         }
     }
 }

@@ -130,6 +130,7 @@ pub fn kube_options(local: &std::path::Path, remotes: &[&std::path::Path]) -> Ku
         rediscover_every: Duration::from_secs(30),
         local_exports: false,
         adopt_from: None,
+        peers: Vec::new(),
     }
 }
 

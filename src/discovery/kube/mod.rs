@@ -181,6 +181,10 @@ pub struct KubeOptions {
     /// objects the import reconciler takes over (`kube.adoptImports`):
     /// their managers are kept when they arrive, so it can tell them apart.
     pub adopt_from: Option<String>,
+    /// Clusters whose exported state comes from their feed over the tunnel
+    /// (`kube.peers`): the gateway follows them and reports to the hub
+    /// ([`KubeHandle::peer_reports`]).
+    pub peers: Vec<crate::feed::FeedPeer>,
 }
 
 impl Default for KubeOptions {
@@ -201,6 +205,7 @@ impl Default for KubeOptions {
             rediscover_every: Duration::from_secs(60),
             local_exports: false,
             adopt_from: None,
+            peers: Vec::new(),
         }
     }
 }
@@ -280,6 +285,9 @@ pub struct ClusterStatus {
     pub objects: std::collections::BTreeMap<String, usize>,
     /// The API versions in use, as `group/version` by kind.
     pub versions: std::collections::BTreeMap<String, String>,
+    /// A peer read from its feed (`kube.peers`), not its API server: the
+    /// gateway's follower syncs it once the gateway runs.
+    pub feed: bool,
 }
 
 impl ClusterStatus {
@@ -366,6 +374,19 @@ impl SourceSnapshot {
             && self.clusters.iter().all(|c| c.state == SyncState::Synced)
     }
 
+    /// Every cluster read from an API server has synced (and the
+    /// remote-cluster Secrets are listed): what a gateway waits for before
+    /// it starts. The peers read from their feed sync only once it runs.
+    pub fn api_synced(&self) -> bool {
+        self.usable_set.is_some()
+            && !self.clusters.is_empty()
+            && self.remote_secrets.as_ref().is_none_or(|s| s.listed)
+            && self
+                .clusters
+                .iter()
+                .all(|c| c.feed || c.state == SyncState::Synced)
+    }
+
     /// The view served at `/debug/clusters`.
     pub fn clusters_json(&self) -> serde_json::Value {
         serde_json::json!({
@@ -385,6 +406,10 @@ impl SourceSnapshot {
 /// The running source; dropping it stops every watcher.
 pub struct KubeSource {
     hub: JoinHandle<()>,
+    /// The hub's queue, for the peers' feed followers.
+    reports: tokio::sync::mpsc::Sender<report::HubMessage>,
+    /// The peers followed by their feed (`kube.peers`).
+    peers: Vec<crate::feed::FeedPeer>,
     /// The local cluster's client, for the controller that writes there.
     local: kube::Client,
 }
@@ -425,14 +450,60 @@ impl KubeSource {
             .or_else(|| std::env::var(POD_NAMESPACE_ENV).ok())
             .unwrap_or_else(|| local.default_namespace().to_owned());
         let (sender, receiver) = channel::channel(Arc::new(hub::empty_snapshot()));
+        let (reports, queue) = tokio::sync::mpsc::channel(hub::QUEUE);
+        let peers = options.peers.clone();
         let hub = tokio::spawn(hub::run(hub::HubStart {
             options,
             local: local.clone(),
             remotes,
             secret_namespace,
             snapshots: sender,
+            sender: reports.clone(),
+            queue,
         }));
-        Ok((KubeSource { hub, local }, receiver))
+        Ok((
+            KubeSource {
+                hub,
+                reports,
+                peers,
+                local,
+            },
+            receiver,
+        ))
+    }
+}
+
+/// Where a peer's feed follower reports to the hub: each batch applied,
+/// and each failure to read the feed.
+#[derive(Clone)]
+pub struct PeerReports {
+    sender: tokio::sync::mpsc::Sender<report::HubMessage>,
+}
+
+impl PeerReports {
+    /// `cluster`'s feed synced a batch: its state now and the services it
+    /// changed. Waits while the hub's queue is full.
+    pub async fn synced(
+        &self,
+        cluster: crate::model::ClusterId,
+        state: Arc<crate::feed::PeerState>,
+        changed: Vec<crate::model::ServiceKey>,
+    ) {
+        let report = report::PeerReport::Synced { state, changed };
+        // The hub outlives the gateway's tasks: a send fails only at exit.
+        let _ = self
+            .sender
+            .send(report::HubMessage::Peer { cluster, report })
+            .await;
+    }
+
+    /// `cluster`'s feed could not be read, or broke a rule.
+    pub async fn failed(&self, cluster: crate::model::ClusterId, error: String) {
+        let report = report::PeerReport::Failed(error);
+        let _ = self
+            .sender
+            .send(report::HubMessage::Peer { cluster, report })
+            .await;
     }
 }
 
@@ -464,6 +535,18 @@ impl KubeHandle {
     pub async fn start(options: KubeOptions) -> Result<Self, KubeError> {
         let (source, snapshots) = KubeSource::start(options).await?;
         Ok(Self::new(source, snapshots))
+    }
+
+    /// The peers followed by their feed (`kube.peers`).
+    pub fn peers(&self) -> &[crate::feed::FeedPeer] {
+        &self.source.peers
+    }
+
+    /// Where the followers of `kube.peers`' feeds report.
+    pub fn peer_reports(&self) -> PeerReports {
+        PeerReports {
+            sender: self.source.reports.clone(),
+        }
     }
 
     /// The latest snapshot.

@@ -1,11 +1,15 @@
-//! What the cluster tasks and the Secret watcher tell the hub: the
+//! What the cluster tasks, the Secret watcher and the peers' feed
+//! followers tell the hub: the
 //! messages of the one channel they all send on, apart from the tasks that
 //! send them and the hub that reads them.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::client::{ClusterSource, Kind};
 use super::store::StoreEvent;
+use crate::feed::PeerState;
+use crate::model::{ClusterId, ServiceKey};
 
 /// A message to the hub.
 #[derive(Debug)]
@@ -16,6 +20,24 @@ pub(super) enum HubMessage {
         report: ClusterReport,
     },
     Secrets(SecretReport),
+    /// A peer followed by its feed (`kube.peers`).
+    Peer {
+        cluster: ClusterId,
+        report: PeerReport,
+    },
+}
+
+/// What a peer's follower tells the hub.
+#[derive(Debug)]
+pub(super) enum PeerReport {
+    /// A batch applied: the peer's state now, and the services it changed.
+    Synced {
+        state: Arc<PeerState>,
+        changed: Vec<ServiceKey>,
+    },
+    /// The feed could not be read or broke a rule; the last good state
+    /// stays until the stale time.
+    Failed(String),
 }
 
 /// What a cluster task tells the hub.

@@ -10,6 +10,7 @@
 //! it resyncs.
 
 mod local;
+mod peers;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -36,7 +37,7 @@ use crate::merge::{MergedSet, merge_changed, merge_reusing};
 use crate::model::{ClusterId, ClusterSet, ServiceKey};
 
 /// Reports queued between the cluster tasks and the hub.
-const QUEUE: usize = 1024;
+pub(super) const QUEUE: usize = 1024;
 
 /// What the hub starts with.
 pub(super) struct HubStart {
@@ -45,6 +46,10 @@ pub(super) struct HubStart {
     pub(super) remotes: Vec<(ClusterSource, Client)>,
     pub(super) secret_namespace: String,
     pub(super) snapshots: watch::Sender<Arc<SourceSnapshot>>,
+    /// The hub's queue: every cluster task, the Secret watcher and the
+    /// peers' followers send on it.
+    pub(super) sender: mpsc::Sender<HubMessage>,
+    pub(super) queue: mpsc::Receiver<HubMessage>,
 }
 
 /// The snapshot before anything is known.
@@ -234,11 +239,13 @@ struct Hub {
     local_imports: Option<((u64, u64), Arc<LocalImports>)>,
     /// The clusters of the set `usable_merged` was merged from.
     merged_members: Vec<ClusterId>,
+    /// The peers followed by their feed (`kube.peers`).
+    peers: BTreeMap<ClusterId, peers::PeerEntry>,
 }
 
 /// Runs the hub until it is aborted.
 pub(super) async fn run(start: HubStart) {
-    let (sender, mut receiver) = mpsc::channel(QUEUE);
+    let (sender, mut receiver) = (start.sender, start.queue);
     let options = Arc::new(start.options);
     let mut hub = Hub {
         options: options.clone(),
@@ -264,6 +271,11 @@ pub(super) async fn run(start: HubStart) {
         imports_revision: 0,
         local_imports: None,
         merged_members: Vec::new(),
+        peers: options
+            .peers
+            .iter()
+            .map(|peer| (peer.cluster.clone(), peers::PeerEntry::new(peer.clone())))
+            .collect(),
     };
     if options.remote_secrets {
         let task = tokio::spawn(watch_secrets(
@@ -288,7 +300,10 @@ pub(super) async fn run(start: HubStart) {
     let mut publish_at: Option<Instant> = None;
     let mut published: Option<Instant> = None;
     loop {
-        let stale_at = hub.next_stale_deadline();
+        let stale_at = [hub.next_stale_deadline(), hub.next_peer_stale_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
         tokio::select! {
             message = receiver.recv() => {
                 // The hub holds a sender itself: the channel never closes.
@@ -310,6 +325,7 @@ pub(super) async fn run(start: HubStart) {
             }
             () = sleep_until(stale_at) => {
                 hub.expire();
+                hub.expire_peers();
                 hub.publish();
                 published = Some(Instant::now());
             }
@@ -425,6 +441,10 @@ impl Hub {
             }
             HubMessage::Secrets(report) => {
                 self.secret(report);
+                true
+            }
+            HubMessage::Peer { cluster, report } => {
+                self.peer_report(&cluster, report);
                 true
             }
         }
@@ -564,7 +584,9 @@ impl Hub {
                 translations: entry.translations,
                 objects: entry.store.counts(),
                 versions: entry.versions.clone(),
+                feed: false,
             })
+            .chain(self.peers.values().map(peers::PeerEntry::status))
             .collect();
         let remote_secrets = self.secrets.as_ref().map(|s| SecretsStatus {
             namespace: s.namespace.clone(),
@@ -577,7 +599,8 @@ impl Hub {
             && self
                 .clusters
                 .values()
-                .all(|e| e.state != SyncState::Connecting || e.last_error.is_some());
+                .all(|e| e.state != SyncState::Connecting || e.last_error.is_some())
+            && self.peers.values().all(peers::PeerEntry::settled);
         let snapshot = SourceSnapshot {
             generation: self.generation,
             set_revision: self.set_revision,
@@ -659,6 +682,12 @@ impl Hub {
                 .or_default()
                 .insert(name.clone());
         }
+        for key in self.peer_exports() {
+            exported
+                .entry(key.namespace.as_str().into())
+                .or_default()
+                .insert(key.name.as_str().into());
+        }
         if exported != self.exported {
             self.exports_changed = exports_changed(&self.exported, &exported);
             self.exported = exported;
@@ -710,6 +739,13 @@ impl Hub {
             if let Some(validity) = &translation.validity {
                 self.local_validity = Some(validity.clone());
             }
+        }
+        let (peer_clusters, peer_findings, peers_changed) = self.peer_clusters();
+        translated.extend(peer_clusters);
+        findings.extend(peer_findings);
+        match (&mut dirty, peers_changed) {
+            (Some(dirty), Some(changed)) => dirty.extend(changed),
+            _ => dirty = None,
         }
         let translate_time = started.elapsed();
         // Each invalid object (or cluster) left itself out of `set`.

@@ -1,0 +1,213 @@
+//! `kube.peers`: the clusters whose exported state this gateway reads from
+//! their feed over the tunnel, not from their API servers. Each entry is
+//! the local admin's word for a peer's identity, network and first
+//! gateway addresses; checked here, with errors naming the entry's field.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::feed::FeedPeer;
+use crate::model::{ClusterId, GatewayAddress, NetworkId};
+
+/// One peer as `gateway.yaml` names it.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PeerSettings {
+    /// The peer's cluster id: its gateway's certificate and its feed must
+    /// name it.
+    pub cluster: String,
+    /// Its network, as this cluster's admin attests it. May be left out
+    /// when `networks` names the cluster (the map's then); must agree with
+    /// it otherwise.
+    #[serde(default)]
+    pub network: Option<String>,
+    /// Its gateways' tunnel addresses (`host:port`): where its feed is
+    /// read, tried in turn.
+    pub gateways: Vec<String>,
+}
+
+/// Checks every entry against the network map and the local cluster's id;
+/// an error is the field (`kube.peers[N].…`) and what is wrong with it.
+pub(super) fn feed_peers(
+    peers: &[PeerSettings],
+    networks: Option<&BTreeMap<ClusterId, NetworkId>>,
+    local: Option<&str>,
+) -> Result<Vec<FeedPeer>, (String, String)> {
+    let mut checked: Vec<FeedPeer> = Vec::with_capacity(peers.len());
+    for (index, peer) in peers.iter().enumerate() {
+        let field = |name: &str| format!("kube.peers[{index}].{name}");
+        let cluster = ClusterId::new(&peer.cluster)
+            .map_err(|e| (field("cluster"), format!("invalid cluster id: {e}")))?;
+        if local == Some(cluster.as_str()) {
+            return Err((
+                field("cluster"),
+                format!("{cluster} is this cluster; a peer is another cluster"),
+            ));
+        }
+        if checked.iter().any(|p| p.cluster == cluster) {
+            return Err((field("cluster"), format!("{cluster} is listed twice")));
+        }
+        let stated = peer
+            .network
+            .as_deref()
+            .map(NetworkId::new)
+            .transpose()
+            .map_err(|e| (field("network"), format!("invalid network: {e}")))?;
+        let mapped = networks.map(|map| map.get(&cluster));
+        let network = match (stated, mapped) {
+            (Some(stated), Some(Some(mapped))) if stated != *mapped => {
+                return Err((
+                    field("network"),
+                    format!("{stated}, but `networks` puts {cluster} on {mapped}"),
+                ));
+            }
+            (_, Some(Some(mapped))) => mapped.clone(),
+            (_, Some(None)) => {
+                return Err((
+                    field("cluster"),
+                    format!(
+                        "{cluster} is not in `networks`; with a network map, every cluster of the set is in it"
+                    ),
+                ));
+            }
+            (Some(stated), None) => stated,
+            (None, None) => {
+                return Err((
+                    field("network"),
+                    format!(
+                        "required: the network this cluster's admin attests for {cluster} (or `networks` naming it)"
+                    ),
+                ));
+            }
+        };
+        if peer.gateways.is_empty() {
+            return Err((
+                field("gateways"),
+                "at least one gateway address (host:port) is needed to read its feed".to_owned(),
+            ));
+        }
+        let mut gateways = Vec::with_capacity(peer.gateways.len());
+        for (at, text) in peer.gateways.iter().enumerate() {
+            let address: GatewayAddress = text.parse().map_err(|e| {
+                (
+                    format!("kube.peers[{index}].gateways[{at}]"),
+                    format!("{e}"),
+                )
+            })?;
+            gateways.push(address);
+        }
+        checked.push(FeedPeer {
+            cluster,
+            network,
+            gateways,
+        });
+    }
+    Ok(checked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(cluster: &str, network: Option<&str>, gateways: &[&str]) -> PeerSettings {
+        PeerSettings {
+            cluster: cluster.to_owned(),
+            network: network.map(str::to_owned),
+            gateways: gateways.iter().map(|g| (*g).to_owned()).collect(),
+        }
+    }
+
+    fn id(text: &str) -> ClusterId {
+        ClusterId::new(text).unwrap()
+    }
+
+    fn net(text: &str) -> NetworkId {
+        NetworkId::new(text).unwrap()
+    }
+
+    #[test]
+    fn a_peer_takes_its_network_from_the_admin_and_its_gateways_parsed() {
+        let peers = [peer(
+            "c3",
+            Some("net-b"),
+            &["10.0.3.1:15443", "[fd00::3]:15443"],
+        )];
+        let checked = feed_peers(&peers, None, Some("c1")).unwrap();
+        assert_eq!(checked[0].cluster, id("c3"));
+        assert_eq!(checked[0].network, net("net-b"));
+        assert_eq!(
+            checked[0]
+                .gateways
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["10.0.3.1:15443", "[fd00::3]:15443"]
+        );
+        // The network map's word stands in for a network left out.
+        let map = BTreeMap::from([(id("c3"), net("net-b"))]);
+        let checked = feed_peers(&[peer("c3", None, &["gw.example:15443"])], Some(&map), None);
+        assert_eq!(checked.unwrap()[0].network, net("net-b"));
+    }
+
+    /// Peers, the network map, and the field the error must name.
+    type Case<'a> = (
+        Vec<PeerSettings>,
+        Option<&'a BTreeMap<ClusterId, NetworkId>>,
+        &'static str,
+    );
+
+    #[test]
+    fn each_mistake_names_its_field() {
+        let map = BTreeMap::from([(id("c3"), net("net-b"))]);
+        let cases: [Case<'_>; 8] = [
+            (
+                vec![peer("C3!", Some("n"), &["a:1"])],
+                None,
+                "kube.peers[0].cluster",
+            ),
+            (
+                vec![peer("c1", Some("n"), &["a:1"])],
+                None,
+                "kube.peers[0].cluster",
+            ),
+            (
+                vec![
+                    peer("c3", Some("n"), &["a:1"]),
+                    peer("c3", Some("n"), &["a:1"]),
+                ],
+                None,
+                "kube.peers[1].cluster",
+            ),
+            (
+                vec![peer("c3", None, &["a:1"])],
+                None,
+                "kube.peers[0].network",
+            ),
+            (
+                vec![peer("c3", Some("net-a"), &["a:1"])],
+                Some(&map),
+                "kube.peers[0].network",
+            ),
+            (
+                vec![peer("c4", Some("net-b"), &["a:1"])],
+                Some(&map),
+                "kube.peers[0].cluster",
+            ),
+            (
+                vec![peer("c3", Some("n"), &[])],
+                None,
+                "kube.peers[0].gateways",
+            ),
+            (
+                vec![peer("c3", Some("n"), &["a:1", "a"])],
+                None,
+                "kube.peers[0].gateways[1]",
+            ),
+        ];
+        for (peers, networks, field) in cases {
+            let error = feed_peers(&peers, networks, Some("c1")).unwrap_err();
+            assert_eq!(error.0, field, "{peers:?}: {}", error.1);
+        }
+    }
+}

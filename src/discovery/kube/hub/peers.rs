@@ -1,0 +1,194 @@
+//! The hub's peers followed by their feed (`kube.peers`): each is a member
+//! of the set from the start (the admin named it, its network and its
+//! gateways), with the services its feed last synced. A feed that fails
+//! keeps the peer's last good state; unsynced for `staleAfter`, the peer
+//! keeps its services but loses its backends, as a cluster whose API
+//! server is unreachable does.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tokio::time::Instant;
+
+use super::{Hub, now_text};
+use crate::diagnostics::Diagnostic;
+use crate::discovery::kube::report::PeerReport;
+use crate::discovery::kube::{ClusterStatus, SyncState};
+use crate::feed::FeedPeer;
+use crate::feed::peer::without_endpoints;
+use crate::model::{Cluster, ClusterId, ServiceKey};
+
+/// One peer's state in the hub.
+pub(super) struct PeerEntry {
+    peer: FeedPeer,
+    state: SyncState,
+    since: Instant,
+    since_text: String,
+    last_synced: Option<String>,
+    last_error: Option<String>,
+    stale_count: u64,
+    /// Feed connections that failed since the gateway started.
+    failures: u64,
+    /// Batches applied.
+    batches: u64,
+    /// The peer as its feed last said (before its first batch: the
+    /// configured peer with no services).
+    cluster: Cluster,
+    /// `cluster` without endpoints, while the peer is stale.
+    stale: Option<Cluster>,
+    /// The services changed since the last rebuild; `None`: all of them.
+    changed: Option<BTreeSet<ServiceKey>>,
+    /// What its last batch's hello said that could not be used.
+    findings: Vec<Diagnostic>,
+}
+
+impl PeerEntry {
+    pub(super) fn new(peer: FeedPeer) -> Self {
+        Self {
+            cluster: peer.cluster(),
+            peer,
+            state: SyncState::Connecting,
+            since: Instant::now(),
+            since_text: now_text(),
+            last_synced: None,
+            last_error: None,
+            stale_count: 0,
+            failures: 0,
+            batches: 0,
+            stale: None,
+            changed: None,
+            findings: Vec::new(),
+        }
+    }
+
+    fn set_state(&mut self, state: SyncState) {
+        let was = std::mem::replace(&mut self.state, state);
+        self.since = Instant::now();
+        self.since_text = now_text();
+        // Whether it is stale decides whether its endpoints count; its
+        // first batch replaced every service.
+        if was == SyncState::Connecting || (was == SyncState::Stale) != (state == SyncState::Stale)
+        {
+            self.changed = None;
+        }
+        self.stale = (state == SyncState::Stale).then(|| without_endpoints(&self.cluster));
+    }
+
+    /// The peer's status, beside the API-read clusters'.
+    pub(super) fn status(&self) -> ClusterStatus {
+        ClusterStatus {
+            source: self.peer.source(),
+            id: Some(self.peer.cluster.to_string()),
+            state: self.state,
+            since: self.since_text.clone(),
+            last_synced: self.last_synced.clone(),
+            last_error: self.last_error.clone(),
+            stale_count: self.stale_count,
+            watch_errors: self.failures,
+            translations: self.batches,
+            objects: BTreeMap::from([("Service".to_owned(), self.cluster.services.len())]),
+            versions: BTreeMap::from([("feed".to_owned(), "v1".to_owned())]),
+            feed: true,
+        }
+    }
+
+    /// Whether the snapshot may count the peer as settled: synced once, or
+    /// failed once (its absence is then known, not awaited).
+    pub(super) fn settled(&self) -> bool {
+        self.state != SyncState::Connecting || self.last_error.is_some()
+    }
+}
+
+impl Hub {
+    /// Applies one report of a peer's follower.
+    pub(super) fn peer_report(&mut self, cluster: &ClusterId, report: PeerReport) {
+        let Some(entry) = self.peers.get_mut(cluster) else {
+            return;
+        };
+        match report {
+            PeerReport::Synced { state, changed } => {
+                entry.findings = entry.peer.apply(&mut entry.cluster, &state, &changed);
+                entry.batches += 1;
+                entry.last_error = None;
+                if entry.state == SyncState::Synced {
+                    if let Some(dirty) = &mut entry.changed {
+                        dirty.extend(changed);
+                    }
+                } else {
+                    match entry.state {
+                        SyncState::Stale => tracing::warn!(peer = %cluster,
+                            "peer's feed is back; its backends are restored"),
+                        _ => tracing::info!(peer = %cluster, "peer's feed synced"),
+                    }
+                    entry.set_state(SyncState::Synced);
+                }
+                entry.last_synced = Some(now_text());
+                self.set_dirty = true;
+            }
+            PeerReport::Failed(error) => {
+                entry.failures += 1;
+                if entry.state == SyncState::Synced {
+                    tracing::warn!(peer = %cluster, %error,
+                        "peer's feed failing; keeping its last known state for {}",
+                        humantime::format_duration(self.options.stale_after));
+                    entry.set_state(SyncState::Unsynced);
+                } else {
+                    tracing::debug!(peer = %cluster, %error, "peer's feed failing");
+                }
+                entry.last_error = Some(error);
+            }
+        }
+    }
+
+    /// The earliest time an unsynced peer goes stale.
+    pub(super) fn next_peer_stale_deadline(&self) -> Option<Instant> {
+        self.peers
+            .values()
+            .filter(|entry| entry.state == SyncState::Unsynced)
+            .map(|entry| entry.since + self.options.stale_after)
+            .min()
+    }
+
+    /// Marks peers unsynced for longer than `staleAfter` as stale.
+    pub(super) fn expire_peers(&mut self) {
+        let now = Instant::now();
+        for (cluster, entry) in &mut self.peers {
+            if entry.state == SyncState::Unsynced && entry.since + self.options.stale_after <= now {
+                entry.set_state(SyncState::Stale);
+                entry.stale_count += 1;
+                self.set_dirty = true;
+                tracing::warn!(
+                    peer = %cluster,
+                    error = entry.last_error.as_deref().unwrap_or("unknown"),
+                    "peer's feed unread for {}; its backends are dropped until it syncs again",
+                    humantime::format_duration(self.options.stale_after)
+                );
+            }
+        }
+    }
+
+    /// Each peer's cluster for the set, its findings, and the services
+    /// changed since the last rebuild (`None`: every service of some peer).
+    pub(super) fn peer_clusters(
+        &mut self,
+    ) -> (Vec<Cluster>, Vec<Diagnostic>, Option<BTreeSet<ServiceKey>>) {
+        let mut clusters = Vec::with_capacity(self.peers.len());
+        let mut findings = Vec::new();
+        let mut dirty = Some(BTreeSet::new());
+        for entry in self.peers.values_mut() {
+            clusters.push(entry.stale.clone().unwrap_or_else(|| entry.cluster.clone()));
+            findings.extend(entry.findings.iter().cloned());
+            match (&mut dirty, entry.changed.replace(BTreeSet::new())) {
+                (Some(dirty), Some(changed)) => dirty.extend(changed),
+                _ => dirty = None,
+            }
+        }
+        (clusters, findings, dirty)
+    }
+
+    /// The services every peer exports, for the set's exported services.
+    pub(super) fn peer_exports(&self) -> impl Iterator<Item = &ServiceKey> {
+        self.peers
+            .values()
+            .flat_map(|entry| entry.cluster.services.keys())
+    }
+}
