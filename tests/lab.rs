@@ -67,6 +67,10 @@ fn strait_in_a_real_cluster_set() {
             "a remote cluster's token rotated under traffic",
             lab::link::token_rotated_under_traffic,
         ),
+        (
+            "peers read each other's exported state from their feeds alone",
+            lab::feed::peers_read_each_other_from_their_feeds_alone,
+        ),
         // After the others, whose requests it reads; before a right is taken away.
         (
             "every right of deploy/rbac.yaml is used and none is missing",

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::journal::Resume;
 use super::wire::{FEED_VERSION, FeedLimits, Hello, Message, WireError};
-use crate::model::{ClusterId, ClusterService, ServiceKey};
+use crate::model::{ClusterId, ClusterService, ServiceKey, Shared};
 
 /// Why a peer's feed was refused; the connection is dropped and the
 /// cluster keeps its last good state until it goes stale.
@@ -40,7 +40,9 @@ pub enum FeedError {
 pub struct PeerState {
     pub clusterset: Option<String>,
     pub gateways: Vec<String>,
-    pub services: BTreeMap<ServiceKey, Arc<ClusterService>>,
+    /// Shared between the states a feed goes through: a batch costs the
+    /// services it changes, not a copy of every one.
+    pub services: Shared<ServiceKey, Arc<ClusterService>>,
 }
 
 /// A batch being received.

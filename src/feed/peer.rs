@@ -92,9 +92,8 @@ pub fn without_endpoints(cluster: &Cluster) -> Cluster {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
+    use crate::model::Shared;
     use crate::testing::exported_http;
 
     fn peer() -> FeedPeer {
@@ -115,7 +114,7 @@ mod tests {
                     let service = exported_http(name, address);
                     (service.key.clone(), Arc::new(service))
                 })
-                .collect::<BTreeMap<_, _>>(),
+                .collect::<Shared<_, _>>(),
         }
     }
 

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use super::{Lab, wait_until};
 
-fn strait(args: &[&str]) -> Result<String, String> {
+pub(super) fn strait(args: &[&str]) -> Result<String, String> {
     let output = Command::new(env!("CARGO_BIN_EXE_strait"))
         .args(args)
         .output()
@@ -17,7 +17,7 @@ fn strait(args: &[&str]) -> Result<String, String> {
     }
 }
 
-fn imported_from(lab: &Lab, cluster: &str, namespace: &str, name: &str) -> String {
+pub(super) fn imported_from(lab: &Lab, cluster: &str, namespace: &str, name: &str) -> String {
     lab.try_kubectl(
         cluster,
         &[

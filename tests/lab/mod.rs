@@ -2,6 +2,7 @@
 //! kubectl against each cluster, commands inside the lab's pods, and waits.
 
 pub mod coredns;
+pub mod feed;
 pub mod link;
 pub mod migrate;
 pub mod rbac;
