@@ -275,10 +275,24 @@ async fn feed_gateway(
     tunnel: tokio::net::TcpListener,
     peers: Vec<strait::feed::FeedPeer>,
 ) -> strait::gateway::Gateway {
+    gateway_reading(dir, id, server, &[], tunnel, peers, Duration::from_secs(2)).await
+}
+
+/// As [`feed_gateway`], also reading the clusters of `remotes`
+/// (kubeconfig files) through their API servers.
+async fn gateway_reading(
+    dir: &Path,
+    id: &str,
+    server: &ApiServer,
+    remotes: &[&Path],
+    tunnel: tokio::net::TcpListener,
+    peers: Vec<strait::feed::FeedPeer>,
+    stale_after: Duration,
+) -> strait::gateway::Gateway {
     use strait::gateway::{Gateway, GatewayOptions, Listeners};
-    let mut source = kube_api::fixtures::kube_options(&server.write_kubeconfig(dir, id), &[]);
+    let mut source = kube_api::fixtures::kube_options(&server.write_kubeconfig(dir, id), remotes);
     source.peers = peers;
-    source.stale_after = Duration::from_secs(2);
+    source.stale_after = stale_after;
     let handle = strait::discovery::kube::KubeHandle::start(source)
         .await
         .expect("source starts");
@@ -321,11 +335,13 @@ fn feed_peer(id: &str, network: &str, tunnel: std::net::SocketAddr) -> strait::f
     }
 }
 
-/// The state of `id` in a gateway's `/debug/clusters`.
+/// The state of peer `id` (read from its feed) in a gateway's
+/// `/debug/clusters`, and its whole entry.
 fn peer_state(clusters: &str, id: &str) -> Option<(String, Value)> {
     let clusters: Value = serde_json::from_str(clusters).ok()?;
     clusters["clusters"].as_array()?.iter().find_map(|c| {
-        (c["id"] == id).then(|| (c["state"].as_str().unwrap_or("").to_owned(), c.clone()))
+        (c["id"] == id && c["feed"] == true)
+            .then(|| (c["state"].as_str().unwrap_or("").to_owned(), c.clone()))
     })
 }
 
@@ -410,5 +426,91 @@ async fn peers_take_each_others_exported_state_from_their_feeds_alone() {
     assert!(
         routes.contains("cart") && !routes.contains("10.3.0.8"),
         "cart kept, without backends, once stale: {routes}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_linked_cluster_moves_to_its_feed_without_a_gap() {
+    use kube_api::admin::{get, get_until};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ids = ["c1", "c3"].map(|id| strait::model::ClusterId::new(id).expect("id"));
+    strait::tls::write_cluster_set(&dir.path().join("certs"), "feed.strait.dev", &ids)
+        .expect("certificates");
+    let c1_api = cluster("c1", "net-a", "203.0.113.1").await;
+    let c3_api = c3().await;
+    let c3_link = c3_api.write_kubeconfig(dir.path(), "c3-link");
+    let bind = || async {
+        tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind")
+    };
+    let (c1_tunnel, c3_tunnel) = (bind().await, bind().await);
+    let (c1_at, c3_at) = (
+        c1_tunnel.local_addr().expect("address"),
+        c3_tunnel.local_addr().expect("address"),
+    );
+    // c1 reads c3 through its link and is told of c3 as a peer; c3's
+    // gateway is not up yet, so its feed cannot be read.
+    let c1 = gateway_reading(
+        dir.path(),
+        "c1",
+        &c1_api,
+        &[&c3_link],
+        c1_tunnel,
+        vec![feed_peer("c3", "net-b", c3_at)],
+        Duration::from_secs(2),
+    )
+    .await;
+    let c1_admin = c1.addresses().admin;
+    get_until(c1_admin, "/debug/routes", "cart through the link", |body| {
+        body.contains("10.3.0.7")
+    })
+    .await;
+    let clusters = get(c1_admin, "/debug/clusters").await;
+    let parsed: Value = serde_json::from_str(&clusters).expect("JSON");
+    assert_eq!(
+        parsed["valid"], true,
+        "c3 is one cluster, not two: {clusters}"
+    );
+    assert_eq!(parsed["excluded"], json!([]), "{clusters}");
+
+    // c3's gateway comes up: its feed is read and c3 speaks for itself.
+    let _c3 = gateway_reading(
+        dir.path(),
+        "c3",
+        &c3_api,
+        &[],
+        c3_tunnel,
+        vec![feed_peer("c1", "net-a", c1_at)],
+        Duration::from_secs(300),
+    )
+    .await;
+    get_until(c1_admin, "/debug/clusters", "c3's feed synced", |body| {
+        peer_state(body, "c3")
+            .is_some_and(|(state, status)| state == "synced" && status["source"] == "feed c3")
+    })
+    .await;
+    // c3's API server goes: the link goes stale, and its backends would go
+    // with it; the feed (c3's gateway keeps what it read) still holds them.
+    c3_api.stop().await;
+    get_until(
+        c1_admin,
+        "/debug/clusters",
+        "the link to c3 stale",
+        |body| {
+            let parsed: Value = serde_json::from_str(body).unwrap_or_default();
+            parsed["clusters"].as_array().is_some_and(|clusters| {
+                clusters
+                    .iter()
+                    .any(|c| c["feed"] == false && c["id"] == "c3" && c["state"] == "stale")
+            })
+        },
+    )
+    .await;
+    let routes = get(c1_admin, "/debug/routes").await;
+    assert!(
+        routes.contains("10.3.0.7"),
+        "c3's feed, not its stale link, holds cart's backends: {routes}"
     );
 }

@@ -700,6 +700,8 @@ impl Hub {
         // service) after a whole translation.
         let mut dirty: Option<BTreeSet<ServiceKey>> = Some(BTreeSet::new());
         self.local_validity = None;
+        let fed = self.fed_peers();
+        let mut read_from_api = BTreeSet::new();
         for (source, entry) in &mut self.clusters {
             if entry.state == SyncState::Connecting {
                 continue;
@@ -735,12 +737,20 @@ impl Hub {
                 continue;
             };
             findings.extend(translation.findings.iter().cloned());
-            translated.extend(translation.cluster.clone());
+            if let Some(cluster) = &translation.cluster {
+                // A peer whose feed has synced speaks for itself: the
+                // same cluster read through an API server steps aside
+                // (the way from a link to a feed, without a gap).
+                if !fed.contains(&cluster.id) {
+                    translated.push(cluster.clone());
+                }
+                read_from_api.insert(cluster.id.clone());
+            }
             if let Some(validity) = &translation.validity {
                 self.local_validity = Some(validity.clone());
             }
         }
-        let (peer_clusters, peer_findings, peers_changed) = self.peer_clusters();
+        let (peer_clusters, peer_findings, peers_changed) = self.peer_clusters(&read_from_api);
         translated.extend(peer_clusters);
         findings.extend(peer_findings);
         match (&mut dirty, peers_changed) {

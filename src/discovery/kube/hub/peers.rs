@@ -91,6 +91,11 @@ impl PeerEntry {
         }
     }
 
+    /// Its feed has synced and is not stale.
+    fn speaks(&self) -> bool {
+        matches!(self.state, SyncState::Synced | SyncState::Unsynced)
+    }
+
     /// Whether the snapshot may count the peer as settled: synced once, or
     /// failed once (its absence is then known, not awaited).
     pub(super) fn settled(&self) -> bool {
@@ -166,15 +171,34 @@ impl Hub {
         }
     }
 
+    /// The peers whose feed has synced and is not stale: each speaks for
+    /// itself, and the same cluster read through an API server (a link
+    /// being replaced by the feed) steps aside meanwhile.
+    pub(super) fn fed_peers(&self) -> BTreeSet<ClusterId> {
+        self.peers
+            .iter()
+            .filter(|(_, entry)| entry.speaks())
+            .map(|(cluster, _)| cluster.clone())
+            .collect()
+    }
+
     /// Each peer's cluster for the set, its findings, and the services
     /// changed since the last rebuild (`None`: every service of some peer).
+    /// A peer whose feed has not synced yet is a member with no services
+    /// (a stale one, without endpoints), unless the same cluster is
+    /// `read_from_api`: that one serves until the feed has synced, and
+    /// again while it is stale.
     pub(super) fn peer_clusters(
         &mut self,
+        read_from_api: &BTreeSet<ClusterId>,
     ) -> (Vec<Cluster>, Vec<Diagnostic>, Option<BTreeSet<ServiceKey>>) {
         let mut clusters = Vec::with_capacity(self.peers.len());
         let mut findings = Vec::new();
         let mut dirty = Some(BTreeSet::new());
-        for entry in self.peers.values_mut() {
+        for (id, entry) in &mut self.peers {
+            if !entry.speaks() && read_from_api.contains(id) {
+                continue;
+            }
             clusters.push(entry.stale.clone().unwrap_or_else(|| entry.cluster.clone()));
             findings.extend(entry.findings.iter().cloned());
             match (&mut dirty, entry.changed.replace(BTreeSet::new())) {
