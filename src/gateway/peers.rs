@@ -62,6 +62,16 @@ async fn follow_peer(
     let mut follower = Follower::new(peer.cluster.clone(), limits);
     let mut backoff = Backoff::new(Retry::default());
     let allowed = [peer.cluster.clone()];
+    if peer.gateways.is_empty() {
+        // `gateway.yaml` refuses such a peer; one made in code is said.
+        reports
+            .failed(
+                peer.cluster.clone(),
+                "no gateway address to read its feed at".to_owned(),
+            )
+            .await;
+        return;
+    }
     for gateway in peer.gateways.iter().cycle() {
         let path = feed_path(&follower);
         let mut applied = false;

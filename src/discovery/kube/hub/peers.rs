@@ -136,6 +136,11 @@ impl Hub {
                         "peer's feed failing; keeping its last known state for {}",
                         humantime::format_duration(self.options.stale_after));
                     entry.set_state(SyncState::Unsynced);
+                } else if entry.failures == 1 {
+                    // Said once at WARN: a peer named wrongly (its address,
+                    // its id, this cluster not in its set) shows here.
+                    tracing::warn!(peer = %cluster, %error,
+                        "peer's feed cannot be read yet; retrying");
                 } else {
                     tracing::debug!(peer = %cluster, %error, "peer's feed failing");
                 }
