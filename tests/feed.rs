@@ -439,7 +439,15 @@ async fn a_linked_cluster_moves_to_its_feed_without_a_gap() {
         .expect("certificates");
     let c1_api = cluster("c1", "net-a", "203.0.113.1").await;
     let c3_api = c3().await;
-    let c3_link = c3_api.write_kubeconfig(dir.path(), "c3-link");
+    // A link is named after the cluster it reads (as `strait link` names
+    // its Secret): only such a link may stand in for a peer.
+    let c3_link = c3_api.write_kubeconfig(dir.path(), "c3");
+    // Another member, linked as `x`, says it is c3 too.
+    let impostor = cluster("c3", "net-b", "203.0.113.9").await;
+    impostor.apply(service("cart", &[("http", 80)]));
+    impostor.apply(slice("cart", "cart-1", &[("10.9.9.9", true)]));
+    impostor.apply(export("cart", "v1alpha1"));
+    let x_link = impostor.write_kubeconfig(dir.path(), "x");
     let bind = || async {
         tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -456,7 +464,7 @@ async fn a_linked_cluster_moves_to_its_feed_without_a_gap() {
         dir.path(),
         "c1",
         &c1_api,
-        &[&c3_link],
+        &[&c3_link, &x_link],
         c1_tunnel,
         vec![feed_peer("c3", "net-b", c3_at)],
         Duration::from_secs(2),
@@ -467,13 +475,22 @@ async fn a_linked_cluster_moves_to_its_feed_without_a_gap() {
         body.contains("10.3.0.7")
     })
     .await;
+    assert!(!get(c1_admin, "/debug/routes").await.contains("10.9.9.9"));
     let clusters = get(c1_admin, "/debug/clusters").await;
     let parsed: Value = serde_json::from_str(&clusters).expect("JSON");
-    assert_eq!(
-        parsed["valid"], true,
-        "c3 is one cluster, not two: {clusters}"
+    // c3 is one cluster, not two (no duplicate excluded), and the
+    // impostor alone is left out, named.
+    let excluded = parsed["excluded"].as_array().expect("excluded");
+    assert_eq!(excluded.len(), 1, "only the impostor: {clusters}");
+    assert!(
+        excluded[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("says it is c3"))
+            && excluded[0]["origin"]["source"]
+                .as_str()
+                .is_some_and(|s| s.ends_with("x.yaml")),
+        "the impostor is named: {clusters}"
     );
-    assert_eq!(parsed["excluded"], json!([]), "{clusters}");
 
     // c3's gateway comes up: its feed is read and c3 speaks for itself.
     let _c3 = gateway_reading(
@@ -510,7 +527,85 @@ async fn a_linked_cluster_moves_to_its_feed_without_a_gap() {
     .await;
     let routes = get(c1_admin, "/debug/routes").await;
     assert!(
-        routes.contains("10.3.0.7"),
-        "c3's feed, not its stale link, holds cart's backends: {routes}"
+        routes.contains("10.3.0.7") && !routes.contains("10.9.9.9"),
+        "c3's feed, not its stale link nor the impostor, holds cart's backends: {routes}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_back_before_it_went_stale_brings_its_changes() {
+    use kube_api::admin::{get, get_until};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ids = ["c1", "c3"].map(|id| strait::model::ClusterId::new(id).expect("id"));
+    strait::tls::write_cluster_set(&dir.path().join("certs"), "feed.strait.dev", &ids)
+        .expect("certificates");
+    let c1_api = cluster("c1", "net-a", "203.0.113.1").await;
+    let c3_api = c3().await;
+    let bind = || async {
+        tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind")
+    };
+    let (c1_tunnel, c3_tunnel) = (bind().await, bind().await);
+    let (c1_at, c3_at) = (
+        c1_tunnel.local_addr().expect("address"),
+        c3_tunnel.local_addr().expect("address"),
+    );
+    let c1 = gateway_reading(
+        dir.path(),
+        "c1",
+        &c1_api,
+        &[],
+        c1_tunnel,
+        vec![feed_peer("c3", "net-b", c3_at)],
+        Duration::from_secs(300),
+    )
+    .await;
+    let c1_admin = c1.addresses().admin;
+    let start_c3 = |tunnel| {
+        gateway_reading(
+            dir.path(),
+            "c3",
+            &c3_api,
+            &[],
+            tunnel,
+            vec![feed_peer("c1", "net-a", c1_at)],
+            Duration::from_secs(300),
+        )
+    };
+    let c3 = start_c3(c3_tunnel).await;
+    get_until(c1_admin, "/debug/routes", "c3's cart", |body| {
+        body.contains("10.3.0.7")
+    })
+    .await;
+
+    // c3's gateway goes, c3's endpoint moves meanwhile, and c3's gateway
+    // comes back well within the stale time: c1 was unsynced, never stale.
+    c3.shutdown(Duration::from_millis(100)).await;
+    get_until(c1_admin, "/debug/clusters", "c3 unsynced", |body| {
+        peer_state(body, "c3").is_some_and(|(state, _)| state == "unsynced")
+    })
+    .await;
+    c3_api.apply(slice("cart", "cart-1", &[("10.3.0.9", true)]));
+    let _c3 = start_c3(
+        tokio::net::TcpListener::bind(c3_at)
+            .await
+            .expect("bind again"),
+    )
+    .await;
+    // The follower retries with a backoff: up to a few seconds.
+    let started = std::time::Instant::now();
+    loop {
+        let routes = get(c1_admin, "/debug/routes").await;
+        if routes.contains("10.3.0.9") && !routes.contains("10.3.0.7") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "the batch after the reconnect never reached c1's routes: {routes}\n{}",
+            get(c1_admin, "/debug/clusters").await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

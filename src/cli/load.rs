@@ -98,7 +98,7 @@ pub(super) fn load_as(source: &SourceArgs, strictness: Strictness) -> Result<Loa
             crate::diagnostics::Diagnostic::warning(
                 crate::diagnostics::Origin::file(peer.source()),
                 format!(
-                    "{} is read from its feed by the gateway (kube.peers), not by this command: its services are not in this view",
+                    "{} is read from its feed by the gateway (kube.peers), not by this command: only what a link named after it reads is in this view",
                     peer.cluster
                 ),
             )

@@ -10,7 +10,12 @@ use std::sync::Arc;
 
 use super::journal::Resume;
 use super::wire::{FEED_VERSION, FeedLimits, Hello, Message, WireError};
-use crate::model::{ClusterId, ClusterService, ServiceKey, Shared};
+use crate::model::{ClusterId, ClusterService, ServiceKey, Shared, check_dns_subdomain};
+
+/// Gateway addresses a hello may name.
+pub const MAX_GATEWAYS: usize = 16;
+/// The longest gateway address a hello may name (a DNS name and a port).
+const MAX_GATEWAY_TEXT: usize = 260;
 
 /// Why a peer's feed was refused; the connection is dropped and the
 /// cluster keeps its last good state until it goes stale.
@@ -31,6 +36,8 @@ pub enum FeedError {
     TooManyServices { count: usize, limit: usize },
     #[error("revision {got} after {held}: a feed's revisions only grow")]
     Backwards { held: u64, got: u64 },
+    #[error("hello.{field}: {reason}")]
+    Hello { field: &'static str, reason: String },
     #[error(transparent)]
     Wire(#[from] WireError),
 }
@@ -171,6 +178,32 @@ impl Follower {
         }
         if !hello.snapshot && self.at.is_none_or(|at| at.epoch != hello.epoch) {
             return Err(FeedError::CannotResume);
+        }
+        // What the hello says is held and repeated in findings: bounded
+        // like every other field a peer sends.
+        if hello.gateways.len() > MAX_GATEWAYS {
+            return Err(FeedError::Hello {
+                field: "gateways",
+                reason: format!(
+                    "{} addresses, more than the limit of {MAX_GATEWAYS}",
+                    hello.gateways.len()
+                ),
+            });
+        }
+        if let Some(long) = hello.gateways.iter().find(|g| g.len() > MAX_GATEWAY_TEXT) {
+            return Err(FeedError::Hello {
+                field: "gateways",
+                reason: format!(
+                    "an address of {} bytes, longer than {MAX_GATEWAY_TEXT}",
+                    long.len()
+                ),
+            });
+        }
+        if let Some(clusterset) = &hello.clusterset {
+            check_dns_subdomain(clusterset, 253).map_err(|e| FeedError::Hello {
+                field: "clusterset",
+                reason: e.to_string(),
+            })?;
         }
         self.batch = Some(Batch {
             snapshot: hello.snapshot,

@@ -602,3 +602,39 @@ fn an_endpoint_a_peer_names_at_a_machine_address_is_refused() {
         );
     }
 }
+
+#[test]
+fn a_hello_saying_too_much_is_refused() {
+    let hello = |clusterset: &str, gateways: usize| {
+        Message::Hello(crate::feed::wire::Hello {
+            version: crate::feed::FEED_VERSION,
+            cluster: "c3".to_owned(),
+            clusterset: Some(clusterset.to_owned()),
+            epoch: 1,
+            snapshot: true,
+            gateways: (0..gateways)
+                .map(|n| format!("192.0.2.{n}:15008"))
+                .collect(),
+        })
+    };
+    let mut follower = Follower::new(id("c3"), FeedLimits::default());
+    assert_eq!(
+        follower.apply(hello("set.example", crate::feed::follow::MAX_GATEWAYS)),
+        Ok(crate::feed::Applied::Pending)
+    );
+    for (message, field) in [
+        (
+            hello("set.example", crate::feed::follow::MAX_GATEWAYS + 1),
+            "gateways",
+        ),
+        (hello(&"s".repeat(300), 1), "clusterset"),
+        (hello("Not A Set", 1), "clusterset"),
+    ] {
+        let mut follower = Follower::new(id("c3"), FeedLimits::default());
+        let refused = follower.apply(message);
+        assert!(
+            matches!(&refused, Err(FeedError::Hello { field: f, .. }) if *f == field),
+            "{refused:?}"
+        );
+    }
+}

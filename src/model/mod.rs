@@ -222,9 +222,12 @@ impl std::str::FromStr for GatewayAddress {
             reason,
         };
         let (host, port) = text.rsplit_once(':').ok_or_else(|| refused("no port"))?;
+        if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(refused("the port is not a number"));
+        }
         let port: u16 = port
             .parse()
-            .map_err(|_| refused("the port is not a number"))?;
+            .map_err(|_| refused("the port is past 65535"))?;
         if port == 0 {
             return Err(refused("port 0"));
         }
@@ -242,6 +245,11 @@ impl std::str::FromStr for GatewayAddress {
                 Ok(ip) => GatewayHost::Ip(IpAddr::V4(ip)),
                 Err(_) => {
                     check_dns_subdomain(host, 253).map_err(|_| refused("not a DNS name"))?;
+                    // Digits and dots alone are a mistyped IPv4 address,
+                    // not a name (no top-level domain is numeric).
+                    if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                        return Err(refused("not an IPv4 address"));
+                    }
                     GatewayHost::Dns(host.to_owned())
                 }
             },
@@ -479,6 +487,8 @@ mod gateway_address_tests {
             "[fd00::3:15443",
             ":15443",
             "under_score:1",
+            "10.0.3.1:+1",
+            "999.1.1.1:15008",
         ] {
             assert!(bad.parse::<GatewayAddress>().is_err(), "{bad} accepted");
         }

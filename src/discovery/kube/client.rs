@@ -35,6 +35,20 @@ impl ClusterSource {
     pub fn is_local(&self) -> bool {
         matches!(self, ClusterSource::Local)
     }
+
+    /// Whether the source is named after cluster `id`, as a link to that
+    /// cluster is: a remote-cluster Secret of that name (as `strait link`
+    /// names it), or a kubeconfig file of that name (`id.yaml`). Only such
+    /// a link may stand in for a peer read from its feed.
+    pub fn is_named(&self, id: &str) -> bool {
+        match self {
+            ClusterSource::Local => false,
+            ClusterSource::Kubeconfig(path) => {
+                path.file_stem().and_then(|stem| stem.to_str()) == Some(id)
+            }
+            ClusterSource::Secret { name, .. } => name == id,
+        }
+    }
 }
 
 impl fmt::Display for ClusterSource {

@@ -237,8 +237,9 @@ struct Hub {
     /// store's event count it was read at: a publication that follows a change in
     /// another cluster reads no local object again.
     local_imports: Option<((u64, u64), Arc<LocalImports>)>,
-    /// The clusters of the set `usable_merged` was merged from.
-    merged_members: Vec<ClusterId>,
+    /// The clusters of the set `usable_merged` was merged from, each with
+    /// where it was read: a peer's feed and its link share an id.
+    merged_members: Vec<(ClusterId, String)>,
     /// The peers followed by their feed (`kube.peers`).
     peers: BTreeMap<ClusterId, peers::PeerEntry>,
 }
@@ -700,6 +701,11 @@ impl Hub {
         // service) after a whole translation.
         let mut dirty: Option<BTreeSet<ServiceKey>> = Some(BTreeSet::new());
         self.local_validity = None;
+        let local_id = self
+            .clusters
+            .get(&ClusterSource::Local)
+            .and_then(|entry| entry.store.cluster_id())
+            .and_then(|id| ClusterId::new(id).ok());
         let fed = self.fed_peers();
         let mut read_from_api = BTreeSet::new();
         for (source, entry) in &mut self.clusters {
@@ -738,19 +744,38 @@ impl Hub {
             };
             findings.extend(translation.findings.iter().cloned());
             if let Some(cluster) = &translation.cluster {
-                // A peer whose feed has synced speaks for itself: the
-                // same cluster read through an API server steps aside
-                // (the way from a link to a feed, without a gap).
-                if !fed.contains(&cluster.id) {
-                    translated.push(cluster.clone());
+                let peer = !source.is_local() && self.peers.contains_key(&cluster.id);
+                if peer && !source.is_named(cluster.id.as_str()) {
+                    // A member saying it is a peer: a cluster's word is not
+                    // an identity (the peer's certificate is).
+                    findings.push(
+                        Diagnostic::error(
+                            crate::diagnostics::Origin::file(source),
+                            format!(
+                                "says it is {id}, a peer read from its feed (kube.peers); only {id}'s own link (a remote-cluster Secret or kubeconfig file named {id}) may stand in for it: this cluster is left out",
+                                id = cluster.id
+                            ),
+                        )
+                        .in_cluster(cluster.id.as_str()),
+                    );
+                } else {
+                    // A peer whose feed has synced speaks for itself: its
+                    // own link steps aside (the way from a link to a feed,
+                    // without a gap).
+                    if !peer || !fed.contains(&cluster.id) {
+                        translated.push(cluster.clone());
+                    }
+                    if peer {
+                        read_from_api.insert(cluster.id.clone());
+                    }
                 }
-                read_from_api.insert(cluster.id.clone());
             }
             if let Some(validity) = &translation.validity {
                 self.local_validity = Some(validity.clone());
             }
         }
-        let (peer_clusters, peer_findings, peers_changed) = self.peer_clusters(&read_from_api);
+        let (peer_clusters, peer_findings, peers_changed) =
+            self.peer_clusters(&read_from_api, local_id.as_ref());
         translated.extend(peer_clusters);
         findings.extend(peer_findings);
         match (&mut dirty, peers_changed) {
@@ -763,8 +788,13 @@ impl Hub {
         let assemble_time = started.elapsed() - translate_time;
         // Only the same clusters as the last merge's may be merged by the
         // services that changed: one joining or leaving changes the holders
-        // of every service it holds.
-        let members: Vec<ClusterId> = set.clusters.keys().cloned().collect();
+        // of every service it holds, and so does a cluster read from
+        // elsewhere (its link stepping aside for its feed, or back).
+        let members: Vec<(ClusterId, String)> = set
+            .clusters
+            .values()
+            .map(|cluster| (cluster.id.clone(), cluster.source.clone()))
+            .collect();
         let same_members = members == self.merged_members;
         self.merged_members = members;
         let merged = match (self.usable_merged.take(), dirty) {

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use tokio::time::Instant;
 
 use super::{Hub, now_text};
-use crate::diagnostics::Diagnostic;
+use crate::diagnostics::{Diagnostic, Origin};
 use crate::discovery::kube::report::PeerReport;
 use crate::discovery::kube::{ClusterStatus, SyncState};
 use crate::feed::FeedPeer;
@@ -111,15 +111,26 @@ impl Hub {
         };
         match report {
             PeerReport::Synced { state, changed } => {
+                let (gateways, clusterset) = (
+                    entry.cluster.gateways.clone(),
+                    entry.cluster.clusterset.clone(),
+                );
                 entry.findings = entry.peer.apply(&mut entry.cluster, &state, &changed);
                 entry.batches += 1;
                 entry.last_error = None;
-                if entry.state == SyncState::Synced {
-                    if let Some(dirty) = &mut entry.changed {
-                        dirty.extend(changed);
-                    }
-                } else {
-                    match entry.state {
+                // A batch empty of changes that says nothing new (a bare
+                // `synced`) rebuilds nothing.
+                let said = !changed.is_empty()
+                    || entry.cluster.gateways != gateways
+                    || entry.cluster.clusterset != clusterset;
+                // Before any change of state: a batch after a reconnect
+                // changes services as any other does.
+                if let Some(dirty) = &mut entry.changed {
+                    dirty.extend(changed);
+                }
+                let was = entry.state;
+                if was != SyncState::Synced {
+                    match was {
                         SyncState::Stale => tracing::warn!(peer = %cluster,
                             "peer's feed is back; its backends are restored"),
                         _ => tracing::info!(peer = %cluster, "peer's feed synced"),
@@ -127,7 +138,9 @@ impl Hub {
                     entry.set_state(SyncState::Synced);
                 }
                 entry.last_synced = Some(now_text());
-                self.set_dirty = true;
+                // Synced from unsynced changes nothing of the set but its
+                // batch; from connecting or stale, the peer's whole place.
+                self.set_dirty |= said || !matches!(was, SyncState::Synced | SyncState::Unsynced);
             }
             PeerReport::Failed(error) => {
                 entry.failures += 1;
@@ -193,14 +206,27 @@ impl Hub {
     /// (a stale one, without endpoints), unless the same cluster is
     /// `read_from_api`: that one serves until the feed has synced, and
     /// again while it is stale.
+    /// A peer with the `local` cluster's id is left out, with a finding:
+    /// the gateway's own cluster is read from its own API server.
     pub(super) fn peer_clusters(
         &mut self,
         read_from_api: &BTreeSet<ClusterId>,
+        local: Option<&ClusterId>,
     ) -> (Vec<Cluster>, Vec<Diagnostic>, Option<BTreeSet<ServiceKey>>) {
         let mut clusters = Vec::with_capacity(self.peers.len());
         let mut findings = Vec::new();
         let mut dirty = Some(BTreeSet::new());
         for (id, entry) in &mut self.peers {
+            if Some(id) == local {
+                findings.push(
+                    Diagnostic::error(
+                        Origin::file(entry.peer.source()),
+                        format!("{id} is this gateway's own cluster; a peer is another cluster (kube.peers): left out"),
+                    )
+                    .in_cluster(id.as_str()),
+                );
+                continue;
+            }
             if !entry.speaks() && read_from_api.contains(id) {
                 continue;
             }
