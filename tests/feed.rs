@@ -508,6 +508,17 @@ async fn a_linked_cluster_moves_to_its_feed_without_a_gap() {
             .is_some_and(|(state, status)| state == "synced" && status["source"] == "feed c3")
     })
     .await;
+    // Both are seen in the metrics, the link's series apart from the feed's.
+    get_until(
+        c1_admin,
+        "/metrics",
+        "the feed's and the link's series",
+        |body| {
+            body.contains(r#"strait_cluster_synced{cluster="c3"} 1"#)
+                && body.contains(r#"strait_cluster_synced{cluster="c3/link"} 1"#)
+        },
+    )
+    .await;
     // c3's API server goes: the link goes stale, and its backends would go
     // with it; the feed (c3's gateway keeps what it read) still holds them.
     c3_api.stop().await;

@@ -459,8 +459,19 @@ fn record_sync(
     metrics.set_work_total(Stage::Publication, snapshot.generation);
     metrics.set_work_total(Stage::ClusterTranslation, snapshot.translations);
     let mut current = std::collections::HashSet::new();
+    // A peer's feed and its link share an id while one replaces the other:
+    // the link's series is told apart, not overwritten.
+    let fed: std::collections::HashSet<&str> = snapshot
+        .clusters
+        .iter()
+        .filter(|cluster| cluster.feed)
+        .map(|cluster| cluster.label())
+        .collect();
     for cluster in &snapshot.clusters {
-        let label = cluster.label().to_owned();
+        let label = match cluster.label() {
+            label if !cluster.feed && fed.contains(label) => format!("{label}/link"),
+            label => label.to_owned(),
+        };
         metrics.set_cluster_sync(
             &label,
             cluster.state == SyncState::Synced,
