@@ -164,6 +164,13 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Refused> {
     runtime.block_on(async {
         if args.source.uses_kube(&options.settings) {
             start_kube(args, &mut options).await?;
+        } else if !options.settings.kube.peers.is_empty() {
+            // Peers join a set read from the API servers; from files
+            // there is none for them to join.
+            tracing::warn!(
+                peers = options.settings.kube.peers.len(),
+                "kube.peers is set, but the cluster set is read from files (no --kube, kube.enabled false): the peers are not followed"
+            );
         }
         let listeners = Listeners::bind(&options.settings)
             .await
