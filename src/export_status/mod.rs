@@ -3,7 +3,8 @@
 //! from the merged service that the routes are built from, and `Ready`
 //! (mcs-api v1beta1), from both: `True` (`Ready`, the reason of a pull
 //! model: every cluster reads the exports itself) once the export is a
-//! constituent of the merged service, `False` with `Failed` when it cannot
+//! constituent of the merged service (its message naming whom an access
+//! policy admits, when one scopes it), `False` with `Failed` when it cannot
 //! be exported, `False` with `Pending` while it is valid but not yet
 //! merged. Pure:
 //! the objects, the merged set and the clock come in as arguments;
@@ -89,14 +90,23 @@ pub fn wanted(export: &LocalExport, local: &ClusterId, merged: Option<&MergedSet
         .get(&export.key)
         .filter(|service| service.constituents.contains(local));
     wanted.set.push(match service {
-        Some(_) => WantedCondition {
+        Some(service) => WantedCondition {
             type_: READY_CONDITION,
             status: true,
             reason: READY_REASON_READY.to_owned(),
-            message: format!(
-                "Service {} is exported: every cluster of the set imports it.",
-                export.key
-            ),
+            message: match service.access.as_deref() {
+                None => format!(
+                    "Service {} is exported: every cluster of the set imports it.",
+                    export.key
+                ),
+                // Scoped: the clusters it does not admit are never told of
+                // it (not even its name, in the feed), so they import nothing.
+                Some(policy) => format!(
+                    "Service {} is exported to {} only (its access policy): the other clusters of the set are not told of it and do not import it.",
+                    export.key,
+                    admitted(policy)
+                ),
+            },
         },
         None => WantedCondition {
             type_: READY_CONDITION,
@@ -129,6 +139,27 @@ pub fn wanted(export: &LocalExport, local: &ClusterId, merged: Option<&MergedSet
         });
     }
     wanted
+}
+
+/// Who `policy` admits, as the Ready message names them.
+fn admitted(policy: &crate::model::AccessPolicy) -> String {
+    let names = |label: &str, ids: Vec<&str>| {
+        (!ids.is_empty()).then(|| format!("{label} {}", ids.join(", ")))
+    };
+    [
+        names(
+            "clusters",
+            policy.clusters.iter().map(|c| c.as_str()).collect(),
+        ),
+        names(
+            "networks",
+            policy.networks.iter().map(|n| n.as_str()).collect(),
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" and ")
 }
 
 fn status_text(status: bool) -> &'static str {

@@ -362,3 +362,40 @@ fn long_messages_are_cut_at_a_character_boundary() {
         "a cut message still counts as the same"
     );
 }
+
+#[test]
+fn ready_names_whom_a_scoped_export_reaches() {
+    let scoped = "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata: {name: ledger, namespace: shop, creationTimestamp: \"2025-01-01T00:00:00Z\", annotations: {strait.dev/allowed-clusters: \"c2,c4\", strait.dev/allowed-networks: net-a}}\n";
+    let c1 = translated(
+        "c1",
+        &[
+            service("cart", HTTP),
+            export("cart", OLDER),
+            service("ledger", HTTP),
+            scoped.to_owned(),
+        ],
+    );
+    let (set, errors) = assemble(vec![c1.cluster.clone()]);
+    assert!(errors.is_empty(), "a valid set: {errors:?}");
+    let merged = merge(&set);
+    let validity = validity_of(&c1);
+    let ready = |name: &str| {
+        let export = local_export(name, validity[&key(name)].clone(), Vec::new());
+        wanted(&export, &id("c1"), Some(&merged))
+            .set
+            .into_iter()
+            .find(|c| c.type_ == READY_CONDITION)
+            .expect("Ready")
+    };
+    assert!(
+        ready("cart")
+            .message
+            .contains("every cluster of the set imports it")
+    );
+    let ledger = ready("ledger");
+    assert!(ledger.status);
+    assert_eq!(
+        ledger.message,
+        "Service shop/ledger is exported to clusters c2, c4 and networks net-a only (its access policy): the other clusters of the set are not told of it and do not import it."
+    );
+}
