@@ -620,3 +620,77 @@ async fn a_peer_back_before_it_went_stale_brings_its_changes() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_feed_hands_back_to_the_link() {
+    use kube_api::admin::{get, get_until};
+    // cart's routes alone: the link also reads ledger, which c3's feed
+    // never sends c1.
+    const CART: &str = "/debug/routes?service=shop/cart";
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ids = ["c1", "c3"].map(|id| strait::model::ClusterId::new(id).expect("id"));
+    strait::tls::write_cluster_set(&dir.path().join("certs"), "feed.strait.dev", &ids)
+        .expect("certificates");
+    let c1_api = cluster("c1", "net-a", "203.0.113.1").await;
+    let c3_api = c3().await;
+    let c3_link = c3_api.write_kubeconfig(dir.path(), "c3");
+    let bind = || async {
+        tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind")
+    };
+    let (c1_tunnel, c3_tunnel) = (bind().await, bind().await);
+    let (c1_at, c3_at) = (
+        c1_tunnel.local_addr().expect("address"),
+        c3_tunnel.local_addr().expect("address"),
+    );
+    let c1 = gateway_reading(
+        dir.path(),
+        "c1",
+        &c1_api,
+        &[&c3_link],
+        c1_tunnel,
+        vec![feed_peer("c3", "net-b", c3_at)],
+        Duration::from_secs(3),
+    )
+    .await;
+    let c1_admin = c1.addresses().admin;
+    let c3 = gateway_reading(
+        dir.path(),
+        "c3",
+        &c3_api,
+        &[],
+        c3_tunnel,
+        vec![feed_peer("c1", "net-a", c1_at)],
+        Duration::from_secs(300),
+    )
+    .await;
+    get_until(c1_admin, "/debug/clusters", "c3's feed synced", |body| {
+        peer_state(body, "c3").is_some_and(|(state, _)| state == "synced")
+    })
+    .await;
+    // c3's gateway goes; while its feed is only unsynced it still speaks
+    // for c3, so an endpoint change the link reads meanwhile is not used.
+    c3.shutdown(Duration::from_millis(100)).await;
+    get_until(c1_admin, "/debug/clusters", "c3's feed unsynced", |body| {
+        peer_state(body, "c3").is_some_and(|(state, _)| state == "unsynced")
+    })
+    .await;
+    c3_api.apply(slice("cart", "cart-1", &[("10.3.0.8", true)]));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let routes = get(c1_admin, CART).await;
+    assert!(
+        routes.contains("10.3.0.7") && !routes.contains("10.3.0.8"),
+        "the unsynced feed still speaks for c3: {routes}"
+    );
+    // Stale, the feed hands c3 back to its link, which has the change.
+    get_until(c1_admin, "/debug/clusters", "c3's feed stale", |body| {
+        peer_state(body, "c3").is_some_and(|(state, _)| state == "stale")
+    })
+    .await;
+    get_until(c1_admin, CART, "the link's endpoint", |body| {
+        body.contains("10.3.0.8") && !body.contains("10.3.0.7")
+    })
+    .await;
+}
