@@ -11,6 +11,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
 
 mod kube_api;
+#[path = "feed/peer_secrets.rs"]
+mod peer_secrets;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -328,11 +330,32 @@ async fn gateway_reading(
 }
 
 fn feed_peer(id: &str, network: &str, tunnel: std::net::SocketAddr) -> strait::feed::FeedPeer {
-    strait::feed::FeedPeer {
-        cluster: strait::model::ClusterId::new(id).expect("id"),
-        network: strait::model::NetworkId::new(network).expect("network"),
-        gateways: vec![tunnel.to_string().parse().expect("address")],
-    }
+    strait::feed::FeedPeer::configured(
+        strait::model::ClusterId::new(id).expect("id"),
+        strait::model::NetworkId::new(network).expect("network"),
+        vec![tunnel.to_string().parse().expect("address")],
+    )
+}
+
+/// A directory holding the set's certificates (`certs/`), c1's API server
+/// and c3's ([`c3`]).
+async fn c1_and_c3() -> (tempfile::TempDir, ApiServer, ApiServer) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ids = ["c1", "c3"].map(|id| strait::model::ClusterId::new(id).expect("id"));
+    strait::tls::write_cluster_set(&dir.path().join("certs"), "feed.strait.dev", &ids)
+        .expect("certificates");
+    let c1_api = cluster("c1", "net-a", "203.0.113.1").await;
+    (dir, c1_api, c3().await)
+}
+
+/// A tunnel listener bound beforehand, so each peer can be told the
+/// other's address, and its address.
+async fn tunnel() -> (tokio::net::TcpListener, std::net::SocketAddr) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let at = listener.local_addr().expect("address");
+    (listener, at)
 }
 
 /// The state of peer `id` (read from its feed) in a gateway's
@@ -349,22 +372,9 @@ fn peer_state(clusters: &str, id: &str) -> Option<(String, Value)> {
 async fn peers_take_each_others_exported_state_from_their_feeds_alone() {
     use kube_api::admin::{get, get_until};
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ids = ["c1", "c3"].map(|id| strait::model::ClusterId::new(id).expect("id"));
-    strait::tls::write_cluster_set(&dir.path().join("certs"), "feed.strait.dev", &ids)
-        .expect("certificates");
-    let c1_api = cluster("c1", "net-a", "203.0.113.1").await;
-    let c3_api = c3().await;
-    let bind = || async {
-        tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind")
-    };
-    let (c1_tunnel, c3_tunnel) = (bind().await, bind().await);
-    let (c1_at, c3_at) = (
-        c1_tunnel.local_addr().expect("address"),
-        c3_tunnel.local_addr().expect("address"),
-    );
+    let (dir, c1_api, c3_api) = c1_and_c3().await;
+    let (c1_tunnel, c1_at) = tunnel().await;
+    let (c3_tunnel, c3_at) = tunnel().await;
     // Each knows the other only as a peer: its id, the network its admin
     // attests, and where its gateway listens. Neither can reach the
     // other's API server.
@@ -433,12 +443,7 @@ async fn peers_take_each_others_exported_state_from_their_feeds_alone() {
 async fn a_linked_cluster_moves_to_its_feed_without_a_gap() {
     use kube_api::admin::{get, get_until};
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ids = ["c1", "c3"].map(|id| strait::model::ClusterId::new(id).expect("id"));
-    strait::tls::write_cluster_set(&dir.path().join("certs"), "feed.strait.dev", &ids)
-        .expect("certificates");
-    let c1_api = cluster("c1", "net-a", "203.0.113.1").await;
-    let c3_api = c3().await;
+    let (dir, c1_api, c3_api) = c1_and_c3().await;
     // A link is named after the cluster it reads (as `strait link` names
     // its Secret): only such a link may stand in for a peer.
     let c3_link = c3_api.write_kubeconfig(dir.path(), "c3");
@@ -448,16 +453,8 @@ async fn a_linked_cluster_moves_to_its_feed_without_a_gap() {
     impostor.apply(slice("cart", "cart-1", &[("10.9.9.9", true)]));
     impostor.apply(export("cart", "v1alpha1"));
     let x_link = impostor.write_kubeconfig(dir.path(), "x");
-    let bind = || async {
-        tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind")
-    };
-    let (c1_tunnel, c3_tunnel) = (bind().await, bind().await);
-    let (c1_at, c3_at) = (
-        c1_tunnel.local_addr().expect("address"),
-        c3_tunnel.local_addr().expect("address"),
-    );
+    let (c1_tunnel, c1_at) = tunnel().await;
+    let (c3_tunnel, c3_at) = tunnel().await;
     // c1 reads c3 through its link and is told of c3 as a peer; c3's
     // gateway is not up yet, so its feed cannot be read.
     let c1 = gateway_reading(
@@ -547,22 +544,9 @@ async fn a_linked_cluster_moves_to_its_feed_without_a_gap() {
 async fn a_peer_back_before_it_went_stale_brings_its_changes() {
     use kube_api::admin::{get, get_until};
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ids = ["c1", "c3"].map(|id| strait::model::ClusterId::new(id).expect("id"));
-    strait::tls::write_cluster_set(&dir.path().join("certs"), "feed.strait.dev", &ids)
-        .expect("certificates");
-    let c1_api = cluster("c1", "net-a", "203.0.113.1").await;
-    let c3_api = c3().await;
-    let bind = || async {
-        tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind")
-    };
-    let (c1_tunnel, c3_tunnel) = (bind().await, bind().await);
-    let (c1_at, c3_at) = (
-        c1_tunnel.local_addr().expect("address"),
-        c3_tunnel.local_addr().expect("address"),
-    );
+    let (dir, c1_api, c3_api) = c1_and_c3().await;
+    let (c1_tunnel, c1_at) = tunnel().await;
+    let (c3_tunnel, c3_at) = tunnel().await;
     let c1 = gateway_reading(
         dir.path(),
         "c1",
@@ -628,23 +612,10 @@ async fn a_stale_feed_hands_back_to_the_link() {
     // never sends c1.
     const CART: &str = "/debug/routes?service=shop/cart";
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ids = ["c1", "c3"].map(|id| strait::model::ClusterId::new(id).expect("id"));
-    strait::tls::write_cluster_set(&dir.path().join("certs"), "feed.strait.dev", &ids)
-        .expect("certificates");
-    let c1_api = cluster("c1", "net-a", "203.0.113.1").await;
-    let c3_api = c3().await;
+    let (dir, c1_api, c3_api) = c1_and_c3().await;
     let c3_link = c3_api.write_kubeconfig(dir.path(), "c3");
-    let bind = || async {
-        tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind")
-    };
-    let (c1_tunnel, c3_tunnel) = (bind().await, bind().await);
-    let (c1_at, c3_at) = (
-        c1_tunnel.local_addr().expect("address"),
-        c3_tunnel.local_addr().expect("address"),
-    );
+    let (c1_tunnel, c1_at) = tunnel().await;
+    let (c3_tunnel, c3_at) = tunnel().await;
     let c1 = gateway_reading(
         dir.path(),
         "c1",

@@ -87,6 +87,7 @@ pub(super) fn load_as(source: &SourceArgs, strictness: Strictness) -> Result<Loa
         // A peer is read from its feed by the gateway, as its cluster's
         // certificate; this command has neither, and says so.
         let peers = std::mem::take(&mut options.peers);
+        options.follow_peer_secrets = false;
         let runtime = super::runtime()?;
         let mut loaded = runtime
             .block_on(load_once(options, source.kube_timeout))

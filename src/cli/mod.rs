@@ -10,6 +10,7 @@ mod feed;
 mod imports;
 mod link;
 mod load;
+mod peer;
 mod run;
 
 use std::io::Write;
@@ -56,6 +57,23 @@ pub enum Output {
     Json,
 }
 
+/// `strait link`'s other modes.
+#[derive(Debug, Subcommand)]
+enum LinkMode {
+    /// Print this cluster's peer document: a Secret that another cluster
+    /// applies to follow this cluster's exported-state feed over the
+    /// tunnel, with no credential for this cluster's API server.
+    Export(peer::ExportArgs),
+}
+
+/// `strait unlink`'s other modes.
+#[derive(Debug, Subcommand)]
+enum UnlinkMode {
+    /// Stop following a peer's feed: delete this cluster's peer Secrets
+    /// naming it.
+    Peer(peer::UnpeerArgs),
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Validate a configuration and summarise clusters, networks and services.
@@ -89,21 +107,29 @@ enum Command {
         #[arg(long, value_enum, default_value_t)]
         output: imports::ObjectsOutput,
     },
-    /// Give this cluster's gateways read access to a remote cluster: create
-    /// a read-only ServiceAccount there and print (or --apply) the local
-    /// remote-cluster Secret holding its kubeconfig.
+    /// Link a remote cluster through its API server: create a read-only
+    /// ServiceAccount there and print (or --apply) the local remote-cluster
+    /// Secret holding its kubeconfig. `strait link export` prints this
+    /// cluster's peer document instead: a link by feed, with no credential.
+    #[command(args_conflicts_with_subcommands = true)]
     Link {
+        #[command(subcommand)]
+        mode: Option<LinkMode>,
         #[command(flatten)]
-        args: link::LinkArgs,
+        args: Option<link::LinkArgs>,
         /// Create the Secret in the local cluster instead of printing it.
         #[arg(long)]
         apply: bool,
     },
     /// Undo `strait link`: delete the local remote-cluster Secret and the
-    /// reader in the remote cluster.
+    /// reader in the remote cluster (`strait unlink peer CLUSTER`: delete
+    /// the peer Secrets naming a cluster followed by its feed).
+    #[command(args_conflicts_with_subcommands = true)]
     Unlink {
+        #[command(subcommand)]
+        mode: Option<UnlinkMode>,
         #[command(flatten)]
-        args: link::LinkArgs,
+        args: Option<link::LinkArgs>,
     },
     /// Read a peer gateway's exported-state feed over the tunnel, as this
     /// cluster's gateway: each message as a JSON line.
@@ -152,14 +178,41 @@ pub fn main() -> ExitCode {
             cluster,
             output,
         } => imports::run(&source, cluster.as_deref(), output, &mut stdout),
-        Command::Link { args, apply } => {
+        Command::Link {
+            mode: Some(LinkMode::Export(args)),
+            ..
+        } => {
+            init_logging(cli.log_format, "warn");
+            peer::run_export(&args, &mut stdout)
+        }
+        Command::Link {
+            mode: None,
+            args: Some(args),
+            apply,
+        } => {
             init_logging(cli.log_format, "warn");
             link::run_link(&args, apply, &mut stdout)
         }
-        Command::Unlink { args } => {
+        Command::Link { .. } => Err(Refused(
+            "error: strait link needs --kubeconfig (a link through the remote API server) or `export` (this cluster's peer document)".to_owned(),
+        )),
+        Command::Unlink {
+            mode: Some(UnlinkMode::Peer(args)),
+            ..
+        } => {
+            init_logging(cli.log_format, "warn");
+            peer::run_unpeer(&args, &mut stdout)
+        }
+        Command::Unlink {
+            mode: None,
+            args: Some(args),
+        } => {
             init_logging(cli.log_format, "warn");
             link::run_unlink(&args, &mut stdout)
         }
+        Command::Unlink { .. } => Err(Refused(
+            "error: strait unlink needs --kubeconfig (a link through the remote API server) or `peer CLUSTER` (a peer followed by its feed)".to_owned(),
+        )),
         Command::Feed(args) => {
             init_logging(cli.log_format, "warn");
             feed::run(&args, &mut stdout)

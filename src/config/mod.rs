@@ -5,7 +5,7 @@
 
 mod dns;
 mod imports;
-mod peers;
+pub mod peers;
 mod tunnel;
 
 pub use dns::DnsSettings;

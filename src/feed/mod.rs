@@ -32,7 +32,7 @@ use tokio_util::codec::{Decoder, LengthDelimitedCodec};
 
 pub use follow::{Applied, FeedError, Follower, PeerState};
 pub use journal::{Batch, DEFAULT_TOMBSTONES, Journal, Resume, Subscriber};
-pub use peer::FeedPeer;
+pub use peer::{FeedPeer, PeerOrigin};
 pub use publication::{DEFAULT_STREAMS_PER_CLUSTER, Publication, StreamPermit};
 pub use wire::{FEED_PATH, FEED_VERSION, FeedLimits, Message, WireError};
 

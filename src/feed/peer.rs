@@ -3,7 +3,10 @@
 //! (`kube.peers` in `gateway.yaml`); what it exports, and its gateways once
 //! it has said, are the feed's. Pure.
 
+use std::fmt;
 use std::sync::Arc;
+
+use rustls_pki_types::CertificateDer;
 
 use super::follow::PeerState;
 use crate::diagnostics::{Diagnostic, Origin};
@@ -19,9 +22,48 @@ pub struct FeedPeer {
     /// Where its feed is read (and its traffic sent until its feed names
     /// its gateways).
     pub gateways: Vec<GatewayAddress>,
+    /// Where the admin said so.
+    pub origin: PeerOrigin,
+    /// The CA that issues the peer's gateway identity, when the admin's
+    /// record carries it (a peer Secret's `ca.crt`): trusted for that
+    /// cluster alone, beside the gateway's own `ca.crt`.
+    pub authority: Option<CertificateDer<'static>>,
+}
+
+/// Where the admin named a peer.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PeerOrigin {
+    /// `kube.peers` in `gateway.yaml`.
+    Config,
+    /// A peer Secret of the remote-cluster Secrets' namespace.
+    Secret { namespace: String, name: String },
+}
+
+impl fmt::Display for PeerOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerOrigin::Config => f.write_str("kube.peers"),
+            PeerOrigin::Secret { namespace, name } => write!(f, "Secret {namespace}/{name}"),
+        }
+    }
 }
 
 impl FeedPeer {
+    /// A peer named in `gateway.yaml`, its trust from `ca.crt` alone.
+    pub fn configured(
+        cluster: ClusterId,
+        network: NetworkId,
+        gateways: Vec<GatewayAddress>,
+    ) -> Self {
+        Self {
+            cluster,
+            network,
+            gateways,
+            origin: PeerOrigin::Config,
+            authority: None,
+        }
+    }
+
     /// How the peer is named as a source in statuses and findings.
     pub fn source(&self) -> String {
         format!("feed {}", self.cluster)
@@ -97,11 +139,11 @@ mod tests {
     use crate::testing::exported_http;
 
     fn peer() -> FeedPeer {
-        FeedPeer {
-            cluster: ClusterId::new("c3").unwrap(),
-            network: NetworkId::new("net-b").unwrap(),
-            gateways: vec!["gw.c3.example:15008".parse().unwrap()],
-        }
+        FeedPeer::configured(
+            ClusterId::new("c3").unwrap(),
+            NetworkId::new("net-b").unwrap(),
+            vec!["gw.c3.example:15008".parse().unwrap()],
+        )
     }
 
     fn state(services: &[(&str, &str)], gateways: &[&str]) -> PeerState {

@@ -437,7 +437,7 @@ impl Gateway {
             stop_admin.clone(),
         )));
         if let Some(kube) = &options.kube {
-            tasks.extend(peers::follow(&state, kube, &stop_admin));
+            tasks.push(peers::follow(&state, kube, &stop_admin));
         }
         let routes_state = state.clone();
         let dns_state = state.clone();

@@ -1,10 +1,12 @@
-//! Following each peer's exported-state feed (`kube.peers`) on the tunnel
-//! pool, as this cluster's gateway, and reporting every batch applied (and
-//! every failure) to the Kubernetes source's hub, which holds the peer as a
-//! cluster of the set (docs/tunnel-protocol.md §10). One task per peer; a
+//! Following each peer's exported-state feed (`kube.peers` and peer
+//! Secrets) on the tunnel pool, as this cluster's gateway, and reporting
+//! every batch applied (and every failure) to the Kubernetes source's hub,
+//! which holds the peer as a cluster of the set (docs/tunnel-protocol.md
+//! §10). One task per peer, following the hub's list of peers; a
 //! feed that ends, stalls or breaks a rule is read again after a backoff,
 //! from the last revision applied, at the peer's next configured gateway.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,31 +16,78 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::{Backoff, Retry};
 use crate::discovery::kube::{KubeHandle, PeerReports};
 use crate::feed::{FEED_PATH, FeedLimits, FeedPeer, Follower};
+use crate::model::ClusterId;
 use crate::state::GatewayState;
+use crate::tls::PeerAuthority;
 use crate::tunnel::feed::FeedReader;
 
 /// How long a feed may say nothing (it sends a heartbeat after 10 s quiet)
 /// before it is given up and read again.
 const STALL: Duration = Duration::from_secs(30);
 
-/// Starts a follower for each of the source's peers.
+/// Follows the source's peers as the admin names them: a follower per
+/// peer, started when it is added, started again when its record changes,
+/// stopped when it is removed; each peer's recorded CA is trusted (for its
+/// cluster alone) before its follower dials.
 pub(super) fn follow(
     state: &Arc<GatewayState>,
     kube: &KubeHandle,
     stop: &CancellationToken,
-) -> Vec<JoinHandle<()>> {
+) -> JoinHandle<()> {
+    let (state, stop) = (state.clone(), stop.clone());
     let reports = kube.peer_reports();
-    kube.peers()
+    let mut peers = kube.peers();
+    tokio::spawn(async move {
+        let mut running: BTreeMap<ClusterId, (FeedPeer, CancellationToken)> = BTreeMap::new();
+        loop {
+            let wanted = Arc::clone(&peers.borrow_and_update());
+            trust(&state, &wanted);
+            running.retain(|_, (peer, follower)| {
+                let keep = wanted.contains(peer);
+                if !keep {
+                    follower.cancel();
+                }
+                keep
+            });
+            for peer in wanted.iter() {
+                if !running.contains_key(&peer.cluster) {
+                    let follower = stop.child_token();
+                    tokio::spawn(follow_peer(
+                        state.clone(),
+                        peer.clone(),
+                        reports.clone(),
+                        follower.clone(),
+                    ));
+                    running.insert(peer.cluster.clone(), (peer.clone(), follower));
+                }
+            }
+            tokio::select! {
+                changed = peers.changed() => if changed.is_err() { return },
+                () = stop.cancelled() => return,
+            }
+        }
+    })
+}
+
+/// Trusts the CAs the peers' records carry, each for its own cluster.
+fn trust(state: &GatewayState, peers: &[FeedPeer]) {
+    let authorities = peers
         .iter()
-        .map(|peer| {
-            tokio::spawn(follow_peer(
-                state.clone(),
-                peer.clone(),
-                reports.clone(),
-                stop.clone(),
-            ))
+        .filter_map(|peer| {
+            let certificate = peer.authority.clone()?;
+            Some(PeerAuthority {
+                cluster: peer.cluster.clone(),
+                certificate,
+            })
         })
-        .collect()
+        .collect();
+    match state.tls.set_peer_authorities(authorities) {
+        Ok(true) => tracing::info!("the peers' recorded CAs are trusted, each for its own cluster"),
+        Ok(false) => {}
+        Err(error) => {
+            tracing::warn!(%error, "the peers' recorded CAs could not be added; trusting ca.crt alone as before")
+        }
+    }
 }
 
 /// The feed's path, resuming from what `follower` holds when it can.

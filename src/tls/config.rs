@@ -25,7 +25,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use super::generate::{CA_FILE, CERT_FILE, KEY_FILE};
 use super::identity::{Identity, identity_of};
 use super::revocation::{CRL_FILE, Revocations};
-use super::trust::{Anchors, ByIssuer};
+use super::trust::{Anchors, ByIssuer, PeerAuthority};
 use super::{FileProblem, TlsError};
 
 /// The one application protocol of the tunnel, offered and required by both sides.
@@ -97,7 +97,7 @@ impl TlsMaterial {
     /// and `dir/ca.crt`, checks them, and builds both configurations.
     pub fn load(dir: &Path) -> Result<TlsMaterial, TlsError> {
         let paths = SecretPaths::in_dir(dir);
-        Self::from_files(&paths, &paths.read())
+        Self::from_files(&paths, &paths.read(), &[])
     }
 
     /// Builds the material from PEM held in memory; errors name the file each
@@ -114,12 +114,16 @@ impl TlsMaterial {
             key_pem.as_ref(),
             ca_pem.as_ref(),
             None,
+            &[],
         )
     }
 
+    /// Builds the material from the files' contents and the CAs recorded
+    /// for peers (each trusted for its own cluster alone).
     pub(super) fn from_files(
         paths: &SecretPaths,
         files: &SecretFiles,
+        peers: &[PeerAuthority],
     ) -> Result<TlsMaterial, TlsError> {
         let contents = |path: &Path, read: &Result<Vec<u8>, io::ErrorKind>| match read {
             Ok(bytes) => Ok(bytes.clone()),
@@ -140,7 +144,7 @@ impl TlsMaterial {
                 return Err(TlsError::file(&paths.crl, error));
             }
         };
-        Self::build(paths, &cert, &key, &ca, crl)
+        Self::build(paths, &cert, &key, &ca, crl, peers)
     }
 
     fn build(
@@ -149,6 +153,7 @@ impl TlsMaterial {
         key_pem: &[u8],
         ca_pem: &[u8],
         crl_pem: Option<&[u8]>,
+        peers: &[PeerAuthority],
     ) -> Result<TlsMaterial, TlsError> {
         let revocations = Arc::new(Revocations::parse(&paths.crl, crl_pem)?);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -159,11 +164,18 @@ impl TlsMaterial {
         let key = private_key(&paths.key, key_pem)?;
         check_key_matches(paths, &provider, &chain, &key)?;
 
-        let anchors = Anchors::sort(
+        let mut anchors = Anchors::sort(
             &paths.ca,
             certificates(&paths.ca, ca_pem)?,
             &identity.trust_domain,
         )?;
+        for refused in anchors.add_peers(peers, &identity.trust_domain) {
+            tracing::warn!(
+                peer = %refused.cluster,
+                trust_domain = %identity.trust_domain,
+                "a peer's recorded CA names another trust domain than this gateway's; not trusted"
+            );
+        }
         let bad_ca = |e| TlsError::file(&paths.ca, FileProblem::BadCertificate(e));
         let all_roots = Arc::new(anchors.all().map_err(bad_ca)?);
         let untrusted = |error| {

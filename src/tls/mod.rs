@@ -29,6 +29,7 @@ pub use generate::{
 };
 pub use identity::{Identity, MAX_TRUST_DOMAIN_LEN, identity_of};
 pub use reload::ReloadingTls;
+pub use trust::{AuthorityError, PeerAuthority, peer_authority};
 
 /// Why key material, an identity or a TLS configuration was refused.
 #[derive(Debug, thiserror::Error)]

@@ -19,6 +19,7 @@ use tokio::time::MissedTickBehavior;
 
 use super::TlsError;
 use super::config::{SecretFiles, SecretPaths, TlsMaterial};
+use super::trust::PeerAuthority;
 
 /// Key material that follows its files.
 pub struct ReloadingTls {
@@ -27,6 +28,9 @@ pub struct ReloadingTls {
     current: ArcSwap<TlsMaterial>,
     /// The contents last looked at, good or bad: only a change is acted on.
     seen: Mutex<SecretFiles>,
+    /// The contents `current` was built from, and the peers' recorded CAs
+    /// beside them: a change of either builds from both.
+    built: Mutex<(SecretFiles, Vec<PeerAuthority>)>,
     /// Bumped at every swap: live connections check their peer again.
     generation: tokio::sync::watch::Sender<u64>,
 }
@@ -45,12 +49,13 @@ impl ReloadingTls {
     pub fn load(dir: &Path) -> Result<ReloadingTls, TlsError> {
         let paths = SecretPaths::in_dir(dir);
         let files = paths.read();
-        let material = TlsMaterial::from_files(&paths, &files)?;
+        let material = TlsMaterial::from_files(&paths, &files, &[])?;
         Ok(ReloadingTls {
             dir: dir.to_owned(),
             paths,
             current: ArcSwap::from_pointee(material),
-            seen: Mutex::new(files),
+            seen: Mutex::new(files.clone()),
+            built: Mutex::new((files, Vec::new())),
             generation: tokio::sync::watch::Sender::new(0),
         })
     }
@@ -86,10 +91,31 @@ impl ReloadingTls {
             }
             *seen = files.clone();
         }
-        let material = TlsMaterial::from_files(&self.paths, &files)?;
+        let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
+        let material = TlsMaterial::from_files(&self.paths, &files, &built.1)?;
+        built.0 = files;
+        self.swap(material);
+        Ok(true)
+    }
+
+    /// Trusts `peers`' recorded CAs (each for its own cluster alone) beside
+    /// `ca.crt`, in place of those set before. Returns whether they
+    /// changed; the material built from the last good files otherwise
+    /// stays as it was.
+    pub fn set_peer_authorities(&self, peers: Vec<PeerAuthority>) -> Result<bool, TlsError> {
+        let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
+        if built.1 == peers {
+            return Ok(false);
+        }
+        let material = TlsMaterial::from_files(&self.paths, &built.0, &peers)?;
+        built.1 = peers;
+        self.swap(material);
+        Ok(true)
+    }
+
+    fn swap(&self, material: TlsMaterial) {
         self.current.store(Arc::new(material));
         self.generation.send_modify(|generation| *generation += 1);
-        Ok(true)
     }
 
     /// Polls the files every `interval` on a blocking thread, swapping in
@@ -187,6 +213,72 @@ mod tests {
         write(dir.path(), &c3.cert_pem, &c3.key_pem, &ca.cert_pem());
         assert!(tls.reload_now().expect("fixed"));
         assert_eq!(tls.current().identity(), &c3.identity);
+    }
+
+    #[test]
+    fn a_peers_recorded_ca_is_trusted_for_its_own_cluster_alone() {
+        use crate::tls::generate::generate_cluster_ca;
+        use rustls_pki_types::CertificateDer;
+        use rustls_pki_types::pem::PemObject;
+
+        let der = |pem: &str| CertificateDer::from_pem_slice(pem.as_bytes()).expect("pem");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c1_ca = generate_cluster_ca("set", &cluster("c1")).expect("ca");
+        let c1 = generate_leaf(&c1_ca, &cluster("c1")).expect("leaf");
+        write(dir.path(), &c1.cert_pem, &c1.key_pem, &c1_ca.cert_pem());
+        let tls = ReloadingTls::load(dir.path()).expect("load");
+        let c3_ca = generate_cluster_ca("set", &cluster("c3")).expect("ca");
+        let c3 = der(&generate_leaf(&c3_ca, &cluster("c3"))
+            .expect("leaf")
+            .cert_pem);
+        assert!(
+            tls.current().still_trusts(&c3).is_err(),
+            "ca.crt holds c1's CA only"
+        );
+
+        let recorded = |cluster_id: &str, ca: &crate::tls::CertificateAuthority| PeerAuthority {
+            cluster: cluster(cluster_id),
+            certificate: der(&ca.cert_pem()),
+        };
+        assert!(
+            tls.set_peer_authorities(vec![recorded("c3", &c3_ca)])
+                .expect("built")
+        );
+        assert!(tls.current().still_trusts(&c3).is_ok());
+        assert!(
+            !tls.set_peer_authorities(vec![recorded("c3", &c3_ca)])
+                .expect("same")
+        );
+        // Recorded for c3, a CA naming c2 vouches for no one.
+        let c2_ca = generate_cluster_ca("set", &cluster("c2")).expect("ca");
+        let c2 = der(&generate_leaf(&c2_ca, &cluster("c2"))
+            .expect("leaf")
+            .cert_pem);
+        tls.set_peer_authorities(vec![recorded("c3", &c3_ca), recorded("c3", &c2_ca)])
+            .expect("built");
+        assert!(tls.current().still_trusts(&c2).is_err());
+        assert!(tls.current().still_trusts(&c3).is_ok());
+        // A file reload keeps it; a CA of another trust domain adds nothing.
+        let renewed = generate_leaf(&c1_ca, &cluster("c1")).expect("leaf");
+        write(
+            dir.path(),
+            &renewed.cert_pem,
+            &renewed.key_pem,
+            &c1_ca.cert_pem(),
+        );
+        assert!(tls.reload_now().expect("renewed"));
+        assert!(tls.current().still_trusts(&c3).is_ok());
+        let foreign_ca = generate_cluster_ca("other", &cluster("c3")).expect("ca");
+        let foreign = der(&generate_leaf(&foreign_ca, &cluster("c3"))
+            .expect("leaf")
+            .cert_pem);
+        tls.set_peer_authorities(vec![recorded("c3", &foreign_ca)])
+            .expect("built");
+        assert!(tls.current().still_trusts(&foreign).is_err());
+        assert!(
+            tls.current().still_trusts(&c3).is_err(),
+            "replaced, not added"
+        );
     }
 
     #[test]

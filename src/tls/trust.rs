@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use rustls::RootCertStore;
 use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
 
 use crate::model::ClusterId;
 
@@ -76,6 +77,33 @@ impl Anchors {
         Ok(anchors)
     }
 
+    /// Adds the CAs the admin recorded for peers (peer Secrets' `ca.crt`),
+    /// each trusted to issue its own cluster's identity alone. One that
+    /// does not name its cluster in our trust domain is left out and
+    /// returned: it could vouch for no one here.
+    pub(super) fn add_peers(
+        &mut self,
+        peers: &[PeerAuthority],
+        trust_domain: &str,
+    ) -> Vec<PeerAuthority> {
+        let mut refused = Vec::new();
+        for peer in peers {
+            match identity_of(&peer.certificate) {
+                Ok(identity)
+                    if identity.cluster == peer.cluster
+                        && identity.trust_domain == trust_domain =>
+                {
+                    let bound = self.by_cluster.entry(peer.cluster.clone()).or_default();
+                    if !bound.contains(&peer.certificate) {
+                        bound.push(peer.certificate.clone());
+                    }
+                }
+                _ => refused.push(peer.clone()),
+            }
+        }
+        refused
+    }
+
     /// Every anchor: what the server names as acceptable issuers.
     pub(super) fn all(&self) -> Result<RootCertStore, rustls::Error> {
         roots(self.shared.iter().chain(self.by_cluster.values().flatten()))
@@ -99,6 +127,59 @@ impl Anchors {
     /// Whether some CA names no cluster (and so issues for all).
     pub(super) fn has_shared(&self) -> bool {
         !self.shared.is_empty()
+    }
+}
+
+/// A CA the admin recorded for one peer cluster: it may issue that
+/// cluster's gateway identity and no other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerAuthority {
+    pub cluster: ClusterId,
+    pub certificate: CertificateDer<'static>,
+}
+
+/// Why a peer's CA certificate cannot be trusted for it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthorityError {
+    #[error("not PEM certificates: {0}")]
+    Pem(String),
+    #[error("holds {0} certificates; a peer's record holds exactly its cluster's CA")]
+    Count(usize),
+    #[error("not usable as a trust anchor: {0}")]
+    Unusable(String),
+    #[error(
+        "names no cluster: a CA that names none may issue every cluster's identity, so a peer's record may not carry one (put it in ca.crt if the set shares one CA)"
+    )]
+    NamesNoCluster,
+    #[error("names {named}, not {expected}")]
+    OtherCluster { named: String, expected: ClusterId },
+    #[error("its identity cannot be read: {0}")]
+    Identity(String),
+}
+
+/// Checks that `pem` is exactly one CA certificate naming `cluster`'s
+/// gateway (its `spiffe://` URI SAN, as `strait certs` makes per-cluster
+/// CAs): the only kind a peer's record may add to the trust.
+pub fn peer_authority(pem: &[u8], cluster: &ClusterId) -> Result<PeerAuthority, AuthorityError> {
+    let certificates = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| AuthorityError::Pem(e.to_string()))?;
+    let [certificate] = <[_; 1]>::try_from(certificates)
+        .map_err(|certificates: Vec<_>| AuthorityError::Count(certificates.len()))?;
+    RootCertStore::empty()
+        .add(certificate.clone())
+        .map_err(|e| AuthorityError::Unusable(e.to_string()))?;
+    match identity_of(&certificate) {
+        Ok(identity) if identity.cluster == *cluster => Ok(PeerAuthority {
+            cluster: cluster.clone(),
+            certificate,
+        }),
+        Ok(identity) => Err(AuthorityError::OtherCluster {
+            named: identity.uri(),
+            expected: cluster.clone(),
+        }),
+        Err(TlsError::Identity(IdentityError::Missing)) => Err(AuthorityError::NamesNoCluster),
+        Err(error) => Err(AuthorityError::Identity(error.to_string())),
     }
 }
 

@@ -93,6 +93,38 @@ pub fn remote_secret(name: &str, kubeconfig: &str, labelled: bool) -> Value {
     value
 }
 
+/// A peer Secret in `strait-system`: `cluster` followed by its feed at
+/// `gateways`, on `network`, its CA (`ca`, PEM) trusted for it when given.
+pub fn peer_secret(
+    name: &str,
+    cluster: &str,
+    network: &str,
+    gateways: &str,
+    ca: Option<&str>,
+) -> Value {
+    let mut secret = Secret::default();
+    secret.metadata.name = Some(name.to_owned());
+    secret.metadata.namespace = Some("strait-system".to_owned());
+    secret.metadata.labels =
+        Some([("strait.dev/remote-cluster".to_owned(), "true".to_owned())].into());
+    let mut data: std::collections::BTreeMap<String, ByteString> = [
+        ("cluster", cluster),
+        ("network", network),
+        ("gateways", gateways),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), ByteString(value.as_bytes().to_vec())))
+    .collect();
+    if let Some(ca) = ca {
+        data.insert("ca.crt".to_owned(), ByteString(ca.as_bytes().to_vec()));
+    }
+    secret.data = Some(data);
+    let mut value = serde_json::to_value(secret).expect("secret encodes");
+    value["apiVersion"] = "v1".into();
+    value["kind"] = "Secret".into();
+    value
+}
+
 /// A cluster `id` on `network` with a gateway and `shop/cart` exported,
 /// with one ready endpoint `pod`; the namespaces `strait-system` and `shop`
 /// exist.
@@ -131,6 +163,7 @@ pub fn kube_options(local: &std::path::Path, remotes: &[&std::path::Path]) -> Ku
         local_exports: false,
         adopt_from: None,
         peers: Vec::new(),
+        follow_peer_secrets: true,
     }
 }
 

@@ -185,6 +185,9 @@ pub struct KubeOptions {
     /// (`kube.peers`): the gateway follows them and reports to the hub
     /// ([`KubeHandle::peer_reports`]).
     pub peers: Vec<crate::feed::FeedPeer>,
+    /// Follow the peers that peer Secrets name (a gateway does); a command
+    /// that reads the set once reports them as warnings instead.
+    pub follow_peer_secrets: bool,
 }
 
 impl Default for KubeOptions {
@@ -206,6 +209,7 @@ impl Default for KubeOptions {
             local_exports: false,
             adopt_from: None,
             peers: Vec::new(),
+            follow_peer_secrets: true,
         }
     }
 }
@@ -408,8 +412,9 @@ pub struct KubeSource {
     hub: JoinHandle<()>,
     /// The hub's queue, for the peers' feed followers.
     reports: tokio::sync::mpsc::Sender<report::HubMessage>,
-    /// The peers followed by their feed (`kube.peers`).
-    peers: Vec<crate::feed::FeedPeer>,
+    /// The peers to follow by their feed (`kube.peers` and peer Secrets),
+    /// as the hub names them now.
+    peers: tokio::sync::watch::Receiver<Arc<Vec<crate::feed::FeedPeer>>>,
     /// The local cluster's client, for the controller that writes there.
     local: kube::Client,
 }
@@ -451,7 +456,7 @@ impl KubeSource {
             .unwrap_or_else(|| local.default_namespace().to_owned());
         let (sender, receiver) = channel::channel(Arc::new(hub::empty_snapshot()));
         let (reports, queue) = tokio::sync::mpsc::channel(hub::QUEUE);
-        let peers = options.peers.clone();
+        let (peer_links, peers) = tokio::sync::watch::channel(Arc::new(Vec::new()));
         let hub = tokio::spawn(hub::run(hub::HubStart {
             options,
             local: local.clone(),
@@ -460,6 +465,7 @@ impl KubeSource {
             snapshots: sender,
             sender: reports.clone(),
             queue,
+            peer_links,
         }));
         Ok((
             KubeSource {
@@ -537,9 +543,10 @@ impl KubeHandle {
         Ok(Self::new(source, snapshots))
     }
 
-    /// The peers followed by their feed (`kube.peers`).
-    pub fn peers(&self) -> &[crate::feed::FeedPeer] {
-        &self.source.peers
+    /// The peers to follow by their feed (`kube.peers` and peer
+    /// Secrets), changing as the admin adds, changes and removes them.
+    pub fn peers(&self) -> tokio::sync::watch::Receiver<Arc<Vec<crate::feed::FeedPeer>>> {
+        self.source.peers.clone()
     }
 
     /// Where the followers of `kube.peers`' feeds report.

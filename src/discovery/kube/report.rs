@@ -64,11 +64,21 @@ pub(super) enum ClusterReport {
     },
 }
 
-/// One remote-cluster Secret: its name and kubeconfig (or why it has none).
+/// One remote-cluster Secret: its name and how it links its cluster.
 #[derive(Debug, Clone)]
 pub(super) struct RemoteSecret {
     pub(super) name: String,
-    pub(super) kubeconfig: Result<String, String>,
+    pub(super) link: RemoteLink,
+}
+
+/// How a remote-cluster Secret links its cluster.
+#[derive(Debug, Clone)]
+pub(super) enum RemoteLink {
+    /// Through its API server: a kubeconfig (or why it has none).
+    Api(Result<String, String>),
+    /// By its feed over the tunnel: the peer it names (or why it cannot be
+    /// followed).
+    Feed(Result<Box<crate::feed::FeedPeer>, String>),
 }
 
 /// What the Secret watcher tells the hub.

@@ -51,6 +51,8 @@ pub(super) struct HubStart {
     /// peers' followers send on it.
     pub(super) sender: mpsc::Sender<HubMessage>,
     pub(super) queue: mpsc::Receiver<HubMessage>,
+    /// Where the peers to follow are told to the gateway.
+    pub(super) peer_links: watch::Sender<Arc<Vec<crate::feed::FeedPeer>>>,
 }
 
 /// The snapshot before anything is known.
@@ -241,8 +243,15 @@ struct Hub {
     /// The clusters of the set `usable_merged` was merged from, each with
     /// where it was read: a peer's feed and its link share an id.
     merged_members: Vec<(ClusterId, String)>,
-    /// The peers followed by their feed (`kube.peers`).
+    /// The peers followed by their feed (`kube.peers` and peer Secrets).
     peers: BTreeMap<ClusterId, peers::PeerEntry>,
+    /// The peer Secrets by name, as read (or why each cannot be followed).
+    peer_secrets: BTreeMap<String, Result<Box<crate::feed::FeedPeer>, String>>,
+    /// What naming the peers found wrong: bad peer Secrets, a cluster named
+    /// twice.
+    peer_findings: Vec<crate::diagnostics::Diagnostic>,
+    /// The peers for the gateway's followers.
+    peer_links: watch::Sender<Arc<Vec<crate::feed::FeedPeer>>>,
 }
 
 /// Runs the hub until it is aborted.
@@ -273,12 +282,12 @@ pub(super) async fn run(start: HubStart) {
         imports_revision: 0,
         local_imports: None,
         merged_members: Vec::new(),
-        peers: options
-            .peers
-            .iter()
-            .map(|peer| (peer.cluster.clone(), peers::PeerEntry::new(peer.clone())))
-            .collect(),
+        peers: BTreeMap::new(),
+        peer_secrets: BTreeMap::new(),
+        peer_findings: Vec::new(),
+        peer_links: start.peer_links,
     };
+    hub.refresh_peers();
     if options.remote_secrets {
         let task = tokio::spawn(watch_secrets(
             start.local.clone(),

@@ -1,6 +1,6 @@
-//! The hub's peers followed by their feed (`kube.peers`): each is a member
-//! of the set from the start (the admin named it, its network and its
-//! gateways), with the services its feed last synced. A feed that fails
+//! The hub's peers followed by their feed (`kube.peers` and peer Secrets):
+//! each is a member of the set from the start (the admin named it, its
+//! network and its gateways), with the services its feed last synced. A feed that fails
 //! keeps the peer's last good state; unsynced for `staleAfter`, the peer
 //! keeps its services but loses its backends, as a cluster whose API
 //! server is unreachable does.
@@ -13,8 +13,8 @@ use super::{Hub, now_text};
 use crate::diagnostics::{Diagnostic, Origin};
 use crate::discovery::kube::report::PeerReport;
 use crate::discovery::kube::{ClusterStatus, SyncState};
-use crate::feed::FeedPeer;
 use crate::feed::peer::without_endpoints;
+use crate::feed::{FeedPeer, PeerOrigin};
 use crate::model::{Cluster, ClusterId, ServiceKey};
 
 /// One peer's state in the hub.
@@ -104,6 +104,101 @@ impl PeerEntry {
 }
 
 impl Hub {
+    /// The peers as the admin names them now: `kube.peers`, then the valid
+    /// peer Secrets by name; a cluster named twice is followed as named
+    /// first, and each other naming is a finding, as is each peer Secret
+    /// that cannot be followed. A peer added starts connecting, one gone
+    /// leaves the set, one changed starts again; the gateway's followers
+    /// are told.
+    pub(super) fn refresh_peers(&mut self) {
+        let mut wanted: BTreeMap<ClusterId, FeedPeer> = BTreeMap::new();
+        let mut findings = Vec::new();
+        let from_secrets = self.options.follow_peer_secrets;
+        let named = self
+            .options
+            .peers
+            .iter()
+            .map(|peer| Ok(Box::new(peer.clone())));
+        let secrets = self
+            .peer_secrets
+            .iter()
+            .map(|(name, peer)| peer.clone().map_err(|error| (name.clone(), error)));
+        for peer in named.chain(secrets) {
+            let origin =
+                |name: &str| Origin::file(format!("Secret {}/{name}", self.secret_namespace()));
+            let peer = match peer {
+                Ok(peer) => peer,
+                Err((name, error)) => {
+                    findings.push(
+                        Diagnostic::error(
+                            origin(&name),
+                            format!("{error}: this peer is not followed"),
+                        )
+                        .object(format!("Secret {name}")),
+                    );
+                    continue;
+                }
+            };
+            if !from_secrets && peer.origin != PeerOrigin::Config {
+                findings.push(
+                    Diagnostic::warning(
+                        Origin::file(peer.origin.to_string()),
+                        format!(
+                            "{} is read from its feed by the gateway (a peer Secret), not by this command: only what a link named after it reads is in this view",
+                            peer.cluster
+                        ),
+                    )
+                    .in_cluster(peer.cluster.as_str()),
+                );
+                continue;
+            }
+            if let Some(first) = wanted.get(&peer.cluster) {
+                findings.push(
+                    Diagnostic::error(
+                        Origin::file(peer.origin.to_string()),
+                        format!(
+                            "names {}, already a peer by {}: left out",
+                            peer.cluster, first.origin
+                        ),
+                    )
+                    .in_cluster(peer.cluster.as_str()),
+                );
+                continue;
+            }
+            wanted.insert(peer.cluster.clone(), *peer);
+        }
+        self.peer_findings = findings;
+        let before = self.peers.len();
+        self.peers.retain(|cluster, entry| {
+            let keep = wanted.get(cluster) == Some(&entry.peer);
+            if !keep {
+                tracing::info!(peer = %cluster, origin = %entry.peer.origin, "peer removed or changed");
+            }
+            keep
+        });
+        let mut changed = self.peers.len() != before;
+        for (cluster, peer) in wanted {
+            if let std::collections::btree_map::Entry::Vacant(vacant) = self.peers.entry(cluster) {
+                tracing::info!(peer = %vacant.key(), origin = %peer.origin, network = %peer.network, "peer added; following its feed");
+                vacant.insert(PeerEntry::new(peer));
+                changed = true;
+            }
+        }
+        if changed {
+            self.set_dirty = true;
+            let links: Vec<FeedPeer> = self
+                .peers
+                .values()
+                .map(|entry| entry.peer.clone())
+                .collect();
+            self.peer_links.send_replace(std::sync::Arc::new(links));
+        }
+    }
+
+    fn secret_namespace(&self) -> &str {
+        self.secrets.as_ref().map_or("", |s| s.namespace.as_str())
+    }
+
     /// Applies one report of a peer's follower.
     pub(super) fn peer_report(&mut self, cluster: &ClusterId, report: PeerReport) {
         let Some(entry) = self.peers.get_mut(cluster) else {
@@ -214,7 +309,7 @@ impl Hub {
         local: Option<&ClusterId>,
     ) -> (Vec<Cluster>, Vec<Diagnostic>, Option<BTreeSet<ServiceKey>>) {
         let mut clusters = Vec::with_capacity(self.peers.len());
-        let mut findings = Vec::new();
+        let mut findings = self.peer_findings.clone();
         let mut dirty = Some(BTreeSet::new());
         for (id, entry) in &mut self.peers {
             if Some(id) == local {

@@ -1,13 +1,15 @@
 //! The hub's remote-cluster Secrets: a Secret listed, applied or deleted
 //! adds, replaces (make before break: the old connection serves until the
-//! new one has synced) or removes the cluster it links.
+//! new one has synced) or removes the cluster it links through its API
+//! server; a peer Secret adds, replaces or removes a peer followed by its
+//! feed (`hub::peers`).
 
 use std::collections::BTreeSet;
 
 use super::{Entry, Hub, SecretReport};
 use crate::discovery::kube::SyncState;
 use crate::discovery::kube::client::ClusterSource;
-use crate::discovery::kube::report::{ClusterReport, RemoteSecret};
+use crate::discovery::kube::report::{ClusterReport, RemoteLink, RemoteSecret};
 use crate::discovery::kube::watch::Connect;
 
 impl Hub {
@@ -24,7 +26,13 @@ impl Hub {
             SecretReport::Listed(listed) => {
                 secrets.listed = true;
                 secrets.error = None;
-                let names: BTreeSet<&str> = listed.iter().map(|s| s.name.as_str()).collect();
+                // Read through an API server: a Secret now linking by feed
+                // is gone as an API link.
+                let names: BTreeSet<&str> = listed
+                    .iter()
+                    .filter(|s| matches!(s.link, RemoteLink::Api(_)))
+                    .map(|s| s.name.as_str())
+                    .collect();
                 let gone: Vec<ClusterSource> = self
                     .clusters
                     .keys()
@@ -36,12 +44,21 @@ impl Hub {
                 for source in gone {
                     self.remove(&source);
                 }
+                self.peer_secrets.clear();
                 for secret in listed {
                     self.apply_secret(source(&secret.name), secret);
                 }
+                self.refresh_peers();
             }
-            SecretReport::Applied(secret) => self.apply_secret(source(&secret.name), secret),
-            SecretReport::Deleted(name) => self.remove(&source(&name)),
+            SecretReport::Applied(secret) => {
+                self.apply_secret(source(&secret.name), secret);
+                self.refresh_peers();
+            }
+            SecretReport::Deleted(name) => {
+                self.remove(&source(&name));
+                self.peer_secrets.remove(&name);
+                self.refresh_peers();
+            }
             SecretReport::Failed(error) => {
                 tracing::warn!(namespace = %namespace, %error, "watching remote-cluster Secrets failed");
                 secrets.error = Some(error);
@@ -50,7 +67,18 @@ impl Hub {
     }
 
     fn apply_secret(&mut self, source: ClusterSource, secret: RemoteSecret) {
-        let same = |entry: &Entry| matches!(&entry.connect, Connect::Kubeconfig(k) if *k == secret.kubeconfig);
+        let kubeconfig = match secret.link {
+            RemoteLink::Api(kubeconfig) => kubeconfig,
+            RemoteLink::Feed(peer) => {
+                // The same Secret may have linked through the API before.
+                self.remove(&source);
+                self.peer_secrets.insert(secret.name, peer);
+                return;
+            }
+        };
+        self.peer_secrets.remove(&secret.name);
+        let same =
+            |entry: &Entry| matches!(&entry.connect, Connect::Kubeconfig(k) if *k == kubeconfig);
         if self.clusters.get(&source).is_some_and(same) {
             // Back to the kubeconfig in use: a replacement under way is moot.
             if self.replacements.remove(&source).is_some() {
@@ -65,11 +93,11 @@ impl Hub {
             // Make before break: the old connection's objects keep serving
             // until the new connection has synced.
             tracing::info!(cluster = %source, "remote cluster Secret changed; connecting anew, the current connection serves until the new one has synced");
-            let entry = self.connect(&source, Connect::Kubeconfig(secret.kubeconfig));
+            let entry = self.connect(&source, Connect::Kubeconfig(kubeconfig));
             self.replacements.insert(source, entry);
         } else {
             tracing::info!(cluster = %source, "remote cluster added");
-            self.add(source, Connect::Kubeconfig(secret.kubeconfig));
+            self.add(source, Connect::Kubeconfig(kubeconfig));
         }
     }
 
