@@ -43,7 +43,12 @@ impl TokenBucket {
     /// the rate takes to refill every reservation made before it (a queue
     /// paced at the rate, first come first served).
     pub fn reserve(&mut self, now: Instant) -> std::time::Duration {
-        self.spend(1, now);
+        self.reserve_many(1, now)
+    }
+
+    /// As [`TokenBucket::reserve`], for `count` tokens at once.
+    pub fn reserve_many(&mut self, count: u64, now: Instant) -> std::time::Duration {
+        self.spend(count, now);
         if self.tokens >= 0.0 || self.per_second <= 0.0 {
             return std::time::Duration::ZERO;
         }
@@ -70,6 +75,17 @@ mod tests {
         let later = start + Duration::from_secs(3600);
         assert!(bucket.spend(5, later));
         assert!(!bucket.spend(1, later));
+    }
+
+    #[test]
+    fn a_reservation_of_many_waits_for_all_of_them() {
+        let start = Instant::now();
+        let mut bucket = TokenBucket::new(100, 50, start);
+        assert_eq!(bucket.reserve_many(50, start), Duration::ZERO);
+        // 100 more at 100 a second: a second.
+        assert_eq!(bucket.reserve_many(100, start), Duration::from_secs(1));
+        // Queued behind them, one more: 10 ms after.
+        assert_eq!(bucket.reserve_many(1, start), Duration::from_millis(1010));
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub enum FeedError {
     CannotResume,
     #[error("{count} services, more than the limit of {limit}")]
     TooManyServices { count: usize, limit: usize },
+    #[error("{bytes} bytes of services, more than the limit of {limit}")]
+    TooManyBytes { bytes: usize, limit: usize },
     #[error("revision {got} after {held}: a feed's revisions only grow")]
     Backwards { held: u64, got: u64 },
     #[error("hello.{field}: {reason}")]
@@ -60,6 +62,26 @@ struct Batch {
     snapshot: bool,
     /// `None`: withdrawn.
     changes: BTreeMap<ServiceKey, Option<Arc<ClusterService>>>,
+    /// The length of each changed service's message.
+    sizes: BTreeMap<ServiceKey, usize>,
+    /// Bytes of every message of the batch.
+    bytes: usize,
+}
+
+impl Batch {
+    /// Counts a message of the batch; a batch may carry no more bytes than
+    /// the whole feed may hold, so what arrives is bounded before the
+    /// rest is read.
+    fn count_bytes(&mut self, frame_bytes: usize, limit: usize) -> Result<(), FeedError> {
+        self.bytes = self.bytes.saturating_add(frame_bytes);
+        if self.bytes > limit {
+            return Err(FeedError::TooManyBytes {
+                bytes: self.bytes,
+                limit,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// What applying one message did.
@@ -86,6 +108,10 @@ pub struct Follower {
     /// This connection's hello arrived: after a `synced`, changes come
     /// without another.
     greeted: bool,
+    /// The length of the message of each service held, and their sum:
+    /// what the peer makes this gateway hold, in the feed's bytes.
+    held_sizes: BTreeMap<ServiceKey, usize>,
+    held_bytes: usize,
 }
 
 impl Follower {
@@ -97,7 +123,14 @@ impl Follower {
             state: Arc::new(PeerState::default()),
             batch: None,
             greeted: false,
+            held_sizes: BTreeMap::new(),
+            held_bytes: 0,
         }
+    }
+
+    /// The bytes of the services held (their messages' lengths).
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
     }
 
     /// Where a new connection resumes from.
@@ -126,8 +159,9 @@ impl Follower {
         Ok(self.batch.get_or_insert_with(Batch::default))
     }
 
-    /// Applies one message, in the order received.
-    pub fn apply(&mut self, message: Message) -> Result<Applied, FeedError> {
+    /// Applies one message, in the order received; `frame_bytes` is the
+    /// length of the frame it came in, counted against the byte limit.
+    pub fn apply(&mut self, message: Message, frame_bytes: usize) -> Result<Applied, FeedError> {
         match message {
             Message::Hello(hello) => {
                 self.hello(hello)?;
@@ -135,7 +169,10 @@ impl Follower {
             }
             Message::Service(service) => {
                 let service = service.into_model(&self.limits)?;
+                let limit = self.limits.max_held_bytes;
                 let batch = self.batch("service")?;
+                batch.count_bytes(frame_bytes, limit)?;
+                batch.sizes.insert(service.key.clone(), frame_bytes);
                 batch
                     .changes
                     .insert(service.key.clone(), Some(Arc::new(service)));
@@ -144,7 +181,11 @@ impl Follower {
             }
             Message::Withdrawn(key) => {
                 let key = key.to_key()?;
-                self.batch("withdrawn")?.changes.insert(key, None);
+                let limit = self.limits.max_held_bytes;
+                let batch = self.batch("withdrawn")?;
+                batch.count_bytes(frame_bytes, limit)?;
+                batch.sizes.remove(&key);
+                batch.changes.insert(key, None);
                 self.check_size()?;
                 Ok(Applied::Pending)
             }
@@ -208,7 +249,7 @@ impl Follower {
         self.batch = Some(Batch {
             snapshot: hello.snapshot,
             hello: Some(hello),
-            changes: BTreeMap::new(),
+            ..Batch::default()
         });
         self.greeted = true;
         Ok(())
@@ -299,6 +340,38 @@ impl Follower {
                 limit: self.limits.max_services,
             });
         }
+        // Checked before anything is kept; a batch costs the services it
+        // changes, not a walk over every one held.
+        let added = batch
+            .sizes
+            .values()
+            .fold(0usize, |sum, size| sum.saturating_add(*size));
+        let bytes = if batch.snapshot {
+            added
+        } else {
+            let replaced: usize = changed
+                .iter()
+                .filter_map(|key| self.held_sizes.get(key))
+                .sum();
+            self.held_bytes
+                .saturating_sub(replaced)
+                .saturating_add(added)
+        };
+        if bytes > self.limits.max_held_bytes {
+            return Err(FeedError::TooManyBytes {
+                bytes,
+                limit: self.limits.max_held_bytes,
+            });
+        }
+        if batch.snapshot {
+            self.held_sizes.clear();
+        } else {
+            for key in &changed {
+                self.held_sizes.remove(key);
+            }
+        }
+        self.held_sizes.extend(batch.sizes);
+        self.held_bytes = bytes;
         self.state = Arc::new(state);
         self.at = Some(Resume { epoch, revision });
         Ok(Applied::Synced(changed))

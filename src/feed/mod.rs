@@ -90,8 +90,13 @@ impl Frames {
 
     /// The next complete message, if one is.
     pub fn next_message(&mut self) -> Result<Option<Message>, FrameError> {
+        Ok(self.next_frame()?.map(|(message, _)| message))
+    }
+
+    /// The next whole message and its frame's length, if one has arrived.
+    pub fn next_frame(&mut self) -> Result<Option<(Message, usize)>, FrameError> {
         match self.codec.decode(&mut self.buffered) {
-            Ok(Some(frame)) => Ok(Some(serde_json::from_slice(&frame)?)),
+            Ok(Some(frame)) => Ok(Some((serde_json::from_slice(&frame)?, frame.len()))),
             Ok(None) => Ok(None),
             Err(_) => Err(FrameError::TooLong { limit: self.limit }),
         }

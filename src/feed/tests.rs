@@ -84,11 +84,16 @@ fn deliver(follower: &mut Follower, messages: &[Message]) -> Result<Vec<Applied>
         let (first, rest) = frame.split_at(frame.len() / 2);
         frames.push(first);
         frames.push(rest);
-        let decoded = frames
-            .next_message()
+        let (decoded, bytes) = frames
+            .next_frame()
             .expect("a frame decodes")
             .expect("a whole frame");
-        applied.push(follower.apply(decoded)?);
+        assert_eq!(
+            bytes + 4,
+            frame.len(),
+            "the frame's length, its prefix aside"
+        );
+        applied.push(follower.apply(decoded, bytes)?);
     }
     Ok(applied)
 }
@@ -347,7 +352,7 @@ fn a_refused_batch_leaves_the_last_good_state() {
     // The next connection must say hello first.
     follower.disconnected();
     assert_eq!(
-        follower.apply(Message::Synced { revision: 9 }),
+        follower.apply(Message::Synced { revision: 9 }, 20),
         Err(FeedError::BeforeHello("synced"))
     );
     assert_eq!(follower.state(), Some(&good));
@@ -619,7 +624,7 @@ fn a_hello_saying_too_much_is_refused() {
     };
     let mut follower = Follower::new(id("c3"), FeedLimits::default());
     assert_eq!(
-        follower.apply(hello("set.example", crate::feed::follow::MAX_GATEWAYS)),
+        follower.apply(hello("set.example", crate::feed::follow::MAX_GATEWAYS), 100),
         Ok(crate::feed::Applied::Pending)
     );
     for (message, field) in [
@@ -631,10 +636,99 @@ fn a_hello_saying_too_much_is_refused() {
         (hello("Not A Set", 1), "clusterset"),
     ] {
         let mut follower = Follower::new(id("c3"), FeedLimits::default());
-        let refused = follower.apply(message);
+        let refused = follower.apply(message, 100);
         assert!(
             matches!(&refused, Err(FeedError::Hello { field: f, .. }) if *f == field),
             "{refused:?}"
         );
     }
+}
+
+/// The length of a service's message, as its frame carries it.
+fn message_bytes(messages: &[Message], name: &str) -> usize {
+    messages
+        .iter()
+        .find(|m| matches!(m, Message::Service(service) if service.name == name))
+        .map(|message| encode(message).len() - 4)
+        .expect("the service's message")
+}
+
+#[test]
+fn a_feed_holding_more_bytes_than_its_limit_is_refused_and_the_last_good_state_kept() {
+    let services: Vec<ClusterService> = (0..4)
+        .map(|n| exported_http(&format!("s{n}"), &format!("10.3.0.{n}")))
+        .collect();
+    let mut grown = services[..3].to_vec();
+    let mut big = ServiceBuilder::new()
+        .named("s1")
+        .port("http", 80, 80)
+        .exported_at(1);
+    for n in 0..3 {
+        big = big.endpoint(&format!("10.3.1.{n}"));
+    }
+    grown[1] = big;
+    let size_of = |services: &[ClusterService], name: &str| {
+        let mut journal = Journal::new(1, DEFAULT_TOMBSTONES, FeedLimits::default());
+        journal.update(&cluster(services));
+        message_bytes(&sent(&journal, None, &subscriber("c1"), true), name)
+    };
+    let (one, big) = (size_of(&services, "s0"), size_of(&grown, "s1"));
+    assert!(one < big && big < 3 * one, "{one} {big}");
+    // Room for three services and half of what s1 grows by.
+    let limits = FeedLimits {
+        max_held_bytes: 3 * one + (big - one) / 2,
+        ..FeedLimits::default()
+    };
+
+    // The snapshot of four is refused as its fourth service arrives,
+    // before its `synced`.
+    let mut journal = Journal::new(1, DEFAULT_TOMBSTONES, FeedLimits::default());
+    journal.update(&cluster(&services));
+    let mut follower = Follower::new(id("c3"), limits);
+    let snapshot = sent(&journal, None, &subscriber("c1"), true);
+    assert!(matches!(snapshot.last(), Some(Message::Synced { .. })));
+    let refused = deliver(&mut follower, &snapshot[..snapshot.len() - 1]);
+    assert_eq!(
+        refused,
+        Err(FeedError::TooManyBytes {
+            bytes: 4 * one,
+            limit: limits.max_held_bytes
+        })
+    );
+    assert!(follower.state().is_none());
+
+    // Three fit; the held bytes are their messages'.
+    let mut journal = Journal::new(2, DEFAULT_TOMBSTONES, FeedLimits::default());
+    journal.update(&cluster(&services[..3]));
+    let mut follower = Follower::new(id("c3"), limits);
+    deliver(
+        &mut follower,
+        &sent(&journal, None, &subscriber("c1"), true),
+    )
+    .expect("three fit");
+    assert_eq!(follower.held_bytes(), 3 * one);
+    let good = follower.state().cloned();
+
+    // s1 growing past the room left is refused at its `synced`, though
+    // its own message is small enough.
+    journal.update(&cluster(&grown));
+    let batch = sent(&journal, follower.resume_from(), &subscriber("c1"), false);
+    let refused = deliver(&mut follower, &batch);
+    assert!(
+        matches!(refused, Err(FeedError::TooManyBytes { bytes, .. }) if bytes == 2 * one + big),
+        "{refused:?}"
+    );
+    assert_eq!(
+        follower.state().cloned(),
+        good,
+        "the last good state is kept"
+    );
+    assert_eq!(follower.held_bytes(), 3 * one);
+
+    // Withdrawals give their bytes back: s1 grown alone fits.
+    follower.disconnected();
+    journal.update(&cluster(&grown[1..2]));
+    let resumed = sent(&journal, follower.resume_from(), &subscriber("c1"), true);
+    deliver(&mut follower, &resumed).expect("s1 alone fits");
+    assert_eq!(follower.held_bytes(), big);
 }

@@ -181,6 +181,13 @@ pub struct FeedLimits {
     pub max_endpoint_groups: usize,
     /// Exported labels plus annotations of one service.
     pub max_metadata_entries: usize,
+    /// Bytes one cluster's feed may make its subscriber hold: the length
+    /// of the message of each service held (and of a batch as it
+    /// arrives).
+    pub max_held_bytes: usize,
+    /// Services a subscriber takes per second once it holds a snapshot;
+    /// a faster feed is read no faster (flow control holds it back).
+    pub max_changes_per_second: u32,
 }
 
 impl Default for FeedLimits {
@@ -192,6 +199,8 @@ impl Default for FeedLimits {
             max_ports: 100,
             max_endpoint_groups: 1_000,
             max_metadata_entries: 64,
+            max_held_bytes: 256 << 20,
+            max_changes_per_second: 5_000,
         }
     }
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::time::Instant;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +20,7 @@ use crate::feed::{FEED_PATH, FeedLimits, FeedPeer, Follower};
 use crate::model::ClusterId;
 use crate::state::GatewayState;
 use crate::tls::PeerAuthority;
+use crate::token_bucket::TokenBucket;
 use crate::tunnel::feed::FeedReader;
 
 /// How long a feed may say nothing (it sends a heartbeat after 10 s quiet)
@@ -109,6 +111,11 @@ async fn follow_peer(
 ) {
     let limits = FeedLimits::default();
     let mut follower = Follower::new(peer.cluster.clone(), limits);
+    // Services taken per second, across reconnects: a peer flooding
+    // changes is read no faster (flow control holds it back), and costs
+    // the hub and the other peers no more than this.
+    let burst = u32::try_from(limits.max_services).unwrap_or(u32::MAX);
+    let mut pace = TokenBucket::new(limits.max_changes_per_second, burst, Instant::now());
     let mut backoff = Backoff::new(Retry::default());
     let allowed = [peer.cluster.clone()];
     if peer.gateways.is_empty() {
@@ -136,11 +143,17 @@ async fn follow_peer(
                     Ok(changed) => changed,
                     Err(error) => return error.to_string(),
                 };
+                let taken = u64::try_from(changed.len().max(1)).unwrap_or(u64::MAX);
                 if let Some(held) = follower.state() {
                     applied = true;
                     reports
                         .synced(peer.cluster.clone(), Arc::clone(held), changed)
                         .await;
+                }
+                let wait = pace.reserve_many(taken, Instant::now());
+                if !wait.is_zero() {
+                    tracing::debug!(peer = %peer.cluster, ?wait, "peer's feed over its rate; reading on later");
+                    tokio::time::sleep(wait).await;
                 }
             }
         };

@@ -56,9 +56,9 @@ impl FeedReader {
         mut observe: impl FnMut(&Message),
     ) -> Result<Vec<ServiceKey>, FeedReadError> {
         loop {
-            while let Some(message) = self.frames.next_message()? {
+            while let Some((message, bytes)) = self.frames.next_frame()? {
                 observe(&message);
-                if let Applied::Synced(changed) = follower.apply(message)? {
+                if let Applied::Synced(changed) = follower.apply(message, bytes)? {
                     return Ok(changed);
                 }
             }
