@@ -1,9 +1,9 @@
 //! Peers that read each other only from their exported-state feeds over
-//! the tunnel (`kube.peers`): each gateway of c1 and c3 is told of the
-//! other as a peer (the network its admin attests, its gateway's address),
-//! then the links are removed both ways, so neither holds a credential for
-//! the other's API server. Afterwards both are linked again as the lab
-//! started.
+//! the tunnel: each of c1 and c3 applies the other's peer document
+//! (`strait link export`: its id, network, gateway address and CA), then
+//! the links are removed both ways, so neither holds a credential for the
+//! other's API server. Afterwards both are linked again as the lab
+//! started, and the peers removed (`strait unlink peer`).
 
 use super::link::{imported_from, strait};
 use super::{Lab, wait_until};
@@ -12,65 +12,88 @@ use super::{Lab, wait_until};
 const C1_GATEWAY: &str = "172.31.100.11:15008";
 const C3_GATEWAY: &str = "172.31.100.13:15008";
 
-fn gateway_yaml(lab: &Lab, cluster: &str) -> String {
-    lab.kubectl(
-        cluster,
-        &[
-            "-n",
-            "strait-system",
-            "get",
-            "configmap",
-            "cluster-edge-config",
-            "-o",
-            "jsonpath={.data.gateway\\.yaml}",
-        ],
-    )
+/// `cluster`'s peer document, as `strait link export` prints it from
+/// what the cluster says of itself (its gateway Service's address, the CA
+/// naming it in the gateway's TLS Secret).
+fn peer_document(lab: &Lab, cluster: &str) -> String {
+    let kubeconfig = lab.kubeconfig(cluster);
+    strait(&[
+        "link",
+        "export",
+        "--local-kubeconfig",
+        kubeconfig.to_str().expect("path"),
+    ])
+    .unwrap_or_else(|e| panic!("strait link export in {cluster}: {e}"))
 }
 
-fn set_gateway_yaml(lab: &Lab, cluster: &str, text: &str) {
-    let patch = serde_json::json!({"data": {"gateway.yaml": text}}).to_string();
-    lab.kubectl(
-        cluster,
-        &[
-            "-n",
-            "strait-system",
-            "patch",
-            "configmap",
-            "cluster-edge-config",
-            "--type",
-            "merge",
-            "-p",
-            &patch,
-        ],
-    );
+fn unlink_peer(lab: &Lab, local: &str, peer: &str) {
+    let kubeconfig = lab.kubeconfig(local);
+    strait(&[
+        "unlink",
+        "peer",
+        peer,
+        "--local-kubeconfig",
+        kubeconfig.to_str().expect("path"),
+    ])
+    .unwrap_or_else(|e| panic!("strait unlink peer {peer} in {local}: {e}"));
 }
 
-/// The gateway pods start again with the ConfigMap as it is now.
-fn restart_gateways(lab: &Lab, cluster: &str) {
-    lab.kubectl(
-        cluster,
-        &[
-            "-n",
-            "strait-system",
-            "rollout",
-            "restart",
-            "deployment",
-            "cluster-edge",
-        ],
-    );
-    lab.kubectl(
-        cluster,
-        &[
-            "-n",
-            "strait-system",
-            "rollout",
-            "status",
-            "deployment",
-            "cluster-edge",
-            "--timeout",
-            "180s",
-        ],
-    );
+/// While it lives, c1's nodes and pods cannot reach c3's API server and
+/// c3's cannot reach c1's (each still reaches its own, and the admin's
+/// host every one): private clusters, each reachable only through the
+/// gateways. Dropped (a failed assertion too), the rules go.
+struct ApiWall;
+
+impl ApiWall {
+    fn raise() -> ApiWall {
+        wall_api_servers(true);
+        ApiWall
+    }
+}
+
+impl Drop for ApiWall {
+    fn drop(&mut self) {
+        wall_api_servers(false);
+    }
+}
+
+fn wall_api_servers(on: bool) {
+    for (cluster, other_api) in [("c1", "6443"), ("c3", "6441")] {
+        for chain in ["FORWARD", "OUTPUT"] {
+            let node = format!("stlab-{cluster}-node");
+            let rule = [
+                chain,
+                "-o",
+                "mgmt",
+                "-d",
+                "10.250.0.1",
+                "-p",
+                "tcp",
+                "--dport",
+                other_api,
+                "-j",
+                "REJECT",
+            ];
+            let status = std::process::Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &node,
+                    "iptables",
+                    if on { "-I" } else { "-D" },
+                ])
+                .args(rule)
+                .status()
+                .expect("iptables runs");
+            // Taking the rules away may run while a failure unwinds: said,
+            // not asserted.
+            if on {
+                assert!(status.success(), "iptables in {node}: {status}");
+            } else if !status.success() {
+                eprintln!("iptables in {node} could not remove the API wall: {status}");
+            }
+        }
+    }
 }
 
 fn link(lab: &Lab, local: &str, remote: &str, verb: &str) {
@@ -105,9 +128,10 @@ fn import_ips(lab: &Lab, namespace: &str, name: &str) -> String {
 }
 
 /// c1 and c3 move from their links to each other's feeds the way
-/// docs/configuration.md says (peers first, then unlink): c1's import of
-/// c3's service and its ClusterSetIP stay, and a pod of c1 reaches it with
-/// no credential for c3's API server left anywhere.
+/// docs/kubernetes.md says (peer documents first, then unlink), with no
+/// gateway restarted: c1's import of c3's service and its ClusterSetIP
+/// stay, and a pod of c1 reaches it with no credential for c3's API server
+/// left anywhere.
 pub fn peers_read_each_other_from_their_feeds_alone(lab: &Lab) {
     let ns = "feeding";
     lab.namespace(ns);
@@ -119,21 +143,19 @@ pub fn peers_read_each_other_from_their_feeds_alone(lab: &Lab) {
         !import_ips(lab, ns, "fed").is_empty()
     });
     let ips = import_ips(lab, ns, "fed");
-    let (c1_yaml, c3_yaml) = (gateway_yaml(lab, "c1"), gateway_yaml(lab, "c3"));
-    let with_peer = |text: &str, peer: &str, network: &str, gateway: &str| {
-        let peers = format!(
-            "kube:\n  peers:\n  - cluster: {peer}\n    network: {network}\n    gateways: [\"{gateway}\"]\n"
-        );
-        assert!(
-            text.contains("\nkube:\n"),
-            "gateway.yaml has a kube block:\n{text}"
-        );
-        text.replacen("\nkube:\n", &format!("\n{peers}"), 1)
-    };
-    set_gateway_yaml(lab, "c1", &with_peer(&c1_yaml, "c3", "net-b", C3_GATEWAY));
-    set_gateway_yaml(lab, "c3", &with_peer(&c3_yaml, "c1", "net-a", C1_GATEWAY));
-    restart_gateways(lab, "c1");
-    restart_gateways(lab, "c3");
+    let c3_document = peer_document(lab, "c3");
+    for said in [
+        "cluster: c3",
+        "network: net-b",
+        C3_GATEWAY,
+        "BEGIN CERTIFICATE",
+    ] {
+        assert!(c3_document.contains(said), "{said} in:\n{c3_document}");
+    }
+    lab.apply("c1", &c3_document);
+    let c1_document = peer_document(lab, "c1");
+    assert!(c1_document.contains(C1_GATEWAY), "{c1_document}");
+    lab.apply("c3", &c1_document);
     wait_until("c1's gateways follow c3's feed", 120, || {
         lab.pod_logs("c1", "strait-system", "cluster-edge-")
             .contains("peer's feed synced")
@@ -145,7 +167,33 @@ pub fn peers_read_each_other_from_their_feeds_alone(lab: &Lab) {
             .is_err(),
         "c1 holds no credential for c3's API server"
     );
+    // Nor could it use one: from here on c1 and c3 cannot reach each
+    // other's API servers at all.
+    let wall = ApiWall::raise();
     let client = lab.client_pod("c1", ns);
+    let reach = |port: &str| {
+        lab.exec(
+            "c1",
+            ns,
+            client,
+            &[
+                "curl",
+                "-sk",
+                "-m",
+                "3",
+                &format!("https://10.250.0.1:{port}/version"),
+            ],
+        )
+    };
+    assert!(
+        reach("6443").is_err(),
+        "a c1 pod cannot reach c3's API server"
+    );
+    assert!(
+        reach("6441").is_ok(),
+        "it reaches its own: {:?}",
+        reach("6441")
+    );
     let url = format!("http://fed.{ns}.svc.clusterset.local/");
     wait_until("c1's pod reaches c3's fed through the tunnel", 120, || {
         lab.curl("c1", ns, client, &url).is_ok()
@@ -163,12 +211,11 @@ pub fn peers_read_each_other_from_their_feeds_alone(lab: &Lab) {
     );
 
     // Back as the lab started: linked both ways, then no peers.
+    drop(wall);
     link(lab, "c1", "c3", "link");
     link(lab, "c3", "c1", "link");
-    set_gateway_yaml(lab, "c1", &c1_yaml);
-    set_gateway_yaml(lab, "c3", &c3_yaml);
-    restart_gateways(lab, "c1");
-    restart_gateways(lab, "c3");
+    unlink_peer(lab, "c1", "c3");
+    unlink_peer(lab, "c3", "c1");
     wait_until("c1 imports c3's later through the link again", 180, || {
         imported_from(lab, "c1", ns, "later") == "c3"
     });
