@@ -7,7 +7,7 @@
 //!
 //! `cargo bench --bench kube_scale -- [--quick] [--clusters N]
 //! [--services N] [--slices N] [--endpoints N] [--changes N]
-//! [--debounce DURATION] [--manage-imports] [--json PATH]`
+//! [--debounce DURATION] [--manage-imports] [--feed] [--json PATH]`
 //!
 //! Measured: the time from spawning the gateway until `/readyz` (every
 //! cluster listed, the first routes built); its RSS then, 10 s later, and
@@ -28,6 +28,13 @@
 //! clusters on `c00`'s network, whose endpoints the MCS slices list (those
 //! of other networks list `c00`'s gateway pods, which no change moves).
 //!
+//! With `--feed`, `c00` reads no other cluster's API server: each other
+//! cluster runs its own gateway against its own server, and `c00` follows
+//! their exported-state feeds over the tunnel (`kube_scale/feed.rs`).
+//! Ready then means every feed synced too; the RSS of those gateways is
+//! printed beside `c00`'s, and each change goes through the changed
+//! cluster's gateway and its feed. `c00`'s CPU time is printed either way.
+//!
 //! No peer runs beside it: no other MCS implementation can run on these
 //! machines. The objects' own JSON size (what the API servers send in the
 //! lists) is printed beside the RSS for scale.
@@ -43,6 +50,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on what it set up
 
+#[path = "kube_scale/feed.rs"]
+mod feed;
 #[path = "common/flags.rs"]
 #[allow(dead_code)]
 mod flags;
@@ -84,6 +93,7 @@ struct Options {
     changes: Option<usize>,
     debounce: Option<String>,
     manage_imports: bool,
+    feed: bool,
     json: Option<PathBuf>,
 }
 
@@ -99,6 +109,7 @@ impl Options {
             changes: None,
             debounce: None,
             manage_imports: false,
+            feed: false,
             json: None,
         };
         flags::parse(|flag, value| {
@@ -112,6 +123,7 @@ impl Options {
                 "--changes" => options.changes = Some(value.number("--changes N")?),
                 "--debounce" => options.debounce = Some(value.text("--debounce DURATION")?),
                 "--manage-imports" => options.manage_imports = true,
+                "--feed" => options.feed = true,
                 "--json" => options.json = Some(PathBuf::from(value.text("--json PATH")?)),
                 _ => {}
             }
@@ -219,6 +231,25 @@ fn get(admin: SocketAddr, path: &str) -> Result<(u16, String)> {
     Ok((status, body))
 }
 
+/// The CPU time a process has used (user and system), in seconds.
+fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("cannot read /proc/{pid}/stat: {e}"))?;
+    let (_, rest) = stat
+        .rsplit_once(") ")
+        .ok_or_else(|| format!("no command in /proc/{pid}/stat"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime, fields 14 and 15 of the whole line (11 and 12 here).
+    let ticks = |at: usize| -> Result<f64> {
+        fields
+            .get(at)
+            .and_then(|t| t.parse::<f64>().ok())
+            .ok_or_else(|| format!("no CPU times in /proc/{pid}/stat"))
+    };
+    // In USER_HZ, which Linux fixes at 100 for what it tells user space.
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
+}
+
 /// `VmRSS` and `VmHWM` of a process, in KiB.
 fn memory_kib(pid: u32) -> Result<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -294,37 +325,9 @@ impl Drop for Gateway {
     }
 }
 
-fn spawn_gateway(
-    dir: &Path,
-    servers: &[ApiServer],
-    debounce: &str,
-    manage_imports: bool,
-) -> Result<Gateway> {
+/// Writes a CA and gateway certificate per cluster under `dir/certs`.
+fn write_certs(dir: &Path, clusters: usize) -> Result<PathBuf> {
     let strait = topology::strait_binary(true)?;
-    let config = dir.join("config");
-    std::fs::create_dir_all(&config).map_err(|e| e.to_string())?;
-    let mut kubeconfigs = Vec::new();
-    for (cluster, server) in servers.iter().enumerate().skip(1) {
-        kubeconfigs.push(server.write_kubeconfig(&config, &cluster_id(cluster)));
-    }
-    let local = servers[0].write_kubeconfig(dir, &cluster_id(0));
-    let list: Vec<String> = kubeconfigs
-        .iter()
-        .map(|p| format!("{:?}", p.display().to_string()))
-        .collect();
-    let imports = if manage_imports {
-        "  manageImports: true\nimports:\n  writes: {qps: 5000, burst: 10000}\n"
-    } else {
-        ""
-    };
-    std::fs::write(
-        config.join("gateway.yaml"),
-        format!(
-            "kube:\n  kubeconfigs: [{}]\n{imports}tuning:\n  reloadDebounce: {debounce}\n",
-            list.join(", ")
-        ),
-    )
-    .map_err(|e| e.to_string())?;
     let certs = dir.join("certs");
     let mut args: Vec<std::ffi::OsString> = vec![
         "certs".into(),
@@ -333,17 +336,84 @@ fn spawn_gateway(
         "--clusterset".into(),
         CLUSTERSET.into(),
     ];
-    for cluster in 0..servers.len() {
+    for cluster in 0..clusters {
         args.push("--cluster".into());
         args.push(cluster_id(cluster).into());
     }
     let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
     topology::output_of(&strait, &args, "strait certs")?;
-    let ports = topology::GatewayPorts::pick(Ipv4Addr::LOCALHOST.into())?;
-    let log = std::fs::File::create(dir.join("gateway.log")).map_err(|e| e.to_string())?;
+    Ok(certs)
+}
+
+/// `c00`'s gateway, reading the other clusters through their API servers
+/// (`kube.kubeconfigs`), or with `peers` (its `gateway.yaml` lines) from
+/// their feeds.
+fn spawn_gateway(
+    dir: &Path,
+    servers: &[ApiServer],
+    debounce: &str,
+    manage_imports: bool,
+    peers: Option<(String, topology::GatewayPorts)>,
+) -> Result<Gateway> {
+    let config = dir.join("config");
+    std::fs::create_dir_all(&config).map_err(|e| e.to_string())?;
+    let imports = if manage_imports {
+        "  manageImports: true\nimports:\n  writes: {qps: 5000, burst: 10000}\n"
+    } else {
+        ""
+    };
+    let (links, ports) = match peers {
+        Some((peers, ports)) => (peers, ports),
+        None => {
+            let mut kubeconfigs = Vec::new();
+            for (cluster, server) in servers.iter().enumerate().skip(1) {
+                let path = server.write_kubeconfig(&config, &cluster_id(cluster));
+                kubeconfigs.push(format!("{:?}", path.display().to_string()));
+            }
+            let ports = topology::GatewayPorts::pick(Ipv4Addr::LOCALHOST.into())?;
+            (
+                format!("  kubeconfigs: [{}]\n", kubeconfigs.join(", ")),
+                ports,
+            )
+        }
+    };
+    std::fs::write(
+        config.join("gateway.yaml"),
+        format!("kube:\n{links}{imports}tuning:\n  reloadDebounce: {debounce}\n"),
+    )
+    .map_err(|e| e.to_string())?;
+    let local = servers[0].write_kubeconfig(dir, &cluster_id(0));
+    spawn_strait(
+        dir,
+        "gateway",
+        &config,
+        &local,
+        &dir.join("certs").join(cluster_id(0)),
+        &ports,
+        true,
+    )
+}
+
+/// `strait run --kube` with `config`, reading `kubeconfig`'s cluster, its
+/// log in `dir/<name>.log`; `wrappable`: run under `KUBE_SCALE_WRAP`.
+fn spawn_strait(
+    dir: &Path,
+    name: &str,
+    config: &Path,
+    kubeconfig: &Path,
+    tls_dir: &Path,
+    ports: &topology::GatewayPorts,
+    wrappable: bool,
+) -> Result<Gateway> {
+    let strait = topology::strait_binary(true)?;
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).map_err(|e| e.to_string())?;
     // `KUBE_SCALE_WRAP="heaptrack -o /tmp/gw"` runs the gateway under a
     // profiler: the words before the binary.
-    let wrap = std::env::var("KUBE_SCALE_WRAP").unwrap_or_default();
+    let wrap = if wrappable {
+        std::env::var("KUBE_SCALE_WRAP").unwrap_or_default()
+    } else {
+        String::new()
+    };
     let mut words = wrap.split_whitespace();
     let mut command = match words.next() {
         Some(program) => {
@@ -361,7 +431,7 @@ fn spawn_gateway(
         .arg("--kube")
         .args(["--kube-timeout", "900s"])
         .arg("--config")
-        .arg(&config)
+        .arg(config)
         .arg("--connect-listen")
         .arg(ports.connect.to_string())
         .arg("--tunnel-listen")
@@ -369,8 +439,8 @@ fn spawn_gateway(
         .arg("--admin-listen")
         .arg(ports.admin.to_string())
         .arg("--tls-dir")
-        .arg(certs.join(cluster_id(0)))
-        .env("KUBECONFIG", &local)
+        .arg(tls_dir)
+        .env("KUBECONFIG", kubeconfig)
         .env("POD_NAMESPACE", "strait-system")
         .env(
             "RUST_LOG",
@@ -540,10 +610,28 @@ fn run(options: &Options) -> Result<()> {
     if options.manage_imports {
         servers[0].apply(objects::gateway_pods());
     }
+    write_certs(dir.path(), clusters)?;
+    let (peers, links) = if options.feed {
+        let ports = topology::GatewayPorts::pick(Ipv4Addr::LOCALHOST.into())?;
+        let (peers, lines) = feed::spawn_peers(dir.path(), &servers, &debounce, ports.tunnel)?;
+        (peers, Some((lines, ports)))
+    } else {
+        (Vec::new(), None)
+    };
     let spawned = Instant::now();
-    let mut gateway = spawn_gateway(dir.path(), &servers, &debounce, options.manage_imports)?;
-    let ready = wait_ready(&mut gateway, dir.path())?;
+    let mut gateway = spawn_gateway(
+        dir.path(),
+        &servers,
+        &debounce,
+        options.manage_imports,
+        links,
+    )?;
+    let mut ready = wait_ready(&mut gateway, dir.path())?;
+    if options.feed {
+        ready = feed::wait_feeds_synced(gateway.admin, clusters - 1, Instant::now() - ready)?;
+    }
     let pid = gateway.pid()?;
+    let cpu_ready = cpu_seconds(pid)?;
     let (rss_ready, _) = memory_kib(pid)?;
     // Every cluster's backends, in one sampled service.
     let sample = shape.services / 2;
@@ -609,6 +697,11 @@ fn run(options: &Options) -> Result<()> {
     }
     let work_after = work(gateway.admin)?;
     let (rss_end, peak) = memory_kib(pid)?;
+    let cpu_end = cpu_seconds(pid)?;
+    let peer_rss: Vec<u64> = peers
+        .iter()
+        .map(|peer| memory_kib(peer.child.id()).map(|(rss, _)| rss))
+        .collect::<Result<_>>()?;
     let sorted_of = |values: &[f64]| {
         let mut sorted = values.to_vec();
         sorted.sort_by(f64::total_cmp);
@@ -630,6 +723,17 @@ fn run(options: &Options) -> Result<()> {
         mib(rss_end),
         mib(peak)
     );
+    println!(
+        "  c00's CPU: {cpu_ready:.1} s until ready, {:.1} s from then to the last change",
+        cpu_end - cpu_ready
+    );
+    if !peer_rss.is_empty() {
+        println!(
+            "  read by feed: each other cluster's own gateway (reading its cluster, serving its feed, following c00's): RSS {:.0} MiB on average, {:.0} MiB at most",
+            mib(peer_rss.iter().sum::<u64>()) / peer_rss.len() as f64,
+            mib(peer_rss.iter().copied().max().unwrap_or(0))
+        );
+    }
     println!(
         "  one endpoint change to live routes ({} changes): median {:.0} ms, p90 {:.0} ms, max {:.0} ms (reloadDebounce {debounce} included)",
         latencies.len(),
@@ -671,6 +775,7 @@ fn run(options: &Options) -> Result<()> {
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     drop(gateway);
+    drop(peers);
     drop(servers);
     if std::env::var_os("STRAIT_BENCH_KEEP").is_some() {
         let _ = dir.keep();

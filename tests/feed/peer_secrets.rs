@@ -139,6 +139,29 @@ async fn a_peer_secret_links_a_cluster_by_its_feed_while_the_gateways_run() {
     })
     .await;
 
+    // A second Secret naming c3, and one whose CA names another cluster:
+    // each is a finding naming itself, and c3 is followed as before.
+    c1_api.apply(peer_secret("again", "c3", "net-b", &c3_at, None));
+    c1_api.apply(peer_secret("c4", "c4", "net-b", &c3_at, Some(&c3_ca)));
+    let clusters = get_until(c1_admin, "/debug/clusters", "both findings", |body| {
+        body.contains("Secret strait-system/again") && body.contains("data.ca.crt")
+    })
+    .await;
+    let clusters: serde_json::Value = serde_json::from_str(&clusters).expect("JSON");
+    let errors = clusters["errors"].to_string();
+    assert!(
+        errors.contains("names c3, already a peer by Secret strait-system/c3-peer"),
+        "{errors}"
+    );
+    assert!(errors.contains("Secret strait-system/c4: data.ca.crt"), "{errors}");
+    assert!(peer_state(&get(c1_admin, "/debug/clusters").await, "c4").is_none());
+    assert!(
+        peer_state(&get(c1_admin, "/debug/clusters").await, "c3")
+            .is_some_and(|(state, _)| state == "synced")
+    );
+    c1_api.delete("Secret", "strait-system", "again");
+    c1_api.delete("Secret", "strait-system", "c4");
+
     // `strait unlink peer c3` in c1: c3 leaves c1's set and its routes.
     let c1_kubeconfig = c1_api.write_kubeconfig(dir.path(), "c1-admin");
     let said = strait(&[

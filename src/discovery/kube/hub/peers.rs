@@ -119,9 +119,17 @@ impl Hub {
             .peers
             .iter()
             .map(|peer| Ok(Box::new(peer.clone())));
-        let secrets = self
-            .peer_secrets
-            .iter()
+        // A peer Secret followed now keeps its cluster against one applied
+        // later (then by name): a second naming never takes over.
+        let followed = |name: &str| {
+            self.peers.values().any(|entry| {
+                matches!(&entry.peer.origin, PeerOrigin::Secret { name: followed, .. } if followed == name)
+            })
+        };
+        let mut secrets: Vec<_> = self.peer_secrets.iter().collect();
+        secrets.sort_by_key(|(name, _)| !followed(name));
+        let secrets = secrets
+            .into_iter()
             .map(|(name, peer)| peer.clone().map_err(|error| (name.clone(), error)));
         for peer in named.chain(secrets) {
             let origin =
@@ -129,13 +137,10 @@ impl Hub {
             let peer = match peer {
                 Ok(peer) => peer,
                 Err((name, error)) => {
-                    findings.push(
-                        Diagnostic::error(
-                            origin(&name),
-                            format!("{error}: this peer is not followed"),
-                        )
-                        .object(format!("Secret {name}")),
-                    );
+                    findings.push(Diagnostic::error(
+                        origin(&name),
+                        format!("{error}: this peer is not followed"),
+                    ));
                     continue;
                 }
             };
@@ -167,6 +172,8 @@ impl Hub {
             }
             wanted.insert(peer.cluster.clone(), *peer);
         }
+        // New findings alone are published too.
+        let findings_changed = self.peer_findings != findings;
         self.peer_findings = findings;
         let before = self.peers.len();
         self.peers.retain(|cluster, entry| {
@@ -184,6 +191,7 @@ impl Hub {
                 changed = true;
             }
         }
+        self.set_dirty |= findings_changed;
         if changed {
             self.set_dirty = true;
             let links: Vec<FeedPeer> = self
