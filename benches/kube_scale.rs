@@ -59,6 +59,8 @@ mod flags;
 mod kube_api;
 #[path = "kube_scale/objects.rs"]
 mod objects;
+#[path = "kube_scale/process.rs"]
+mod process;
 #[path = "../tests/support/mod.rs"]
 mod support;
 #[path = "e2e/topology.rs"]
@@ -73,6 +75,7 @@ use std::time::{Duration, Instant};
 
 use kube_api::ApiServer;
 use objects::Shape;
+use process::{cpu_seconds, memory_kib};
 
 /// The cluster set the certificates are made for (`topology` uses it).
 const CLUSTERSET: &str = "bench.strait.dev";
@@ -229,40 +232,6 @@ fn get(admin: SocketAddr, path: &str) -> Result<(u16, String)> {
         .map(|(_, body)| body.to_owned())
         .unwrap_or_default();
     Ok((status, body))
-}
-
-/// The CPU time a process has used (user and system), in seconds.
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_err(|e| format!("cannot read /proc/{pid}/stat: {e}"))?;
-    let (_, rest) = stat
-        .rsplit_once(") ")
-        .ok_or_else(|| format!("no command in /proc/{pid}/stat"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime, fields 14 and 15 of the whole line (11 and 12 here).
-    let ticks = |at: usize| -> Result<f64> {
-        fields
-            .get(at)
-            .and_then(|t| t.parse::<f64>().ok())
-            .ok_or_else(|| format!("no CPU times in /proc/{pid}/stat"))
-    };
-    // In USER_HZ, which Linux fixes at 100 for what it tells user space.
-    Ok((ticks(11)? + ticks(12)?) / 100.0)
-}
-
-/// `VmRSS` and `VmHWM` of a process, in KiB.
-fn memory_kib(pid: u32) -> Result<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|kib| kib.parse().ok())
-            .ok_or_else(|| format!("no {name} in /proc/{pid}/status"))
-    };
-    Ok((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 struct Gateway {
@@ -633,21 +602,31 @@ fn run(options: &Options) -> Result<()> {
     let pid = gateway.pid()?;
     let cpu_ready = cpu_seconds(pid)?;
     let (rss_ready, _) = memory_kib(pid)?;
-    // Every cluster's backends, in one sampled service.
+    // Every cluster's backends, in one sampled service (by feed, the
+    // routes follow the last feed's sync by one publication).
     let sample = shape.services / 2;
-    let body = backends(gateway.admin, sample)?;
-    for cluster in 0..clusters {
-        let address = objects::pod_address(
-            cluster,
-            shape,
-            sample,
-            shape.slices - 1,
-            shape.endpoints - 1,
-        );
-        if !body.contains(&format!("\"{address}\"")) && !body.contains(&format!("{address}:")) {
-            return Err(format!(
-                "service {sample} lacks cluster {cluster}'s backend {address}:\n{body}"
-            ));
+    let lacking = |body: &str| {
+        (0..clusters).find_map(|cluster| {
+            let address = objects::pod_address(
+                cluster,
+                shape,
+                sample,
+                shape.slices - 1,
+                shape.endpoints - 1,
+            );
+            (!body.contains(&format!("\"{address}\"")) && !body.contains(&format!("{address}:")))
+                .then(|| format!("cluster {cluster}'s backend {address}"))
+        })
+    };
+    let asked = Instant::now();
+    loop {
+        let body = backends(gateway.admin, sample)?;
+        match lacking(&body) {
+            None => break,
+            Some(missing) if asked.elapsed() > Duration::from_secs(10) => {
+                return Err(format!("service {sample} lacks {missing}:\n{body}"));
+            }
+            Some(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
     let imports_ready = if options.manage_imports {

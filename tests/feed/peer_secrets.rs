@@ -153,7 +153,10 @@ async fn a_peer_secret_links_a_cluster_by_its_feed_while_the_gateways_run() {
         errors.contains("names c3, already a peer by Secret strait-system/c3-peer"),
         "{errors}"
     );
-    assert!(errors.contains("Secret strait-system/c4: data.ca.crt"), "{errors}");
+    assert!(
+        errors.contains("Secret strait-system/c4: data.ca.crt"),
+        "{errors}"
+    );
     assert!(peer_state(&get(c1_admin, "/debug/clusters").await, "c4").is_none());
     assert!(
         peer_state(&get(c1_admin, "/debug/clusters").await, "c3")
