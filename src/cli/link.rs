@@ -40,6 +40,12 @@ pub struct LinkArgs {
     /// server may cap it). Linking again renews a token past half its life.
     #[arg(long, value_name = "DURATION", default_value = "365days", value_parser = humantime::parse_duration)]
     token_lifetime: std::time::Duration,
+    /// Link by feed, both ways, with no token: each cluster's peer
+    /// document (what `strait link export` prints there) applied in the
+    /// other (`--namespace` in both); without `--apply`, print the remote
+    /// cluster's.
+    #[arg(long, conflicts_with_all = ["context", "name", "local_cluster"])]
+    feed: bool,
 }
 
 impl LinkArgs {
@@ -82,6 +88,9 @@ fn refused(error: impl std::fmt::Display) -> Refused {
 /// Creates the reader in the remote cluster; prints the remote-cluster
 /// Secret, or with `apply` creates it in the local cluster.
 pub fn run_link(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<(), Refused> {
+    if args.feed {
+        return run_link_feed(args, apply, out);
+    }
     runtime()?.block_on(async {
         let options = args.options().await?;
         let remote = link::Remote::connect(&options).await.map_err(refused)?;
@@ -129,6 +138,64 @@ pub fn run_link(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<(),
             );
             emit(out, &yaml)
         }
+    })
+}
+
+/// `strait link --feed`: the remote cluster's peer document applied here
+/// and this cluster's there; or, without `apply`, the remote's printed.
+fn run_link_feed(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<(), Refused> {
+    let document = super::peer::DocumentOptions {
+        tls_secret: super::peer::TLS_SECRET.to_owned(),
+        namespace: args.namespace.clone(),
+        timeout: std::time::Duration::from_secs(30),
+        ..Default::default()
+    };
+    let settings = crate::config::GatewaySettings::default();
+    runtime()?.block_on(async {
+        let remote_document =
+            super::peer::peer_document_of(Some(&args.kubeconfig), &settings, &document).await?;
+        let as_value = |secret: &k8s_openapi::api::core::v1::Secret| {
+            let mut value = serde_json::to_value(secret).map_err(refused)?;
+            value["apiVersion"] = "v1".into();
+            value["kind"] = "Secret".into();
+            Ok::<_, Refused>(value)
+        };
+        if !apply {
+            let yaml = crate::discovery::yaml::to_string(&as_value(&remote_document)?)
+                .map_err(refused)?;
+            eprintln!("apply this in the local cluster (or run again with --apply, which also applies the local cluster's in the remote one):");
+            return emit(out, &yaml);
+        }
+        let local_document = super::peer::peer_document_of(
+            args.local_kubeconfig.as_deref(),
+            &settings,
+            &document,
+        )
+        .await?;
+        let local = link::local_client(args.local_kubeconfig.as_deref())
+            .await
+            .map_err(refused)?;
+        let remote = link::local_client(Some(&args.kubeconfig))
+            .await
+            .map_err(refused)?;
+        link::apply(&local, &as_value(&remote_document)?, "the local cluster")
+            .await
+            .map_err(refused)?;
+        link::apply(&remote, &as_value(&local_document)?, "the remote cluster")
+            .await
+            .map_err(refused)?;
+        let name = |secret: &k8s_openapi::api::core::v1::Secret| {
+            secret.metadata.name.clone().unwrap_or_default()
+        };
+        emit(
+            out,
+            &format!(
+                "linked by feed both ways: Secret {ns}/{} applied in the local cluster, {ns}/{} in the remote one; no token was made\n",
+                name(&remote_document),
+                name(&local_document),
+                ns = args.namespace,
+            ),
+        )
     })
 }
 

@@ -6,7 +6,7 @@
 //! API server this admin cannot reach.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -21,7 +21,7 @@ use crate::discovery::kube::{REMOTE_CLUSTER_LABEL, load_once};
 use crate::model::{ClusterId, GatewayAddress};
 
 /// The default name of the gateway's TLS Secret (deploy/deployment.yaml).
-const TLS_SECRET: &str = "cluster-edge-tls";
+pub(super) const TLS_SECRET: &str = "cluster-edge-tls";
 
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
@@ -61,88 +61,135 @@ pub struct ExportArgs {
     timeout: Duration,
 }
 
+/// What a peer document says beyond what its cluster says of itself.
+#[derive(Debug, Clone, Default)]
+pub(super) struct DocumentOptions {
+    pub gateways: Vec<String>,
+    pub ca: Option<PathBuf>,
+    pub no_ca: bool,
+    pub tls_secret: String,
+    /// Where it goes in the cluster that applies it.
+    pub namespace: String,
+    pub name: Option<String>,
+    pub timeout: Duration,
+}
+
+impl ExportArgs {
+    fn document(&self) -> DocumentOptions {
+        DocumentOptions {
+            gateways: self.gateways.clone(),
+            ca: self.ca.clone(),
+            no_ca: self.no_ca,
+            tls_secret: self.tls_secret.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            timeout: self.timeout,
+        }
+    }
+}
+
 /// Prints this cluster's peer document.
 pub fn run_export(args: &ExportArgs, out: &mut dyn Write) -> Result<(), Refused> {
     let settings = match &args.config {
         Some(path) => GatewaySettings::load(path).map_err(|e| Refused(format!("error: {e}")))?,
         None => GatewaySettings::default(),
     };
-    let secret = runtime()?.block_on(async {
-        let mut options = settings.kube_options();
-        options.local_kubeconfig.clone_from(&args.local_kubeconfig);
-        // This cluster alone: what it says of itself.
-        options.remote_kubeconfigs.clear();
-        options.remote_secrets = false;
-        options.peers.clear();
-        let loaded = load_once(options, args.timeout)
-            .await
-            .map_err(|e| Refused(format!("error: reading this cluster: {e}")))?;
-        let id = loaded.local.ok_or_else(|| {
-            Refused("error: this cluster has no id (ClusterProperty cluster.clusterset.k8s.io)".to_owned())
-        })?;
-        let cluster = loaded
-            .loaded
-            .set
-            .clusters
-            .values()
-            .find(|c| c.id.as_str() == id)
-            .ok_or_else(|| Refused(format!("error: cluster {id} is not in what was read")))?
-            .clone();
-        let gateways = if args.gateways.is_empty() {
-            cluster.gateways.iter().map(ToString::to_string).collect()
-        } else {
-            for (index, text) in args.gateways.iter().enumerate() {
-                text.parse::<GatewayAddress>()
-                    .map_err(|e| Refused(format!("error: --gateway #{}: {e}", index + 1)))?;
-            }
-            args.gateways.clone()
-        };
-        if gateways.is_empty() {
-            return Err(Refused(format!(
-                "error: {id}'s gateway Service (namespace {}) has no load-balancer address or external IP to publish; give --gateway HOST:PORT",
-                settings.translate_options().gateway_namespace
-            )));
-        }
-        let ca = if args.no_ca {
-            None
-        } else {
-            let (pem, from) = match &args.ca {
-                Some(path) => (
-                    std::fs::read(path).map_err(|e| {
-                        Refused(format!("error: --ca {}: {e}", path.display()))
-                    })?,
-                    path.display().to_string(),
-                ),
-                None => {
-                    let namespace = settings.translate_options().gateway_namespace;
-                    let client = crate::controller::link::local_client(args.local_kubeconfig.as_deref())
-                        .await
-                        .map_err(|e| Refused(format!("error: {e}")))?;
-                    let api: Api<Secret> = Api::namespaced(client, &namespace);
-                    let from = format!("Secret {namespace}/{}", args.tls_secret);
-                    let secret = api
-                        .get(&args.tls_secret)
-                        .await
-                        .map_err(|e| Refused(format!("error: reading {from}: {e} (give --ca FILE)")))?;
-                    let pem = secret
-                        .data
-                        .and_then(|mut data| data.remove("ca.crt"))
-                        .ok_or_else(|| Refused(format!("error: {from} has no ca.crt (give --ca FILE)")))?;
-                    (pem.0, from)
-                }
-            };
-            Some(own_ca(&pem, &id, &from)?)
-        };
-        eprintln!(
-            "the peer document of {id} on network {}: applied in another cluster, that cluster's admin attests this network and follows {id}'s feed at {}",
-            cluster.network,
-            gateways.join(", ")
-        );
-        Ok(peer_document(args, &id, cluster.network.as_str(), &gateways, ca.as_deref()))
-    })?;
+    let secret = runtime()?.block_on(peer_document_of(
+        args.local_kubeconfig.as_deref(),
+        &settings,
+        &args.document(),
+    ))?;
     let yaml =
         crate::discovery::yaml::to_string(&secret).map_err(|e| Refused(format!("error: {e}")))?;
     emit(out, &yaml)
+}
+
+/// The peer document of the cluster `kubeconfig` reaches (kubectl's when
+/// `None`), read from what that cluster says of itself.
+pub(super) async fn peer_document_of(
+    kubeconfig: Option<&Path>,
+    settings: &GatewaySettings,
+    document: &DocumentOptions,
+) -> Result<Secret, Refused> {
+    let mut options = settings.kube_options();
+    options.local_kubeconfig = kubeconfig.map(Path::to_owned);
+    // That cluster alone: what it says of itself.
+    options.remote_kubeconfigs.clear();
+    options.remote_secrets = false;
+    options.peers.clear();
+    let loaded = load_once(options, document.timeout)
+        .await
+        .map_err(|e| Refused(format!("error: reading the cluster: {e}")))?;
+    let id = loaded.local.ok_or_else(|| {
+        Refused(
+            "error: the cluster has no id (ClusterProperty cluster.clusterset.k8s.io)".to_owned(),
+        )
+    })?;
+    let cluster = loaded
+        .loaded
+        .set
+        .clusters
+        .values()
+        .find(|c| c.id.as_str() == id)
+        .ok_or_else(|| Refused(format!("error: cluster {id} is not in what was read")))?
+        .clone();
+    let gateways = if document.gateways.is_empty() {
+        cluster.gateways.iter().map(ToString::to_string).collect()
+    } else {
+        for (index, text) in document.gateways.iter().enumerate() {
+            text.parse::<GatewayAddress>()
+                .map_err(|e| Refused(format!("error: --gateway #{}: {e}", index + 1)))?;
+        }
+        document.gateways.clone()
+    };
+    let gateway_namespace = settings.translate_options().gateway_namespace;
+    if gateways.is_empty() {
+        return Err(Refused(format!(
+            "error: {id}'s gateway Service (namespace {gateway_namespace}) has no load-balancer address or external IP to publish; give --gateway HOST:PORT"
+        )));
+    }
+    let ca = if document.no_ca {
+        None
+    } else {
+        let (pem, from) = match &document.ca {
+            Some(path) => (
+                std::fs::read(path)
+                    .map_err(|e| Refused(format!("error: --ca {}: {e}", path.display())))?,
+                path.display().to_string(),
+            ),
+            None => {
+                let client = crate::controller::link::local_client(kubeconfig)
+                    .await
+                    .map_err(|e| Refused(format!("error: {e}")))?;
+                let api: Api<Secret> = Api::namespaced(client, &gateway_namespace);
+                let from = format!("Secret {gateway_namespace}/{}", document.tls_secret);
+                let secret = api
+                    .get(&document.tls_secret)
+                    .await
+                    .map_err(|e| Refused(format!("error: reading {from}: {e} (give --ca FILE)")))?;
+                let pem = secret
+                    .data
+                    .and_then(|mut data| data.remove("ca.crt"))
+                    .ok_or_else(|| {
+                        Refused(format!("error: {from} has no ca.crt (give --ca FILE)"))
+                    })?;
+                (pem.0, from)
+            }
+        };
+        Some(own_ca(&pem, &id, &from)?)
+    };
+    eprintln!(
+        "the peer document of {id} on network {}: applied in another cluster, that cluster's admin attests this network and follows {id}'s feed at {}",
+        cluster.network,
+        gateways.join(", ")
+    );
+    Ok(peer_document(
+        document,
+        &id,
+        cluster.network.as_str(),
+        &gateways,
+        ca.as_deref(),
+    ))
 }
 
 /// Of the PEM certificates in `pem` (from `from`), the one CA naming
@@ -173,7 +220,7 @@ fn own_ca(pem: &[u8], id: &str, from: &str) -> Result<String, Refused> {
 
 /// The peer Secret another cluster applies.
 fn peer_document(
-    args: &ExportArgs,
+    args: &DocumentOptions,
     id: &str,
     network: &str,
     gateways: &[String],

@@ -1,6 +1,7 @@
 //! Peers that read each other only from their exported-state feeds over
-//! the tunnel: each of c1 and c3 applies the other's peer document
-//! (`strait link export`: its id, network, gateway address and CA), then
+//! the tunnel: each of c1 and c3 applies the other's peer document (what
+//! `strait link export` prints: its id, network, gateway address and CA;
+//! `strait link --feed --apply` applies both), then
 //! the links are removed both ways, so neither holds a credential for the
 //! other's API server. Afterwards both are linked again as the lab
 //! started, and the peers removed (`strait unlink peer`).
@@ -152,10 +153,27 @@ pub fn peers_read_each_other_from_their_feeds_alone(lab: &Lab) {
     ] {
         assert!(c3_document.contains(said), "{said} in:\n{c3_document}");
     }
-    lab.apply("c1", &c3_document);
-    let c1_document = peer_document(lab, "c1");
-    assert!(c1_document.contains(C1_GATEWAY), "{c1_document}");
-    lab.apply("c3", &c1_document);
+    assert!(
+        peer_document(lab, "c1").contains(C1_GATEWAY),
+        "c1's document names its gateway"
+    );
+    // c1's admin, with both kubeconfigs: each cluster's document applied
+    // in the other, no token made.
+    let (c3_kubeconfig, c1_kubeconfig) = (lab.kubeconfig("c3"), lab.kubeconfig("c1"));
+    let said = strait(&[
+        "link",
+        "--feed",
+        "--apply",
+        "--kubeconfig",
+        c3_kubeconfig.to_str().expect("path"),
+        "--local-kubeconfig",
+        c1_kubeconfig.to_str().expect("path"),
+    ])
+    .unwrap_or_else(|e| panic!("strait link --feed: {e}"));
+    assert!(
+        said.contains("c3-peer") && said.contains("c1-peer"),
+        "{said}"
+    );
     wait_until("c1's gateways follow c3's feed", 120, || {
         lab.pod_logs("c1", "strait-system", "cluster-edge-")
             .contains("peer's feed synced")
