@@ -757,6 +757,35 @@ async fn check_and_explain_read_live_clusters() {
         "{text}"
     );
 
+    // A tenant's ServiceExport without a Service in the remote cluster
+    // leaves itself out, as the gateway leaves it out: the check says so
+    // as a warning, and explain still answers for every other service.
+    remote.apply(kube_api::fixtures::export("ghost", "v1alpha1"));
+    let output = strait(
+        &["check", "--kube", "--config", config],
+        &kubeconfig,
+        dir.path(),
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning") && stderr.contains("ghost") && stderr.contains("left out"),
+        "{stderr}"
+    );
+    let output = strait(
+        &["explain", "--kube", "--config", config, "shop/cart:80"],
+        &kubeconfig,
+        dir.path(),
+    )
+    .await;
+    assert!(
+        output.status.success()
+            && String::from_utf8_lossy(&output.stdout).contains("10.2.0.1:8080"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
     // A cluster that cannot be reached fails the check, by name.
     remote.stop().await;
     let output = strait(

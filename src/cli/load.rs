@@ -64,14 +64,18 @@ pub(super) struct Loaded {
 /// The label of a cluster set read from the API servers.
 const KUBE_LABEL: &str = "the cluster set read from the Kubernetes API";
 
-/// How invalid objects are taken.
+/// How invalid objects of a configuration directory are taken. Read from
+/// the API servers, an invalid object is always left out and its finding
+/// told as a warning: there, objects are the tenants' and the other
+/// clusters', and one of them must not switch off the operator's view of
+/// every other service (`load_once`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Strictness {
     /// Any error refuses the whole set (`strait check`).
     Refuse,
-    /// From files, invalid objects are left out as `strait run` leaves them
-    /// out, and reported among the warnings (`explain`, `imports`: so they
-    /// show what a running gateway does). From the API, still refused.
+    /// Invalid objects are left out as `strait run` leaves them out, and
+    /// reported among the warnings (`explain`, `imports`: so they show
+    /// what a running gateway does).
     LeaveOut,
 }
 

@@ -637,8 +637,34 @@ pub async fn load_once(
             clusters: snapshot.clusters.clone(),
             local_imports: snapshot.local_imports.clone(),
         }),
-        Err(diagnostics) => Err(KubeLoadError::Invalid(diagnostics.clone())),
+        // Each invalid object left itself out, as the gateway leaves it
+        // out: one tenant's mistake does not switch off the operator's
+        // view of every other service. Its finding is told as a warning.
+        Err(diagnostics) => match &snapshot.usable_set {
+            Some(usable) => Ok(KubeLoaded {
+                loaded: Loaded {
+                    set: ClusterSet::clone(usable),
+                    warnings: diagnostics.0.iter().cloned().map(left_out).collect(),
+                },
+                local: snapshot.local.clone(),
+                clusters: snapshot.clusters.clone(),
+                local_imports: snapshot.local_imports.clone(),
+            }),
+            None => Err(KubeLoadError::Invalid(diagnostics.clone())),
+        },
     }
+}
+
+/// An error about an object the set left out, told as a warning that
+/// says so.
+fn left_out(mut finding: Diagnostic) -> Diagnostic {
+    if finding.is_error() {
+        finding.severity = crate::diagnostics::Severity::Warning;
+        finding
+            .message
+            .push_str(" (left out, as a running gateway leaves it out)");
+    }
+    finding
 }
 
 #[cfg(test)]
