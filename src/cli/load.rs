@@ -29,7 +29,20 @@ pub struct SourceArgs {
     /// How long to wait for every cluster's API to sync.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     pub kube_timeout: Duration,
+    /// With --kube: the local cluster's kubeconfig (default: as kubectl
+    /// finds it).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// With --kube: the namespace of the remote-cluster Secrets in the
+    /// local cluster (default: gateway.yaml's kube.remoteSecretNamespace,
+    /// else $POD_NAMESPACE, else `strait-remotes`, where `strait link`
+    /// writes them).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
 }
+
+/// Where `strait link` writes the remote-cluster Secrets by default.
+const DEFAULT_SECRET_NAMESPACE: &str = "strait-remotes";
 
 impl SourceArgs {
     /// `gateway.yaml` of the configuration directory, or every default.
@@ -88,6 +101,20 @@ pub(super) fn load_as(source: &SourceArgs, strictness: Strictness) -> Result<Loa
     let mut imports = None;
     let (loaded, label, local) = if source.uses_kube(&settings) {
         let mut options = settings.kube_options();
+        if source.kubeconfig.is_some() {
+            options.local_kubeconfig.clone_from(&source.kubeconfig);
+        }
+        // Never the kubeconfig's namespace, as a gateway without
+        // $POD_NAMESPACE would: a command run by hand would then read no
+        // remote-cluster Secret and call the local cluster alone valid.
+        let namespace = source
+            .namespace
+            .clone()
+            .or_else(|| options.remote_secret_namespace.clone())
+            .or_else(|| std::env::var(crate::discovery::kube::POD_NAMESPACE_ENV).ok())
+            .unwrap_or_else(|| DEFAULT_SECRET_NAMESPACE.to_owned());
+        eprintln!("reading remote-cluster Secrets in namespace {namespace} (--namespace)");
+        options.remote_secret_namespace = Some(namespace);
         // A peer is read from its feed by the gateway, as its cluster's
         // certificate; this command has neither, and says so.
         let peers = std::mem::take(&mut options.peers);

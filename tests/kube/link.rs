@@ -7,6 +7,7 @@
 
 use std::process::Output;
 
+use super::cli::strait;
 use super::*;
 
 fn text(output: &Output) -> String {
