@@ -193,6 +193,32 @@ async fn a_gateway_serves_its_exported_state_to_each_peer_as_its_policy_admits()
         services(&read_once(&certs, "c2", &peer).await),
         ["cart", "ledger"]
     );
+    // Over QUIC (the tunnel port on UDP), the same feed, scoped the same.
+    let over_quic = |as_cluster: &'static str| {
+        let mut command = feed_command(&certs, as_cluster, &peer, "c3");
+        command.args(["--transport", "quic"]);
+        async move {
+            let output = tokio::time::timeout(WAIT, command.output())
+                .await
+                .expect("strait feed over quic answers in time")
+                .expect("strait feed runs");
+            assert!(
+                output.status.success(),
+                "strait feed --transport quic as {as_cluster}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .map(|line| serde_json::from_str(line).expect("a JSON line"))
+                .collect::<Vec<Value>>()
+        }
+    };
+    assert_eq!(
+        over_quic("c1").await,
+        to_c1,
+        "the same messages as over HTTP/2"
+    );
+    assert_eq!(services(&over_quic("c2").await), ["cart", "ledger"]);
 
     // A cluster outside the set reads nothing.
     let stderr = refused(&certs, "c4", &peer, "c3").await;
@@ -378,20 +404,21 @@ async fn peers_take_each_others_exported_state_from_their_feeds_alone() {
     // Each knows the other only as a peer: its id, the network its admin
     // attests, and where its gateway listens. Neither can reach the
     // other's API server.
-    let c1 = feed_gateway(
-        dir.path(),
-        "c1",
-        &c1_api,
-        c1_tunnel,
-        vec![feed_peer("c3", "net-b", c3_at)],
-    )
-    .await;
+    // c3 first: c1's first dial finds c3 listening.
     let c3 = feed_gateway(
         dir.path(),
         "c3",
         &c3_api,
         c3_tunnel,
         vec![feed_peer("c1", "net-a", c1_at)],
+    )
+    .await;
+    let c1 = feed_gateway(
+        dir.path(),
+        "c1",
+        &c1_api,
+        c1_tunnel,
+        vec![feed_peer("c3", "net-b", c3_at)],
     )
     .await;
     let (c1_admin, c3_admin) = (c1.addresses().admin, c3.addresses().admin);
@@ -406,6 +433,17 @@ async fn peers_take_each_others_exported_state_from_their_feeds_alone() {
     }
     let (_, status) = peer_state(&get(c1_admin, "/debug/clusters").await, "c3").expect("c3");
     assert_eq!(status["source"], "feed c3", "{status:#}");
+    // c1 reads c3's feed over QUIC, as traffic to c3 goes by default
+    // (`auto`; c3, which dialled c1 before c1 was up, fell back to HTTP/2).
+    let metrics = get(c1_admin, "/metrics").await;
+    assert!(
+        metrics.contains(&format!(
+            "strait_tunnel_pool_connections{{peer=\"{c3_at}/quic\"}} 1"
+        )) && !metrics.contains(&format!(
+            "strait_tunnel_pool_connections{{peer=\"{c3_at}\"}} 1"
+        )),
+        "no HTTP/2 connection to c3: {metrics}"
+    );
     assert_eq!(status["objects"]["Service"], 1, "cart only: {status:#}");
     let routes = get_until(c1_admin, "/debug/routes", "c3's cart", |body| {
         body.contains("10.3.0.7")
@@ -583,6 +621,13 @@ async fn a_peer_back_before_it_went_stale_brings_its_changes() {
     })
     .await;
     c3_api.apply(slice("cart", "cart-1", &[("10.3.0.9", true)]));
+    // The old QUIC listener's socket goes once its endpoint has wound down,
+    // a moment after shutdown returns (a process that exits frees it at once).
+    let started = std::time::Instant::now();
+    while std::net::UdpSocket::bind(c3_at).is_err() {
+        assert!(started.elapsed() < WAIT, "c3's UDP port never freed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let _c3 = start_c3(
         tokio::net::TcpListener::bind(c3_at)
             .await

@@ -15,6 +15,7 @@ use crate::net::dial::DialOptions;
 use crate::tls::ReloadingTls;
 use crate::tunnel::TunnelSettings;
 use crate::tunnel::client::TunnelPool;
+use crate::tunnel::quic::client::QuicPool;
 
 use super::{Refused, emit};
 
@@ -35,6 +36,16 @@ pub struct FeedArgs {
     /// Give up when the feed says nothing (not even a heartbeat) this long.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     pub stall: Duration,
+    /// Read it over HTTP/2 (on TCP) or QUIC (on UDP), the tunnel port's two
+    /// transports.
+    #[arg(long, value_enum, default_value_t = FeedTransport::H2)]
+    pub transport: FeedTransport,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FeedTransport {
+    H2,
+    Quic,
 }
 
 /// Prints the feed until its first `synced` (or, with `--follow`, until
@@ -53,19 +64,34 @@ pub(super) fn run(args: &FeedArgs, out: &mut dyn Write) -> Result<(), Refused> {
         .build()
         .map_err(|e| Refused(format!("cannot start the runtime: {e}")))?;
     runtime.block_on(async {
-        let pool = TunnelPool::new(
-            TunnelSettings::default(),
-            Arc::new(tls),
-            DialOptions {
-                timeout: Duration::from_secs(10),
-                source: None,
-            },
-            Arc::new(Metrics::default()),
-        );
-        let stream = pool
-            .feed(&gateway, std::slice::from_ref(&cluster), FEED_PATH)
-            .await
-            .map_err(|e| Refused(format!("cannot read the feed of {}: {e}", args.peer)))?;
+        let (tls, metrics) = (Arc::new(tls), Arc::new(Metrics::default()));
+        let allowed = std::slice::from_ref(&cluster);
+        let opened = match args.transport {
+            FeedTransport::H2 => {
+                let pool = TunnelPool::new(
+                    TunnelSettings::default(),
+                    tls,
+                    DialOptions {
+                        timeout: Duration::from_secs(10),
+                        source: None,
+                    },
+                    metrics,
+                );
+                pool.feed(&gateway, allowed, FEED_PATH).await
+            }
+            FeedTransport::Quic => {
+                let any = match &gateway.host {
+                    crate::model::GatewayHost::Ip(ip) if ip.is_ipv6() => "[::]:0",
+                    _ => "0.0.0.0:0",
+                };
+                let bind = any.parse().map_err(|e| Refused(format!("{any}: {e}")))?;
+                let pool = QuicPool::new(bind, tls, TunnelSettings::default(), metrics)
+                    .map_err(|e| Refused(format!("cannot open a QUIC endpoint: {e}")))?;
+                pool.feed(&gateway, allowed, FEED_PATH).await
+            }
+        };
+        let stream =
+            opened.map_err(|e| Refused(format!("cannot read the feed of {}: {e}", args.peer)))?;
         let limits = FeedLimits::default();
         let mut follower = Follower::new(cluster, limits);
         let mut written: Result<(), Refused> = Ok(());

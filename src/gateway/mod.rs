@@ -142,6 +142,9 @@ pub struct Gateway {
     /// Stops the admin listener and background tasks, after draining.
     stop_admin: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
+    /// The QUIC listener, closed at the end of the drain: its peers are
+    /// told at once rather than at their idle timeout.
+    quic_endpoint: Option<quinn::Endpoint>,
 }
 
 /// Routes, and the findings of the configuration they were built from.
@@ -398,7 +401,7 @@ impl Gateway {
                 stop_accepting.clone(),
             )),
         ];
-        if let Some(endpoint) = quic_endpoint {
+        if let Some(endpoint) = quic_endpoint.clone() {
             tasks.push(tokio::spawn(crate::ingress::quic::serve(
                 endpoint,
                 state.clone(),
@@ -486,6 +489,7 @@ impl Gateway {
             stop_accepting,
             stop_admin,
             tasks,
+            quic_endpoint,
         })
     }
 
@@ -520,8 +524,17 @@ impl Gateway {
         for task in self.tasks {
             task.abort();
         }
+        if let Some(endpoint) = self.quic_endpoint {
+            endpoint.close(0u32.into(), b"shutting down");
+            // Closed connections linger while they drain (a few round
+            // trips); bounded, as the drain above is.
+            let _ = tokio::time::timeout(QUIC_CLOSE_WAIT, endpoint.wait_idle()).await;
+        }
     }
 }
+
+/// How long shutdown waits for closed QUIC connections to drain.
+const QUIC_CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 fn local(listener: &TcpListener) -> SocketAddr {
     listener

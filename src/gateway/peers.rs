@@ -17,10 +17,12 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::{Backoff, Retry};
 use crate::discovery::kube::{KubeHandle, PeerReports};
 use crate::feed::{FEED_PATH, FeedLimits, FeedPeer, Follower};
-use crate::model::ClusterId;
+use crate::model::{ClusterId, GatewayAddress};
 use crate::state::GatewayState;
 use crate::tls::PeerAuthority;
 use crate::token_bucket::TokenBucket;
+use crate::tunnel::TransportMode;
+use crate::tunnel::client::{FeedStream, TunnelError};
 use crate::tunnel::feed::FeedReader;
 
 /// How long a feed may say nothing (it sends a heartbeat after 10 s quiet)
@@ -92,6 +94,31 @@ fn trust(state: &GatewayState, peers: &[FeedPeer]) {
     }
 }
 
+/// Opens the feed of `gateway` as traffic to it goes (`tunnel.transport`,
+/// `tunnel.peers`): over QUIC when that is the mode, or first when it is
+/// `auto` (HTTP/2 then, on any failure: a peer that knows no QUIC feed
+/// request refuses it); over HTTP/2 otherwise.
+async fn open_feed(
+    state: &GatewayState,
+    gateway: &GatewayAddress,
+    allowed: &[ClusterId],
+    path: &str,
+) -> Result<FeedStream, TunnelError> {
+    let mode = state.tunnel.transport_for(gateway);
+    if let (Some(quic), TransportMode::Quic | TransportMode::Auto) = (&state.quic, mode)
+        && (mode == TransportMode::Quic || !quic.is_down(gateway))
+    {
+        match quic.feed(gateway, allowed, path).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) if mode == TransportMode::Quic => return Err(error),
+            Err(error) => {
+                tracing::debug!(%gateway, %error, "feed over quic failed; reading it over http/2");
+            }
+        }
+    }
+    state.pool.feed(gateway, allowed, path).await
+}
+
 /// The feed's path, resuming from what `follower` holds when it can.
 fn feed_path(follower: &Follower) -> String {
     match follower.resume_from() {
@@ -133,7 +160,7 @@ async fn follow_peer(
         let mut applied = false;
         // Reads until the feed fails: why it did.
         let read = async {
-            let stream = match state.pool.feed(gateway, &allowed, &path).await {
+            let stream = match open_feed(&state, gateway, &allowed, &path).await {
                 Ok(stream) => stream,
                 Err(error) => return error.to_string(),
             };

@@ -10,6 +10,7 @@
 //! once the last one is written) and in time (a subscriber that takes no
 //! bytes for the stall timeout is cut).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,12 +21,13 @@ use http::{HeaderValue, Response, StatusCode};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::feed::{FEED_PATH, Message, Publication, Resume, Subscriber, encode};
+use crate::feed::{FEED_PATH, Message, Publication, Resume, StreamPermit, Subscriber, encode};
 use crate::net::buffer::Chunk;
 use crate::routing::inbound::known_caller;
 use crate::state::GatewayState;
 use crate::tls::Identity;
 use crate::tunnel::ERROR_HEADER;
+use crate::tunnel::quic::encode_response;
 
 /// The feed's media type.
 pub const FEED_CONTENT_TYPE: &str = "application/vnd.strait.feed.v1";
@@ -73,22 +75,27 @@ pub fn resume_of(query: Option<&str>) -> Result<Option<Resume>, String> {
     }
 }
 
-/// Answers one feed request, and streams the feed on its own task until
-/// the subscriber goes or the gateway shuts down.
-pub(super) fn serve(
+/// A feed request that may be served: what it reads, for whom, from
+/// where, and its place among its cluster's streams.
+pub(super) struct Admitted {
+    publication: Arc<Publication>,
+    subscriber: Subscriber,
+    from: Option<Resume>,
+    permit: StreamPermit,
+}
+
+/// The checks every transport makes before a feed stream starts: the
+/// status and reason to answer otherwise.
+pub(super) fn admit(
     query: Option<&str>,
-    mut respond: SendResponse<Chunk>,
     caller: &Arc<Identity>,
     state: &Arc<GatewayState>,
-    shutdown: &CancellationToken,
-) {
+) -> Result<Admitted, (StatusCode, String)> {
     let Some(publication) = state.feed.clone() else {
-        refuse(
-            respond,
+        return Err((
             StatusCode::NOT_FOUND,
-            "this gateway serves no feed",
-        );
-        return;
+            "this gateway serves no feed".to_owned(),
+        ));
     };
     // Only a cluster of the set, as for a CONNECT: a certificate of a
     // cluster the set no longer holds reads nothing.
@@ -96,32 +103,44 @@ pub(super) fn serve(
         Ok(network) => network.cloned(),
         Err(refusal) => {
             let refusal = super::inbound::refuse(state, caller, Some(FEED_PATH), refusal);
-            refuse(respond, StatusCode::FORBIDDEN, &refusal.reason);
-            return;
+            return Err((StatusCode::FORBIDDEN, refusal.reason));
         }
     };
-    let from = match resume_of(query) {
-        Ok(from) => from,
-        Err(reason) => {
-            refuse(
-                respond,
-                StatusCode::BAD_REQUEST,
-                &format!("malformed feed request: {reason}"),
-            );
-            return;
-        }
-    };
+    let from = resume_of(query).map_err(|reason| {
+        (
+            StatusCode::BAD_REQUEST,
+            format!("malformed feed request: {reason}"),
+        )
+    })?;
     let Some(permit) = publication.admit(&caller.cluster) else {
-        refuse(
-            respond,
+        return Err((
             StatusCode::TOO_MANY_REQUESTS,
-            "too many feed streams of this cluster",
-        );
-        return;
+            "too many feed streams of this cluster".to_owned(),
+        ));
     };
-    let subscriber = Subscriber {
-        cluster: caller.cluster.clone(),
-        network,
+    Ok(Admitted {
+        publication,
+        subscriber: Subscriber {
+            cluster: caller.cluster.clone(),
+            network,
+        },
+        from,
+        permit,
+    })
+}
+
+/// Answers one feed request over HTTP/2, and streams the feed on its own
+/// task until the subscriber goes or the gateway shuts down.
+pub(super) fn serve(
+    query: Option<&str>,
+    mut respond: SendResponse<Chunk>,
+    caller: &Arc<Identity>,
+    state: &Arc<GatewayState>,
+    shutdown: &CancellationToken,
+) {
+    let admitted = match admit(query, caller, state) {
+        Ok(admitted) => admitted,
+        Err((status, reason)) => return refuse(respond, status, &reason),
     };
     let mut response = Response::new(());
     response.headers_mut().insert(
@@ -131,23 +150,114 @@ pub(super) fn serve(
     let Ok(send) = respond.send_response(response, false) else {
         return;
     };
-    tracing::debug!(caller = %caller, ?from, "feed subscriber connected");
+    tracing::debug!(caller = %caller, from = ?admitted.from, "feed subscriber connected");
     let caller = caller.clone();
     let task_state = Arc::clone(state);
     let shutdown = shutdown.clone();
     state.connections.spawn(async move {
-        let _permit = permit;
         let ended = tokio::select! {
-            ended = stream(send, &publication, &task_state, subscriber, from) => ended,
+            ended = run(H2Sink(send), admitted, &task_state) => ended,
             () = shutdown.cancelled() => "the gateway is shutting down".to_owned(),
         };
         tracing::debug!(caller = %caller, reason = %ended, "feed subscriber gone");
     });
 }
 
+/// Answers one feed request over QUIC (request frame version 4, its path
+/// and query read), and streams the feed on `send` until the subscriber
+/// goes.
+pub(super) async fn serve_quic(
+    path_and_query: &str,
+    mut send: quinn::SendStream,
+    caller: &Arc<Identity>,
+    state: &Arc<GatewayState>,
+) {
+    let (path, query) = match path_and_query.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (path_and_query, None),
+    };
+    let admitted = if path == FEED_PATH {
+        admit(query, caller, state)
+    } else {
+        Err((StatusCode::NOT_FOUND, format!("no feed at {path:?}")))
+    };
+    let admitted = match admitted {
+        Ok(admitted) => admitted,
+        Err((status, reason)) => {
+            let _ = send
+                .write_all(&encode_response(status.as_u16(), &reason))
+                .await;
+            let _ = send.finish();
+            return;
+        }
+    };
+    if send.write_all(&encode_response(200, "")).await.is_err() {
+        return;
+    }
+    tracing::debug!(caller = %caller, from = ?admitted.from, "feed subscriber connected over quic");
+    let ended = run(QuicSink(send), admitted, state).await;
+    tracing::debug!(caller = %caller, reason = %ended, "feed subscriber gone");
+}
+
+/// Where a feed stream's frames go.
+trait FeedSink: Send {
+    /// Writes one frame as the subscriber takes it, all of it within
+    /// [`STALL`].
+    fn write(&mut self, frame: Bytes) -> impl Future<Output = Result<(), String>> + Send;
+    /// Resolves when the subscriber has gone: why.
+    fn gone(&mut self) -> impl Future<Output = String> + Send;
+}
+
+struct H2Sink(SendStream<Chunk>);
+
+impl FeedSink for H2Sink {
+    async fn write(&mut self, frame: Bytes) -> Result<(), String> {
+        write(&mut self.0, frame).await
+    }
+
+    async fn gone(&mut self) -> String {
+        match std::future::poll_fn(|cx| self.0.poll_reset(cx)).await {
+            Ok(reason) => format!("reset by the subscriber ({reason:?})"),
+            Err(error) => error.to_string(),
+        }
+    }
+}
+
+struct QuicSink(quinn::SendStream);
+
+impl FeedSink for QuicSink {
+    async fn write(&mut self, frame: Bytes) -> Result<(), String> {
+        // QUIC's stream flow control holds what the subscriber has not read.
+        tokio::time::timeout(STALL, self.0.write_chunk(frame))
+            .await
+            .map_err(|_| format!("the subscriber did not take a frame within {STALL:?}"))?
+            .map_err(|error| error.to_string())
+    }
+
+    async fn gone(&mut self) -> String {
+        match self.0.stopped().await {
+            Ok(Some(code)) => format!("stopped by the subscriber ({code})"),
+            Ok(None) => "the stream ended".to_owned(),
+            Err(error) => error.to_string(),
+        }
+    }
+}
+
+/// Streams an admitted feed into `sink` until the subscriber goes.
+async fn run(mut sink: impl FeedSink, admitted: Admitted, state: &GatewayState) -> String {
+    let Admitted {
+        publication,
+        subscriber,
+        from,
+        permit,
+    } = admitted;
+    let _permit = permit;
+    stream(&mut sink, &publication, state, subscriber, from).await
+}
+
 /// Writes the feed until the subscriber goes; why it ended.
 async fn stream(
-    mut send: SendStream<Chunk>,
+    send: &mut impl FeedSink,
     publication: &Publication,
     state: &GatewayState,
     mut subscriber: Subscriber,
@@ -179,7 +289,7 @@ async fn stream(
                 epoch = Some(hello.epoch);
             }
             for message in batch.messages() {
-                if let Err(error) = write(&mut send, encode(&message)).await {
+                if let Err(error) = send.write(encode(&message)).await {
                     return error;
                 }
             }
@@ -196,17 +306,12 @@ async fn stream(
             () = tokio::time::sleep(HEARTBEAT) => {
                 if let Some(from) = from {
                     let beat = Message::Heartbeat { revision: from.revision };
-                    if let Err(error) = write(&mut send, encode(&beat)).await {
+                    if let Err(error) = send.write(encode(&beat)).await {
                         return error;
                     }
                 }
             }
-            reset = std::future::poll_fn(|cx| send.poll_reset(cx)) => {
-                return match reset {
-                    Ok(reason) => format!("reset by the subscriber ({reason:?})"),
-                    Err(error) => error.to_string(),
-                };
-            }
+            gone = send.gone() => return gone,
         }
     }
 }

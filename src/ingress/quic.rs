@@ -290,7 +290,10 @@ async fn serve_connection(
                 remote,
                 id,
                 state.clone(),
-                in_flight.clone(),
+                Tether {
+                    in_flight: in_flight.clone(),
+                    shutdown: shutdown.clone(),
+                },
             )
             .instrument(stream_span(id)),
         );
@@ -309,6 +312,14 @@ async fn move_along(mut send: SendStream, why: &'static str) {
     let _ = send.finish();
 }
 
+/// What ties a stream to its connection and gateway: the connection's
+/// count of streams in flight, and the gateway's shutdown (which ends a
+/// feed stream, the one kind that never ends by itself).
+struct Tether {
+    in_flight: Arc<()>,
+    shutdown: CancellationToken,
+}
+
 /// Serves one stream: reads the request, authorises and dials, answers,
 /// then splices. Not an `async fn`: this task lives as long as the stream,
 /// and an `async fn` would keep a second copy of its arguments.
@@ -323,10 +334,13 @@ fn serve_stream(
     remote: SocketAddr,
     id: ConnectionId,
     state: Arc<GatewayState>,
-    in_flight: Arc<()>,
+    tether: Tether,
 ) -> impl Future<Output = ()> + Send {
     async move {
-        let _in_flight = in_flight;
+        let Tether {
+            in_flight: _in_flight,
+            shutdown,
+        } = tether;
         // Held for the stream's lifetime, whatever ends it.
         let _stream = match inbound::stream_slot(&state, &caller, None) {
             Ok(permit) => permit,
@@ -358,6 +372,15 @@ fn serve_stream(
                 return;
             }
         };
+        if request.feed {
+            // Boxed for the same reason as the dial below.
+            // A feed never ends by itself: it ends with the gateway.
+            tokio::select! {
+                () = Box::pin(super::feed::serve_quic(&request.authority, send, &caller, &state)) => {}
+                () = shutdown.cancelled() => {}
+            }
+            return;
+        }
         // Boxed: the dial's state is large and over once the backend answers,
         // so the long-lived splice does not carry its space.
         let opened = Box::pin(inbound::open(

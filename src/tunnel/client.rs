@@ -94,11 +94,50 @@ impl TunnelError {
 }
 
 /// A peer's feed as it arrives: the identity its certificate names and
-/// the response body.
+/// the stream's bytes, over HTTP/2 or QUIC.
 pub struct FeedStream {
     pub peer: Identity,
-    pub body: h2::RecvStream,
-    _guard: StreamGuard,
+    body: FeedBody,
+}
+
+enum FeedBody {
+    H2 {
+        body: h2::RecvStream,
+        _guard: StreamGuard,
+    },
+    Quic(quinn::RecvStream),
+}
+
+/// How many bytes one read of a QUIC feed stream takes at most.
+const QUIC_FEED_READ: usize = 64 * 1024;
+
+impl FeedStream {
+    /// A feed read over QUIC from `peer`.
+    pub(crate) fn quic(peer: Identity, recv: quinn::RecvStream) -> Self {
+        Self {
+            peer,
+            body: FeedBody::Quic(recv),
+        }
+    }
+
+    /// The feed's next bytes, as they arrive; `None` once it ended. The
+    /// window opens again only for what was taken out of it.
+    pub async fn next_bytes(&mut self) -> Option<Result<bytes::Bytes, String>> {
+        match &mut self.body {
+            FeedBody::H2 { body, .. } => match body.data().await? {
+                Ok(data) => {
+                    let _ = body.flow_control().release_capacity(data.len());
+                    Some(Ok(data))
+                }
+                Err(error) => Some(Err(error.to_string())),
+            },
+            FeedBody::Quic(recv) => match recv.read_chunk(QUIC_FEED_READ, true).await {
+                Ok(Some(chunk)) => Some(Ok(chunk.bytes)),
+                Ok(None) => None,
+                Err(error) => Some(Err(error.to_string())),
+            },
+        }
+    }
 }
 
 /// Connections to every peer gateway this gateway has tunnelled to.
@@ -329,8 +368,10 @@ impl TunnelPool {
             .await?;
         Ok(FeedStream {
             peer: connection.peer.clone(),
-            body: response.into_body(),
-            _guard: guard,
+            body: FeedBody::H2 {
+                body: response.into_body(),
+                _guard: guard,
+            },
         })
     }
 

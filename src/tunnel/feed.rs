@@ -19,7 +19,7 @@ pub enum FeedReadError {
     #[error("the feed said nothing for {0:?} (no change and no heartbeat)")]
     Stalled(Duration),
     #[error("the feed's stream failed: {0}")]
-    Http(#[from] h2::Error),
+    Stream(String),
     #[error("the feed ended")]
     Ended,
     #[error(transparent)]
@@ -62,14 +62,12 @@ impl FeedReader {
                     return Ok(changed);
                 }
             }
-            let data: Bytes = match tokio::time::timeout(self.stall, self.stream.body.data()).await
+            let data: Bytes = match tokio::time::timeout(self.stall, self.stream.next_bytes()).await
             {
                 Err(_) => return Err(FeedReadError::Stalled(self.stall)),
                 Ok(None) => return Err(FeedReadError::Ended),
-                Ok(Some(data)) => data?,
+                Ok(Some(data)) => data.map_err(FeedReadError::Stream)?,
             };
-            // The window opens again only for what was taken out of it.
-            let _ = self.stream.body.flow_control().release_capacity(data.len());
             self.frames.push(&data);
         }
     }

@@ -12,12 +12,14 @@ use std::time::{Duration, Instant};
 use http::StatusCode;
 use quinn::{Connection, Endpoint};
 
-use super::{QuicStream, client_config, encode_request, peer_certificate, read_response};
+use super::{
+    QuicStream, client_config, encode_feed_request, encode_request, peer_certificate, read_response,
+};
 use crate::admin::metrics::{Metrics, PoolMetrics};
 use crate::model::{ClusterId, GatewayAddress, GatewayHost};
 use crate::tls::lifetime::PeerLifetime;
 use crate::tls::{ReloadingTls, identity_of};
-use crate::tunnel::client::TunnelError;
+use crate::tunnel::client::{FeedStream, TunnelError};
 use crate::tunnel::{TunnelRequest, TunnelSettings};
 
 /// Connections to peer gateways over QUIC.
@@ -101,6 +103,31 @@ impl QuicPool {
         }
     }
 
+    /// Asks `gateway`, whose peer must be one of `allowed`, for its
+    /// exported-state feed at `path_and_query` (request frame version 4).
+    pub async fn feed(
+        &self,
+        gateway: &GatewayAddress,
+        allowed: &[ClusterId],
+        path_and_query: &str,
+    ) -> Result<FeedStream, TunnelError> {
+        let peer = self.peer(gateway);
+        let connection = self.connection(&peer, gateway, None, allowed).await?;
+        let identity = peer_certificate(&connection)
+            .ok_or_else(|| "no peer certificate".to_owned())
+            .and_then(|cert| identity_of(&cert).map_err(|e| e.to_string()))
+            .map_err(|reason| TunnelError::Quic {
+                gateway: peer.label.clone(),
+                reason,
+            })?;
+        let request = encode_feed_request(path_and_query);
+        // The feed flows one way: nothing more is sent.
+        let (_, recv) = self
+            .exchange(&peer, &connection, request, path_and_query, true)
+            .await?;
+        Ok(FeedStream::quic(identity, recv))
+    }
+
     async fn connect_once(
         &self,
         peer: &Arc<Peer>,
@@ -111,6 +138,23 @@ impl QuicPool {
     ) -> Result<QuicStream, TunnelError> {
         let authority = request.authority;
         let connection = self.connection(peer, gateway, dial_to, allowed).await?;
+        let (send, recv) = self
+            .exchange(peer, &connection, encode_request(request), authority, false)
+            .await?;
+        Ok(QuicStream::new(send, recv))
+    }
+
+    /// Opens a stream on `connection`, writes `request` (finishing the
+    /// side when `finish`) and reads the answer: the stream, once `200`.
+    /// `asked` names what was asked in a refusal.
+    async fn exchange(
+        &self,
+        peer: &Peer,
+        connection: &Connection,
+        request: Result<Vec<u8>, super::QuicError>,
+        asked: &str,
+        finish: bool,
+    ) -> Result<(quinn::SendStream, quinn::RecvStream), TunnelError> {
         let failed = |reason: String| TunnelError::Quic {
             gateway: peer.label.clone(),
             reason,
@@ -119,8 +163,11 @@ impl QuicPool {
         // ends it within a second, and the deadline bounds the wait anyway.
         let exchange = async {
             let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
-            let request = encode_request(request).map_err(|e| e.to_string())?;
+            let request = request.map_err(|e| e.to_string())?;
             send.write_all(&request).await.map_err(|e| e.to_string())?;
+            if finish {
+                send.finish().map_err(|e| e.to_string())?;
+            }
             let (status, reason) = read_response(&mut recv).await.map_err(|e| e.to_string())?;
             Ok::<_, String>((send, recv, status, reason))
         };
@@ -133,17 +180,17 @@ impl QuicPool {
                 Err(_) => return Err(failed("no answer from the peer".to_owned())),
             };
         if status == StatusCode::MISDIRECTED_REQUEST.as_u16() {
-            peer.retire(&connection);
+            peer.retire(connection);
         }
         if status != 200 {
             return Err(TunnelError::Refused {
                 gateway: peer.label.clone(),
-                authority: authority.to_owned(),
+                authority: asked.to_owned(),
                 status: StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
                 reason,
             });
         }
-        Ok(QuicStream::new(send, recv))
+        Ok((send, recv))
     }
 
     fn peer(&self, gateway: &GatewayAddress) -> Arc<Peer> {

@@ -12,6 +12,9 @@
 //!   original client's address (UTF-8, `ip:port`); version 3 is a UDP
 //!   flow, laid out as version 2 (an empty address when none is sent),
 //!   whose stream then carries DATAGRAM capsules (`tunnel::capsule`);
+//!   version 4 asks for the exported-state feed: `u16 length` and the
+//!   path and query (`/strait.dev/feed/v1?…`), the stream then carrying
+//!   the feed's frames (§10) one way;
 //! - response: `u8 version (1)`, `u16 status`, `u16 length`, reason (UTF-8);
 //! - then the proxied bytes; FIN is a half-close, as END_STREAM is on HTTP/2.
 
@@ -42,6 +45,9 @@ pub const FRAME_VERSION_CLIENT: u8 = 2;
 /// A request for a UDP flow: as version 2, the client's address empty
 /// when it is not sent.
 pub const FRAME_VERSION_DATAGRAMS: u8 = 3;
+/// A request for the exported-state feed: the path and query in place of
+/// the authority, nothing after it.
+pub const FRAME_VERSION_FEED: u8 = 4;
 /// Longest authority or reason accepted on the wire.
 pub const MAX_FIELD_LEN: usize = 1024;
 /// UDP socket buffers: a bulk flow at WAN rates needs more than the default.
@@ -184,6 +190,14 @@ pub fn encode_request<'a>(request: impl Into<TunnelRequest<'a>>) -> Result<Vec<u
     Ok(frame)
 }
 
+/// Encodes a feed request frame for `path_and_query`.
+pub fn encode_feed_request(path_and_query: &str) -> Result<Vec<u8>, QuicError> {
+    let mut frame = vec![FRAME_VERSION_FEED];
+    frame.extend_from_slice(&field(path_and_query.as_bytes())?);
+    frame.extend_from_slice(path_and_query.as_bytes());
+    Ok(frame)
+}
+
 /// Encodes a response frame.
 pub fn encode_response(status: u16, reason: &str) -> Vec<u8> {
     // Cut at a character boundary: the reason quotes the peer's authority,
@@ -233,16 +247,23 @@ pub struct ReadRequest {
     pub client: Option<SocketAddr>,
     /// A UDP flow rather than a byte stream.
     pub datagrams: bool,
+    /// The exported-state feed: `authority` holds its path and query.
+    pub feed: bool,
 }
 
 /// Reads a request frame: the target authority, and in version 2 the
 /// original client's address.
 pub async fn read_request(recv: &mut RecvStream) -> Result<ReadRequest, QuicError> {
-    let known = [FRAME_VERSION, FRAME_VERSION_CLIENT, FRAME_VERSION_DATAGRAMS];
+    let known = [
+        FRAME_VERSION,
+        FRAME_VERSION_CLIENT,
+        FRAME_VERSION_DATAGRAMS,
+        FRAME_VERSION_FEED,
+    ];
     let version = read_version(recv, &known).await?;
     let authority = read_text(recv).await?;
     let client = match version {
-        FRAME_VERSION => None,
+        FRAME_VERSION | FRAME_VERSION_FEED => None,
         _ => {
             let text = read_text(recv).await?;
             if text.is_empty() && version == FRAME_VERSION_DATAGRAMS {
@@ -258,6 +279,7 @@ pub async fn read_request(recv: &mut RecvStream) -> Result<ReadRequest, QuicErro
         authority,
         client,
         datagrams: version == FRAME_VERSION_DATAGRAMS,
+        feed: version == FRAME_VERSION_FEED,
     })
 }
 
