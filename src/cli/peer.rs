@@ -16,8 +16,8 @@ use rustls_pki_types::pem::PemObject;
 
 use super::{Refused, emit, runtime};
 use crate::config::GatewaySettings;
-use crate::config::peers::{PEER_CA_KEY, PEER_CLUSTER_KEY, PEER_GATEWAYS_KEY, PEER_NETWORK_KEY};
 use crate::discovery::kube::{REMOTE_CLUSTER_LABEL, load_once};
+use crate::feed::record::{PEER_CA_KEY, PEER_CLUSTER_KEY, PEER_GATEWAYS_KEY, PEER_NETWORK_KEY};
 use crate::model::{ClusterId, GatewayAddress};
 
 /// The default name of the gateway's TLS Secret (deploy/deployment.yaml).

@@ -5,7 +5,7 @@
 
 mod dns;
 mod imports;
-pub mod peers;
+mod peers;
 mod tunnel;
 
 pub use dns::DnsSettings;

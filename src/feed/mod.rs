@@ -12,6 +12,8 @@
 //! - [`follow`]: the subscriber's side, applying a peer's batches whole
 //!   and only for the cluster subscribed to;
 //! - [`peer`]: a peer followed by its feed as a cluster of the set;
+//! - [`record`]: a peer as the admin records it (`kube.peers`, a peer
+//!   Secret), checked field by field;
 //! - [`Frames`]: the framing, one message per length-prefixed frame, the
 //!   length checked before the frame is read.
 //!
@@ -22,6 +24,7 @@ pub mod follow;
 pub mod journal;
 pub mod peer;
 pub mod publication;
+pub mod record;
 pub mod wire;
 
 #[cfg(test)]

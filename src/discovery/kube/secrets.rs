@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::report::{HubMessage, RemoteLink, RemoteSecret, SecretReport};
 use super::{KubeOptions, REMOTE_CLUSTER_LABEL, REMOTE_KUBECONFIG_KEY};
 use crate::backoff::Backoff;
-use crate::config::peers::{
+use crate::feed::record::{
     PEER_CA_KEY, PEER_CLUSTER_KEY, PEER_GATEWAYS_KEY, PEER_NETWORK_KEY, PeerSecretData,
     peer_from_secret,
 };
