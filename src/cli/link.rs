@@ -85,16 +85,43 @@ fn refused(error: impl std::fmt::Display) -> Refused {
     Refused(format!("error: {error}"))
 }
 
-/// Creates the reader in the remote cluster; prints the remote-cluster
-/// Secret, or with `apply` creates it in the local cluster.
-pub fn run_link(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<(), Refused> {
+/// What `strait link` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkAction {
+    /// Print what would be created; create nothing.
+    DryRun,
+    /// Create the remote reader; print the local Secret.
+    PrintSecret,
+    /// Create the remote reader and the local Secret.
+    Apply,
+}
+
+/// Creates the reader in the remote cluster and the remote-cluster Secret
+/// in the local one, prints the Secret instead, or (a dry run) prints what
+/// would be created.
+pub fn run_link(args: &LinkArgs, what: LinkAction, out: &mut dyn Write) -> Result<(), Refused> {
     if args.feed {
-        return run_link_feed(args, apply, out);
+        return run_link_feed(args, what == LinkAction::Apply, out);
     }
     runtime()?.block_on(async {
         let options = args.options().await?;
         let remote = link::Remote::connect(&options).await.map_err(refused)?;
-        if apply {
+        if what == LinkAction::DryRun {
+            remote.check(&options).await.map_err(refused)?;
+            let name = remote.name(&options).await.map_err(refused)?;
+            let objects = link::remote_objects(&options.remote_namespace, &options.reader);
+            let mut yaml = String::new();
+            for object in &objects {
+                yaml.push_str("---\n");
+                yaml.push_str(&crate::discovery::yaml::to_string(object).map_err(refused)?);
+            }
+            eprintln!(
+                "dry run, nothing created: --apply would apply these in the remote cluster, mint a token of {} and create Secret {}/{name} holding it in the local cluster; --print-secret would apply these and print that Secret",
+                options.reader, args.namespace
+            );
+            return emit(out, &yaml);
+        }
+        if what == LinkAction::Apply {
             let local = link::local_client(args.local_kubeconfig.as_deref())
                 .await
                 .map_err(refused)?;

@@ -117,9 +117,15 @@ enum Command {
         mode: Option<LinkMode>,
         #[command(flatten)]
         args: Option<link::LinkArgs>,
-        /// Create the Secret in the local cluster instead of printing it.
+        /// Create the reader in the remote cluster and the Secret in the
+        /// local one. Without it (or `--print-secret`), a dry run: what
+        /// would be created is printed, and nothing is.
         #[arg(long)]
         apply: bool,
+        /// Create the reader in the remote cluster and print the local
+        /// Secret, with its live token, instead of creating it.
+        #[arg(long, conflicts_with = "apply")]
+        print_secret: bool,
     },
     /// Undo `strait link`: delete the local remote-cluster Secret and the
     /// reader in the remote cluster (`strait unlink peer CLUSTER`: delete
@@ -189,9 +195,15 @@ pub fn main() -> ExitCode {
             mode: None,
             args: Some(args),
             apply,
+            print_secret,
         } => {
             init_logging(cli.log_format, "warn");
-            link::run_link(&args, apply, &mut stdout)
+            let what = match (apply, print_secret) {
+                (true, _) => link::LinkAction::Apply,
+                (false, true) => link::LinkAction::PrintSecret,
+                (false, false) => link::LinkAction::DryRun,
+            };
+            link::run_link(&args, what, &mut stdout)
         }
         Command::Link { .. } => Err(Refused(
             "error: strait link needs --kubeconfig (a link through the remote API server) or `export` (this cluster's peer document)".to_owned(),

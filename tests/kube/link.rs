@@ -76,10 +76,41 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     let remote_admin = remote.write_kubeconfig(dir.path(), "remote-admin");
     let local_admin = local.write_kubeconfig(dir.path(), "local-admin");
 
+    // Without --apply, a dry run: what would be made, and nothing made.
+    let dry = strait(
+        &[
+            "link".as_ref(),
+            "--kubeconfig".as_ref(),
+            remote_admin.as_os_str(),
+        ],
+        &local_admin,
+        dir.path(),
+    )
+    .await;
+    assert!(dry.status.success(), "{}", text(&dry));
+    let stdout = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        stdout.contains("kind: ServiceAccount") && stdout.contains("strait-remote-reader-c1"),
+        "{}",
+        text(&dry)
+    );
+    assert!(
+        !stdout.contains("kubeconfig") && String::from_utf8_lossy(&dry.stderr).contains("dry run"),
+        "{}",
+        text(&dry)
+    );
+    assert!(
+        remote
+            .object("ServiceAccount", "strait-system", "strait-remote-reader-c1")
+            .is_none(),
+        "a dry run creates no reader"
+    );
+
     // Printed: the Secret, named after the remote cluster's id.
     let printed = strait(
         &[
             "link".as_ref(),
+            "--print-secret".as_ref(),
             "--kubeconfig".as_ref(),
             remote_admin.as_os_str(),
         ],
@@ -342,7 +373,12 @@ async fn strait_link_refuses_a_cluster_without_the_crds_or_the_rights() {
     limited.forbid("PATCH", "clusterroles");
     let config = limited.write_kubeconfig(dir.path(), "limited");
     let refused = strait(
-        &["link".as_ref(), "--kubeconfig".as_ref(), config.as_os_str()],
+        &[
+            "link".as_ref(),
+            "--print-secret".as_ref(),
+            "--kubeconfig".as_ref(),
+            config.as_os_str(),
+        ],
         &config,
         dir.path(),
     )

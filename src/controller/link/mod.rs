@@ -297,6 +297,13 @@ impl Remote {
         Ok(resources)
     }
 
+    /// Checks, reading only, that the remote server serves what a link
+    /// needs (the MCS CRDs): what a dry run can tell before anything is
+    /// made.
+    pub async fn check(&self, options: &LinkOptions) -> Result<(), LinkError> {
+        self.resources(options).await.map(drop)
+    }
+
     /// The local Secret's name: `--name`, else the cluster's id (its
     /// `cluster.clusterset.k8s.io` ClusterProperty).
     pub async fn name(&self, options: &LinkOptions) -> Result<String, LinkError> {
