@@ -18,6 +18,8 @@ mod isolation;
 mod kube_api;
 #[path = "kube/link.rs"]
 mod link;
+#[path = "kube/link_feed.rs"]
+mod link_feed;
 #[path = "kube/rebuild.rs"]
 mod rebuild;
 #[path = "kube/resilience.rs"]

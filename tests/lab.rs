@@ -3,7 +3,9 @@
 //! kube-proxy in each node's namespace and real CoreDNS, c1 and c2 on net-a
 //! and c3 on net-b with overlapping pod CIDRs. Strait is installed as a
 //! user installs it (`kubectl apply -k deploy/crds/` and `deploy/`,
-//! `strait certs`, `strait link` between every pair) and its gateway pods
+//! `strait certs`, `strait link` between every pair: by feed, each node
+//! and its pods walled off from the other clusters' API servers) and its
+//! gateway pods
 //! run `strait run --kube` with their ServiceAccount's token, so the API
 //! server enforces exactly `deploy/rbac.yaml`.
 //!
@@ -60,16 +62,16 @@ fn strait_in_a_real_cluster_set() {
             lab::migrate::traffic_flows_while_strait_takes_over,
         ),
         (
-            "strait unlink and link against the real remote API server",
+            "private clusters: peer documents, no credential, no API server of another cluster reachable",
+            lab::feed::private_clusters_reach_each_other_by_feed_alone,
+        ),
+        (
+            "strait unlink and link, both ways, against the real API servers",
             lab::link::unlink_and_link_again,
         ),
         (
-            "a remote cluster's token rotated under traffic",
-            lab::link::token_rotated_under_traffic,
-        ),
-        (
-            "peers read each other's exported state from their feeds alone",
-            lab::feed::peers_read_each_other_from_their_feeds_alone,
+            "a cluster moves to an API link and back under traffic, its token rotated on the way",
+            lab::feed::a_cluster_moves_to_an_api_link_and_back_under_traffic,
         ),
         // After the others, whose requests it reads; before a right is taken away.
         (

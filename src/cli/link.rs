@@ -10,41 +10,47 @@ use crate::controller::link::{self, LinkOptions};
 #[derive(Debug, clap::Args)]
 pub struct LinkArgs {
     /// The remote cluster's kubeconfig, with rights to create (or, to
-    /// unlink, delete) ServiceAccounts, Secrets, ClusterRoles and
-    /// ClusterRoleBindings there.
+    /// unlink, delete) Secrets in `--namespace` there; with `--api`, also
+    /// ServiceAccounts, ClusterRoles and ClusterRoleBindings.
     #[arg(long, value_name = "FILE")]
     kubeconfig: PathBuf,
-    /// The kubeconfig's context to use (default: its current context).
-    #[arg(long, value_name = "CONTEXT")]
+    /// Link through the remote API server instead of by feed: a read-only
+    /// reader there, and here a Secret holding its token (one way: the
+    /// local cluster reads the remote one). For a cluster set moving from
+    /// such links to feeds, or whose gateways cannot reach each other.
+    #[arg(long)]
+    api: bool,
+    /// With `--api`: the kubeconfig's context to use (default: its current
+    /// context).
+    #[arg(long, value_name = "CONTEXT", requires = "api")]
     context: Option<String>,
-    /// The remote-cluster Secret's name (default: the remote cluster's id,
-    /// its cluster.clusterset.k8s.io ClusterProperty).
-    #[arg(long, value_name = "NAME")]
+    /// With `--api`: the remote-cluster Secret's name (default: the remote
+    /// cluster's id, its cluster.clusterset.k8s.io ClusterProperty).
+    #[arg(long, value_name = "NAME", requires = "api")]
     name: Option<String>,
     /// The namespace of the remote-cluster Secret in the local cluster
     /// (the gateway's `kube.remoteSecretNamespace`).
     #[arg(long, value_name = "NAMESPACE", default_value = "strait-remotes")]
     namespace: String,
-    /// The namespace of the reader's ServiceAccount in the remote cluster.
+    /// With `--api`: the namespace of the reader's ServiceAccount in the
+    /// remote cluster.
     #[arg(long, value_name = "NAMESPACE", default_value = "strait-system")]
     remote_namespace: String,
     /// The local cluster's kubeconfig (default: as kubectl finds it).
     #[arg(long, value_name = "FILE")]
     local_kubeconfig: Option<PathBuf>,
-    /// The local cluster's id, which names its reader in the remote
-    /// cluster, `strait-remote-reader-<id>` (default: the local cluster's
-    /// cluster.clusterset.k8s.io ClusterProperty).
-    #[arg(long, value_name = "ID")]
+    /// With `--api`: the local cluster's id, which names its reader in the
+    /// remote cluster, `strait-remote-reader-<id>` (default: the local
+    /// cluster's cluster.clusterset.k8s.io ClusterProperty).
+    #[arg(long, value_name = "ID", requires = "api")]
     local_cluster: Option<String>,
-    /// How long the reader's bound token lasts (at least 10m; the remote
-    /// server may cap it). Linking again renews a token past half its life.
+    /// With `--api`: how long the reader's bound token lasts (at least 10m;
+    /// the remote server may cap it). Linking again renews a token past
+    /// half its life.
     #[arg(long, value_name = "DURATION", default_value = "365days", value_parser = humantime::parse_duration)]
     token_lifetime: std::time::Duration,
-    /// Link by feed, both ways, with no token: each cluster's peer
-    /// document (what `strait link export` prints there) applied in the
-    /// other (`--namespace` in both); without `--apply`, print the remote
-    /// cluster's.
-    #[arg(long, conflicts_with_all = ["context", "name", "local_cluster"])]
+    /// Link by feed (the default, kept for scripts that say so).
+    #[arg(long, hide = true, conflicts_with = "api")]
     feed: bool,
 }
 
@@ -90,17 +96,25 @@ fn refused(error: impl std::fmt::Display) -> Refused {
 pub enum LinkAction {
     /// Print what would be created; create nothing.
     DryRun,
-    /// Create the remote reader; print the local Secret.
+    /// With `--api`: create the remote reader; print the local Secret.
     PrintSecret,
-    /// Create the remote reader and the local Secret.
+    /// Apply each cluster's peer document in the other (with `--api`:
+    /// create the remote reader and the local Secret).
     Apply,
 }
 
-/// Creates the reader in the remote cluster and the remote-cluster Secret
-/// in the local one, prints the Secret instead, or (a dry run) prints what
-/// would be created.
+/// By feed (the default): applies each cluster's peer document in the
+/// other, or (a dry run) prints the remote one's. With `--api`: creates
+/// the reader in the remote cluster and the remote-cluster Secret in the
+/// local one, prints the Secret instead, or (a dry run) prints what would
+/// be created.
 pub fn run_link(args: &LinkArgs, what: LinkAction, out: &mut dyn Write) -> Result<(), Refused> {
-    if args.feed {
+    if !args.api {
+        if what == LinkAction::PrintSecret {
+            return Err(refused(
+                "--print-secret prints a link's token Secret, made only by a link through the API server: add --api (a link by feed makes no token; without --apply it prints the remote cluster's peer document)",
+            ));
+        }
         return run_link_feed(args, what == LinkAction::Apply, out);
     }
     runtime()?.block_on(async {
@@ -168,7 +182,7 @@ pub fn run_link(args: &LinkArgs, what: LinkAction, out: &mut dyn Write) -> Resul
     })
 }
 
-/// `strait link --feed`: the remote cluster's peer document applied here
+/// `strait link` by feed: the remote cluster's peer document applied here
 /// and this cluster's there; or, without `apply`, the remote's printed.
 fn run_link_feed(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<(), Refused> {
     let document = super::peer::DocumentOptions {
@@ -249,9 +263,14 @@ fn token_note(linked: &link::Linked) -> String {
     }
 }
 
-/// Deletes the local remote-cluster Secret, then the reader in the remote
+/// By feed (the default): deletes the peer documents of each cluster in
+/// the other, both ways as `strait link` applied them. With `--api`:
+/// deletes the local remote-cluster Secret, then the reader in the remote
 /// cluster.
 pub fn run_unlink(args: &LinkArgs, out: &mut dyn Write) -> Result<(), Refused> {
+    if !args.api {
+        return run_unlink_feed(args, out);
+    }
     runtime()?.block_on(async {
         let options = args.options().await?;
         let remote = link::Remote::connect(&options).await.map_err(refused)?;
@@ -270,6 +289,46 @@ pub fn run_unlink(args: &LinkArgs, out: &mut dyn Write) -> Result<(), Refused> {
             &format!(
                 "unlinked {name}: Secret {}/{name} and the remote reader {} deleted\n",
                 args.namespace, options.reader
+            ),
+        )
+    })
+}
+
+/// `strait unlink` by feed: each cluster stops following the other (both
+/// ways), and the imports only the other fed go. Links through the API
+/// servers are left alone (`--api` undoes one).
+fn run_unlink_feed(args: &LinkArgs, out: &mut dyn Write) -> Result<(), Refused> {
+    runtime()?.block_on(async {
+        let local = link::local_client(args.local_kubeconfig.as_deref())
+            .await
+            .map_err(refused)?;
+        let remote = link::local_client(Some(&args.kubeconfig))
+            .await
+            .map_err(refused)?;
+        let local_id = link::local_id(&local).await.map_err(refused)?;
+        let remote_id = link::local_id(&remote).await.map_err(refused)?;
+        let here = super::peer::delete_peer_secrets(&local, &args.namespace, &remote_id).await?;
+        let there = super::peer::delete_peer_secrets(&remote, &args.namespace, &local_id).await?;
+        if here.is_empty() && there.is_empty() {
+            return Err(refused(format!(
+                "neither {local_id} nor {remote_id} holds a peer Secret in {} naming the other; a link through the API server is undone by `strait unlink --api`",
+                args.namespace
+            )));
+        }
+        let said = |deleted: &[String], cluster: &str| {
+            if deleted.is_empty() {
+                format!("{cluster} followed nothing to undo")
+            } else {
+                format!("{} deleted in {cluster}", deleted.join(", "))
+            }
+        };
+        emit(
+            out,
+            &format!(
+                "unlinked {local_id} and {remote_id} both ways: {}; {} (namespace {}); a link through either API server, if any, is left\n",
+                said(&here, &local_id),
+                said(&there, &remote_id),
+                args.namespace
             ),
         )
     })

@@ -107,29 +107,33 @@ enum Command {
         #[arg(long, value_enum, default_value_t)]
         output: imports::ObjectsOutput,
     },
-    /// Link a remote cluster through its API server: create a read-only
-    /// ServiceAccount there and print (or --apply) the local remote-cluster
-    /// Secret holding its kubeconfig. `strait link export` prints this
-    /// cluster's peer document instead: a link by feed, with no credential.
+    /// Link a remote cluster by feed, both ways and with no credential:
+    /// each cluster's peer document applied in the other, so each gateway
+    /// follows the other's exported state over the tunnel. `--api` links
+    /// through the remote API server instead (a read-only token). `strait
+    /// link export` prints this cluster's peer document, for an admin with
+    /// no access to the other cluster.
     #[command(args_conflicts_with_subcommands = true)]
     Link {
         #[command(subcommand)]
         mode: Option<LinkMode>,
         #[command(flatten)]
         args: Option<link::LinkArgs>,
-        /// Create the reader in the remote cluster and the Secret in the
-        /// local one. Without it (or `--print-secret`), a dry run: what
+        /// Apply each peer document in the other cluster (with `--api`:
+        /// create the reader in the remote cluster and the Secret in the
+        /// local one). Without it (or `--print-secret`), a dry run: what
         /// would be created is printed, and nothing is.
         #[arg(long)]
         apply: bool,
-        /// Create the reader in the remote cluster and print the local
-        /// Secret, with its live token, instead of creating it.
+        /// With `--api`: create the reader in the remote cluster and print
+        /// the local Secret, with its live token, instead of creating it.
         #[arg(long, conflicts_with = "apply")]
         print_secret: bool,
     },
-    /// Undo `strait link`: delete the local remote-cluster Secret and the
-    /// reader in the remote cluster (`strait unlink peer CLUSTER`: delete
-    /// the peer Secrets naming a cluster followed by its feed).
+    /// Undo `strait link`: delete each cluster's peer document in the other
+    /// (`--api`: the local remote-cluster Secret and the reader in the
+    /// remote cluster; `strait unlink peer CLUSTER`: only this cluster's
+    /// peer Secrets naming CLUSTER).
     #[command(args_conflicts_with_subcommands = true)]
     Unlink {
         #[command(subcommand)]
@@ -206,7 +210,7 @@ pub fn main() -> ExitCode {
             link::run_link(&args, what, &mut stdout)
         }
         Command::Link { .. } => Err(Refused(
-            "error: strait link needs --kubeconfig (a link through the remote API server) or `export` (this cluster's peer document)".to_owned(),
+            "error: strait link needs --kubeconfig (the remote cluster, linked by feed; with --api, through its API server) or `export` (this cluster's peer document)".to_owned(),
         )),
         Command::Unlink {
             mode: Some(UnlinkMode::Peer(args)),
@@ -223,7 +227,7 @@ pub fn main() -> ExitCode {
             link::run_unlink(&args, &mut stdout)
         }
         Command::Unlink { .. } => Err(Refused(
-            "error: strait unlink needs --kubeconfig (a link through the remote API server) or `peer CLUSTER` (a peer followed by its feed)".to_owned(),
+            "error: strait unlink needs --kubeconfig (the remote cluster; with --api, a link through its API server) or `peer CLUSTER` (this cluster's peer Secrets naming it)".to_owned(),
         )),
         Command::Feed(args) => {
             init_logging(cli.log_format, "warn");

@@ -261,47 +261,62 @@ pub struct UnpeerArgs {
 /// Deletes this cluster's peer Secrets naming the cluster: the gateways
 /// stop following its feed, and the imports only it fed go.
 pub fn run_unpeer(args: &UnpeerArgs, out: &mut dyn Write) -> Result<(), Refused> {
-    let refused = |e: &dyn std::fmt::Display| Refused(format!("error: {e}"));
     runtime()?.block_on(async {
         let client = crate::controller::link::local_client(args.local_kubeconfig.as_deref())
             .await
-            .map_err(|e| refused(&e))?;
-        let api: Api<Secret> = Api::namespaced(client.clone(), &args.namespace);
-        let listed = api
-            .list(&kube::api::ListParams::default().labels(&format!("{REMOTE_CLUSTER_LABEL}=true")))
-            .await
-            .map_err(|e| refused(&format!("listing the remote-cluster Secrets of {}: {e}", args.namespace)))?;
-        let naming: Vec<String> = listed
-            .items
-            .into_iter()
-            .filter(|secret| {
-                secret
-                    .data
-                    .as_ref()
-                    .and_then(|data| data.get(PEER_CLUSTER_KEY))
-                    .is_some_and(|value| value.0.trim_ascii() == args.cluster.as_bytes())
-            })
-            .filter_map(|secret| secret.metadata.name)
-            .collect();
-        if naming.is_empty() {
+            .map_err(|e| Refused(format!("error: {e}")))?;
+        let deleted = delete_peer_secrets(&client, &args.namespace, &args.cluster).await?;
+        if deleted.is_empty() {
             return Err(Refused(format!(
-                "error: no peer Secret in {} names {} (a link through its API server is undone by `strait unlink --kubeconfig`)",
+                "error: no peer Secret in {} names {} (a link through its API server is undone by `strait unlink --api --kubeconfig`)",
                 args.namespace, args.cluster
             )));
-        }
-        for name in &naming {
-            crate::controller::link::delete_local(&client, &args.namespace, name)
-                .await
-                .map_err(|e| refused(&e))?;
         }
         emit(
             out,
             &format!(
                 "unlinked {}: peer Secret {} deleted in {}; the gateways stop following its feed\n",
                 args.cluster,
-                naming.join(", "),
+                deleted.join(", "),
                 args.namespace
             ),
         )
     })
+}
+
+/// Deletes the peer Secrets in `namespace` that name `cluster`, returning
+/// their names (none: nothing named it).
+pub(super) async fn delete_peer_secrets(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<String>, Refused> {
+    let refused = |e: &dyn std::fmt::Display| Refused(format!("error: {e}"));
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let listed = api
+        .list(&kube::api::ListParams::default().labels(&format!("{REMOTE_CLUSTER_LABEL}=true")))
+        .await
+        .map_err(|e| {
+            refused(&format!(
+                "listing the remote-cluster Secrets of {namespace}: {e}"
+            ))
+        })?;
+    let naming: Vec<String> = listed
+        .items
+        .into_iter()
+        .filter(|secret| {
+            secret
+                .data
+                .as_ref()
+                .and_then(|data| data.get(PEER_CLUSTER_KEY))
+                .is_some_and(|value| value.0.trim_ascii() == cluster.as_bytes())
+        })
+        .filter_map(|secret| secret.metadata.name)
+        .collect();
+    for name in &naming {
+        crate::controller::link::delete_local(client, namespace, name)
+            .await
+            .map_err(|e| refused(&e))?;
+    }
+    Ok(naming)
 }

@@ -80,6 +80,7 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     let dry = strait(
         &[
             "link".as_ref(),
+            "--api".as_ref(),
             "--kubeconfig".as_ref(),
             remote_admin.as_os_str(),
         ],
@@ -110,6 +111,7 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     let printed = strait(
         &[
             "link".as_ref(),
+            "--api".as_ref(),
             "--print-secret".as_ref(),
             "--kubeconfig".as_ref(),
             remote_admin.as_os_str(),
@@ -127,8 +129,9 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     );
 
     // Applied, twice: the second run changes nothing.
-    let apply: [&std::ffi::OsStr; 6] = [
+    let apply: [&std::ffi::OsStr; 7] = [
         "link".as_ref(),
+        "--api".as_ref(),
         "--kubeconfig".as_ref(),
         remote_admin.as_os_str(),
         "--apply".as_ref(),
@@ -167,7 +170,7 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     );
     let impostor_admin = impostor.write_kubeconfig(dir.path(), "impostor-admin");
     let mut taking = apply;
-    taking[2] = impostor_admin.as_os_str();
+    taking[3] = impostor_admin.as_os_str();
     let refused = strait(&taking, &local_admin, dir.path()).await;
     assert!(!refused.status.success(), "{}", text(&refused));
     assert!(
@@ -293,6 +296,7 @@ async fn strait_link_makes_a_reader_whose_secret_works_as_a_remote_cluster() {
     let unlinked = strait(
         &[
             "unlink".as_ref(),
+            "--api".as_ref(),
             "--kubeconfig".as_ref(),
             remote_admin.as_os_str(),
             "--local-kubeconfig".as_ref(),
@@ -336,6 +340,7 @@ async fn strait_link_refuses_a_cluster_without_the_crds_or_the_rights() {
     let refused = strait(
         &[
             "link".as_ref(),
+            "--api".as_ref(),
             "--kubeconfig".as_ref(),
             config.as_os_str(),
             "--name".as_ref(),
@@ -375,6 +380,7 @@ async fn strait_link_refuses_a_cluster_without_the_crds_or_the_rights() {
     let refused = strait(
         &[
             "link".as_ref(),
+            "--api".as_ref(),
             "--print-secret".as_ref(),
             "--kubeconfig".as_ref(),
             config.as_os_str(),
@@ -410,8 +416,9 @@ async fn strait_link_falls_back_to_a_legacy_token_and_replaces_it_when_it_can() 
     remote.serve_token_requests(false);
     let remote_admin = remote.write_kubeconfig(dir.path(), "remote-admin");
     let local_admin = local.write_kubeconfig(dir.path(), "local-admin");
-    let apply: [&std::ffi::OsStr; 6] = [
+    let apply: [&std::ffi::OsStr; 7] = [
         "link".as_ref(),
+        "--api".as_ref(),
         "--kubeconfig".as_ref(),
         remote_admin.as_os_str(),
         "--apply".as_ref(),

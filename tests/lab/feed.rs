@@ -1,10 +1,12 @@
-//! Peers that read each other only from their exported-state feeds over
-//! the tunnel: each of c1 and c3 applies the other's peer document (what
-//! `strait link export` prints: its id, network, gateway address and CA;
-//! `strait link --feed --apply` applies both), then
-//! the links are removed both ways, so neither holds a credential for the
-//! other's API server. Afterwards both are linked again as the lab
-//! started, and the peers removed (`strait unlink peer`).
+//! Private clusters: the lab links every pair by feed (`strait link`, each
+//! cluster's peer document applied in the other) and walls each node and
+//! its pods off from the other clusters' API servers (tests/lab/lab.sh
+//! `wall`). Here: what that leaves each cluster, and a cluster moving to a
+//! link through the API server and back under traffic, its token rotated
+//! on the way, as docs/kubernetes.md says.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::link::{imported_from, strait};
 use super::{Lab, wait_until};
@@ -27,77 +29,9 @@ fn peer_document(lab: &Lab, cluster: &str) -> String {
     .unwrap_or_else(|e| panic!("strait link export in {cluster}: {e}"))
 }
 
-fn unlink_peer(lab: &Lab, local: &str, peer: &str) {
-    let kubeconfig = lab.kubeconfig(local);
-    strait(&[
-        "unlink",
-        "peer",
-        peer,
-        "--local-kubeconfig",
-        kubeconfig.to_str().expect("path"),
-    ])
-    .unwrap_or_else(|e| panic!("strait unlink peer {peer} in {local}: {e}"));
-}
-
-/// While it lives, c1's nodes and pods cannot reach c3's API server and
-/// c3's cannot reach c1's (each still reaches its own, and the admin's
-/// host every one): private clusters, each reachable only through the
-/// gateways. Dropped (a failed assertion too), the rules go.
-struct ApiWall;
-
-impl ApiWall {
-    fn raise() -> ApiWall {
-        wall_api_servers(true);
-        ApiWall
-    }
-}
-
-impl Drop for ApiWall {
-    fn drop(&mut self) {
-        wall_api_servers(false);
-    }
-}
-
-fn wall_api_servers(on: bool) {
-    for (cluster, other_api) in [("c1", "6443"), ("c3", "6441")] {
-        for chain in ["FORWARD", "OUTPUT"] {
-            let node = format!("stlab-{cluster}-node");
-            let rule = [
-                chain,
-                "-o",
-                "mgmt",
-                "-d",
-                "10.250.0.1",
-                "-p",
-                "tcp",
-                "--dport",
-                other_api,
-                "-j",
-                "REJECT",
-            ];
-            let status = std::process::Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    &node,
-                    "iptables",
-                    if on { "-I" } else { "-D" },
-                ])
-                .args(rule)
-                .status()
-                .expect("iptables runs");
-            // Taking the rules away may run while a failure unwinds: said,
-            // not asserted.
-            if on {
-                assert!(status.success(), "iptables in {node}: {status}");
-            } else if !status.success() {
-                eprintln!("iptables in {node} could not remove the API wall: {status}");
-            }
-        }
-    }
-}
-
-fn link(lab: &Lab, local: &str, remote: &str, verb: &str) {
+/// `strait VERB [--api] --kubeconfig REMOTE --local-kubeconfig LOCAL`
+/// (and `--apply` to link).
+fn link(lab: &Lab, local: &str, remote: &str, verb: &str, api: bool) -> String {
     let (remote, local) = (lab.kubeconfig(remote), lab.kubeconfig(local));
     let mut args = vec![
         verb,
@@ -106,15 +40,18 @@ fn link(lab: &Lab, local: &str, remote: &str, verb: &str) {
         "--local-kubeconfig",
         local.to_str().expect("path"),
     ];
+    if api {
+        args.push("--api");
+    }
     if verb == "link" {
         args.push("--apply");
     }
-    strait(&args).unwrap_or_else(|e| panic!("strait {verb}: {e}"));
+    strait(&args).unwrap_or_else(|e| panic!("strait {args:?}: {e}"))
 }
 
-fn import_ips(lab: &Lab, namespace: &str, name: &str) -> String {
+fn import_ips(lab: &Lab, cluster: &str, namespace: &str, name: &str) -> String {
     lab.try_kubectl(
-        "c1",
+        cluster,
         &[
             "-n",
             namespace,
@@ -128,22 +65,54 @@ fn import_ips(lab: &Lab, namespace: &str, name: &str) -> String {
     .unwrap_or_default()
 }
 
-/// c1 and c3 move from their links to each other's feeds the way
-/// docs/kubernetes.md says (peer documents first, then unlink), with no
-/// gateway restarted: c1's import of c3's service and its ClusterSetIP
-/// stay, and a pod of c1 reaches it with no credential for c3's API server
-/// left anywhere.
-pub fn peers_read_each_other_from_their_feeds_alone(lab: &Lab) {
-    let ns = "feeding";
-    lab.namespace(ns);
-    lab.echo_service("c3", ns, "fed", 1, &[80]);
-    wait_until("c1 imports c3's fed through the link", 180, || {
-        imported_from(lab, "c1", ns, "fed") == "c3"
-    });
-    wait_until("fed's ClusterSetIP recorded", 60, || {
-        !import_ips(lab, ns, "fed").is_empty()
-    });
-    let ips = import_ips(lab, ns, "fed");
+/// The remote-cluster Secrets of `cluster`: (name, whether it holds a
+/// kubeconfig).
+fn remote_records(lab: &Lab, cluster: &str) -> Vec<(String, bool)> {
+    let listed = lab.kubectl(
+        cluster,
+        &[
+            "-n",
+            "strait-remotes",
+            "get",
+            "secrets",
+            "-l",
+            "strait.dev/remote-cluster=true",
+            "-o",
+            "json",
+        ],
+    );
+    let listed: serde_json::Value = serde_json::from_str(&listed).expect("a list as JSON");
+    listed["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|secret| {
+            (
+                secret["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                secret["data"].get("kubeconfig").is_some(),
+            )
+        })
+        .collect()
+}
+
+/// As the lab starts: every cluster holds a peer document for each other
+/// and no credential for any, a pod of c1 cannot reach c3's API server (it
+/// reaches its own), and a service c3 exports reaches c1's pods through
+/// the feed and the tunnel.
+pub fn private_clusters_reach_each_other_by_feed_alone(lab: &Lab) {
+    for cluster in super::CLUSTERS {
+        let records = remote_records(lab, cluster);
+        assert_eq!(records.len(), 2, "{cluster}: {records:?}");
+        assert!(
+            records
+                .iter()
+                .all(|(name, kubeconfig)| name.ends_with("-peer") && !kubeconfig),
+            "{cluster} holds peer documents and no kubeconfig: {records:?}"
+        );
+    }
     let c3_document = peer_document(lab, "c3");
     for said in [
         "cluster: c3",
@@ -157,37 +126,9 @@ pub fn peers_read_each_other_from_their_feeds_alone(lab: &Lab) {
         peer_document(lab, "c1").contains(C1_GATEWAY),
         "c1's document names its gateway"
     );
-    // c1's admin, with both kubeconfigs: each cluster's document applied
-    // in the other, no token made.
-    let (c3_kubeconfig, c1_kubeconfig) = (lab.kubeconfig("c3"), lab.kubeconfig("c1"));
-    let said = strait(&[
-        "link",
-        "--feed",
-        "--apply",
-        "--kubeconfig",
-        c3_kubeconfig.to_str().expect("path"),
-        "--local-kubeconfig",
-        c1_kubeconfig.to_str().expect("path"),
-    ])
-    .unwrap_or_else(|e| panic!("strait link --feed: {e}"));
-    assert!(
-        said.contains("c3-peer") && said.contains("c1-peer"),
-        "{said}"
-    );
-    wait_until("c1's gateways follow c3's feed", 120, || {
-        lab.pod_logs("c1", "strait-system", "cluster-edge-")
-            .contains("peer's feed synced")
-    });
-    link(lab, "c1", "c3", "unlink");
-    link(lab, "c3", "c1", "unlink");
-    assert!(
-        lab.try_kubectl("c1", &["-n", "strait-remotes", "get", "secret", "c3"])
-            .is_err(),
-        "c1 holds no credential for c3's API server"
-    );
-    // Nor could it use one: from here on c1 and c3 cannot reach each
-    // other's API servers at all.
-    let wall = ApiWall::raise();
+
+    let ns = "private";
+    lab.namespace(ns);
     let client = lab.client_pod("c1", ns);
     let reach = |port: &str| {
         lab.exec(
@@ -212,29 +153,128 @@ pub fn peers_read_each_other_from_their_feeds_alone(lab: &Lab) {
         "it reaches its own: {:?}",
         reach("6441")
     );
+    lab.echo_service("c3", ns, "fed", 1, &[80]);
+    wait_until("c1 imports c3's fed from c3's feed", 180, || {
+        imported_from(lab, "c1", ns, "fed") == "c3"
+    });
     let url = format!("http://fed.{ns}.svc.clusterset.local/");
     wait_until("c1's pod reaches c3's fed through the tunnel", 120, || {
         lab.curl("c1", ns, client, &url).is_ok()
     });
-    // A service c3 exports now reaches c1 by the feed alone.
-    lab.echo_service("c3", ns, "later", 1, &[80]);
-    wait_until("c1 imports c3's later from c3's feed", 180, || {
-        imported_from(lab, "c1", ns, "later") == "c3"
-    });
-    assert_eq!(imported_from(lab, "c1", ns, "fed"), "c3");
-    assert_eq!(
-        import_ips(lab, ns, "fed"),
-        ips,
-        "the move kept fed's ClusterSetIP"
-    );
+}
 
-    // Back as the lab started: linked both ways, then no peers.
-    drop(wall);
-    link(lab, "c1", "c3", "link");
-    link(lab, "c3", "c1", "link");
-    unlink_peer(lab, "c1", "c3");
-    unlink_peer(lab, "c3", "c1");
-    wait_until("c1 imports c3's later through the link again", 180, || {
-        imported_from(lab, "c1", ns, "later") == "c3"
+/// c1 moves from c3's feed to a link through c3's API server and back
+/// while one of its pods keeps asking for a c3 service, as docs/kubernetes.md
+/// says (the new record first, then the old one removed): the link made,
+/// the peer document removed (a set mixing both kinds: c3 still follows
+/// c1's feed), c1's token rotated (the anchor deleted, which makes the real
+/// API server refuse it, then linked again), the feed back, the link
+/// removed. No request fails, the service keeps its ClusterSetIP, and a
+/// service c3 exports at each step reaches c1 by the record of that step.
+pub fn a_cluster_moves_to_an_api_link_and_back_under_traffic(lab: &Lab) {
+    let ns = "moving";
+    lab.namespace(ns);
+    lab.echo_service("c3", ns, "steady", 1, &[80]);
+    let client = lab.client_pod("c1", ns);
+    let url = format!("http://steady.{ns}.svc.clusterset.local/");
+    wait_until("c1's pod is answered", 180, || {
+        lab.curl("c1", ns, client, &url).is_ok()
     });
+    let ips = import_ips(lab, "c1", ns, "steady");
+    assert!(!ips.is_empty(), "steady has a ClusterSetIP");
+    // c1's gateways may reach c3's API server while they read it.
+    let wall = lab.wall_down();
+    let stop = AtomicBool::new(false);
+    let (answered, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let exported_and_imported = |name: &str, what: &str| {
+        lab.echo_service("c3", ns, name, 1, &[80]);
+        wait_until(what, 180, || imported_from(lab, "c1", ns, name) == "c3");
+    };
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                match lab.curl("c1", ns, client, &url) {
+                    Ok(_) => answered.fetch_add(1, Ordering::Relaxed),
+                    Err(_) => failed.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+        });
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            link(lab, "c1", "c3", "link", true);
+            let kubeconfig = lab.kubeconfig("c1");
+            strait(&[
+                "unlink",
+                "peer",
+                "c3",
+                "--local-kubeconfig",
+                kubeconfig.to_str().expect("path"),
+            ])
+            .unwrap_or_else(|e| panic!("strait unlink peer c3: {e}"));
+            exported_and_imported("by-api", "c1 imports c3's by-api through the link");
+
+            lab.kubectl(
+                "c3",
+                &[
+                    "-n",
+                    "strait-system",
+                    "delete",
+                    "secret",
+                    "strait-remote-reader-c1-anchor",
+                ],
+            );
+            // Long enough for c1's watches of c3 to be refused.
+            std::thread::sleep(std::time::Duration::from_secs(10));
+            link(lab, "c1", "c3", "link", true);
+            exported_and_imported("fresh", "c1 imports c3's fresh with the new token");
+
+            // Each of c1's gateways says when it has synced c3's feed: only
+            // then may the link go.
+            let synced_c3 = |pod: &str| {
+                lab.pod_log("c1", "strait-system", pod)
+                    .lines()
+                    .filter(|line| line.contains("peer's feed synced") && line.contains("c3"))
+                    .count()
+            };
+            let gateways = lab.pods("c1", "strait-system", "cluster-edge-");
+            let before: Vec<usize> = gateways.iter().map(|pod| synced_c3(pod)).collect();
+            let said = link(lab, "c1", "c3", "link", false);
+            assert!(
+                said.contains("c3-peer") && said.contains("c1-peer"),
+                "{said}"
+            );
+            wait_until("each of c1's gateways follows c3's feed again", 120, || {
+                gateways
+                    .iter()
+                    .zip(&before)
+                    .all(|(pod, before)| synced_c3(pod) > *before)
+            });
+            link(lab, "c1", "c3", "unlink", true);
+            exported_and_imported("by-feed", "c1 imports c3's by-feed from its feed");
+        }));
+        stop.store(true, Ordering::Relaxed);
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
+        }
+    });
+    drop(wall);
+    let (answered, failed) = (
+        answered.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed),
+    );
+    super::loud(&format!(
+        "lab: moved to an API link and back under traffic: {answered} requests answered, {failed} failed"
+    ));
+    assert!(
+        remote_records(lab, "c1")
+            .iter()
+            .all(|(_, kubeconfig)| !kubeconfig),
+        "c1 holds no credential for c3's API server again"
+    );
+    assert_eq!(
+        import_ips(lab, "c1", ns, "steady"),
+        ips,
+        "the moves kept steady's ClusterSetIP"
+    );
+    assert!(answered > 10, "requests kept going: {answered}");
+    assert_eq!(failed, 0, "no request failed while c1 moved");
 }

@@ -6,6 +6,10 @@
 #                            cluster's kubeconfig
 #   tests/lab/lab.sh down    stop every process and remove every namespace
 #   tests/lab/lab.sh env     print `export KUBECONFIG_C1=...` lines
+#   tests/lab/lab.sh wall on|off
+#                            wall each cluster's node and pods off from the
+#                            other clusters' API servers, or take the wall
+#                            down
 #   tests/lab/lab.sh exec CLUSTER NAMESPACE POD COMMAND...
 #                            run COMMAND in the pod's network and mount
 #                            namespaces (its resolv.conf), without the API
@@ -16,12 +20,16 @@
 # tests/lab/build.sh (built on first use) and a release build of strait
 # (STRAIT_BIN, default target/release/strait). The topology and what stands
 # in for what are in tests/lab/README.md. LAB_TOPOLOGY=flat puts all three
-# clusters on one network.
+# clusters on one network. The clusters are linked by feed (`strait link`),
+# and each node and its pods are walled off from the other clusters' API
+# servers (`wall on|off`); LAB_LINKS=api links them through their API
+# servers instead (`strait link --api`), with no wall.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 state="${STRAIT_LAB_DIR:-/tmp/strait-lab}"
 topology="${LAB_TOPOLOGY:-multinetwork}"
+links="${LAB_LINKS:-feed}"
 clusterset=clusterset.lab
 clusters=(c1 c2 c3)
 hub=stlab-hub
@@ -331,11 +339,54 @@ install_strait() {
         # this time"): a transient refusal, retried as a user would.
         retry 20 kc "$c" apply -k "$repo/deploy/" >/dev/null
     done
+    if [ "$links" = api ]; then
+        for c in "${clusters[@]}"; do
+            for peer in "${clusters[@]}"; do
+                [ "$c" != "$peer" ] || continue
+                "$strait_bin" link --api --kubeconfig "$(kubeconfig "$peer")" --local-kubeconfig "$(kubeconfig "$c")" --apply \
+                    > "$state/logs/link-$c-$peer.log" 2>&1 || die "strait link --api $c -> $peer failed: $(cat "$state/logs/link-$c-$peer.log")"
+            done
+        done
+        return
+    fi
+    # A peer document names its gateway Service's load-balancer address,
+    # which the lab's kubelet gives it within a few seconds.
     for c in "${clusters[@]}"; do
-        for peer in "${clusters[@]}"; do
-            [ "$c" != "$peer" ] || continue
+        wait_for "$c's gateway address" 120 test -n "$(kc "$c" -n strait-system get service cluster-edge \
+            -o jsonpath='{.status.loadBalancer.ingress[0].ip}' 2>/dev/null)"
+    done
+    local i j
+    for ((i = 0; i < ${#clusters[@]}; i++)); do
+        for ((j = i + 1; j < ${#clusters[@]}; j++)); do
+            local c="${clusters[$i]}" peer="${clusters[$j]}"
             "$strait_bin" link --kubeconfig "$(kubeconfig "$peer")" --local-kubeconfig "$(kubeconfig "$c")" --apply \
-                > "$state/logs/link-$c-$peer.log" 2>&1 || die "strait link $c -> $peer failed: $(cat "$state/logs/link-$c-$peer.log")"
+                > "$state/logs/link-$c-$peer.log" 2>&1 || die "strait link $c <-> $peer failed: $(cat "$state/logs/link-$c-$peer.log")"
+        done
+    done
+    wall on
+}
+
+# Each cluster's node (and so its pods, routed through it) may reach its own
+# API server and no other: private clusters, which learn of each other only
+# through their gateways' feeds. The admin's host reaches every one.
+wall() {
+    local verb flag c other
+    verb="$1"
+    case "$verb" in on) flag=-I ;; off) flag=-D ;; *) die "wall on|off" ;; esac
+    for c in "${clusters[@]}"; do
+        for other in "${clusters[@]}"; do
+            [ "$c" != "$other" ] || continue
+            for chain in FORWARD OUTPUT; do
+                local rule=("$chain" -o mgmt -d "$mgmt_host" -p tcp --dport "$(api_port "$other")" -j REJECT)
+                if [ "$verb" = on ]; then
+                    ip netns exec "$(node_ns "$c")" iptables -C "${rule[@]}" 2>/dev/null ||
+                        ip netns exec "$(node_ns "$c")" iptables "$flag" "${rule[@]}"
+                else
+                    while ip netns exec "$(node_ns "$c")" iptables -C "${rule[@]}" 2>/dev/null; do
+                        ip netns exec "$(node_ns "$c")" iptables "$flag" "${rule[@]}"
+                    done
+                fi
+            done
         done
     done
 }
@@ -444,6 +495,7 @@ case "${1:-}" in
 up) up ;;
 down) down ;;
 env) env_lines ;;
+wall) shift; wall "${1:-}" ;;
 exec) shift; [ $# -ge 4 ] || die "usage: $0 exec CLUSTER NAMESPACE POD COMMAND..."; pod_exec "$@" ;;
-*) echo "usage: $0 up|down|env|exec" >&2; exit 2 ;;
+*) echo "usage: $0 up|down|env|wall on|off|exec" >&2; exit 2 ;;
 esac

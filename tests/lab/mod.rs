@@ -102,6 +102,14 @@ impl Lab {
         assert!(status.success(), "tests/lab/lab.sh down failed");
     }
 
+    /// Takes down the wall that keeps each cluster's node and pods from the
+    /// other clusters' API servers (`tests/lab/lab.sh wall`), until the
+    /// guard is dropped: a failed assertion raises it again too.
+    pub fn wall_down(&self) -> WallDown {
+        assert!(wall("off"), "tests/lab/lab.sh wall off failed");
+        WallDown
+    }
+
     /// The folder of the lab's components (tests/lab/build.sh).
     pub fn bin(&self) -> &Path {
         &self.bin
@@ -424,6 +432,26 @@ pub const CLUSTERS: [&str; 3] = ["c1", "c2", "c3"];
 
 /// A Deployment of `replicas` echo pods labelled `app: <name>`, each
 /// answering `GET /` on port 8080 with its name and address.
+/// The API wall down while it lives (see [`Lab::wall_down`]).
+pub struct WallDown;
+
+impl Drop for WallDown {
+    fn drop(&mut self) {
+        // It may run while a failure unwinds: said, not asserted.
+        if !wall("on") {
+            eprintln!("tests/lab/lab.sh wall on failed: the API servers are not walled off");
+        }
+    }
+}
+
+fn wall(verb: &str) -> bool {
+    Command::new("bash")
+        .arg(script())
+        .args(["wall", verb])
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
 pub fn echo_deployment(namespace: &str, name: &str, replicas: u32) -> String {
     format!(
         "apiVersion: apps/v1
