@@ -352,8 +352,7 @@ install_strait() {
     # A peer document names its gateway Service's load-balancer address,
     # which the lab's kubelet gives it within a few seconds.
     for c in "${clusters[@]}"; do
-        wait_for "$c's gateway address" 120 test -n "$(kc "$c" -n strait-system get service cluster-edge \
-            -o jsonpath='{.status.loadBalancer.ingress[0].ip}' 2>/dev/null)"
+        wait_for "$c's gateway address" 240 gateway_address "$c"
     done
     local i j
     for ((i = 0; i < ${#clusters[@]}; i++)); do
@@ -364,6 +363,11 @@ install_strait() {
         done
     done
     wall on
+}
+
+# Succeeds once the gateway Service of cluster $1 has its load-balancer address.
+gateway_address() {
+    [ -n "$(kc "$1" -n strait-system get service cluster-edge -o jsonpath='{.status.loadBalancer.ingress[0].ip}')" ]
 }
 
 # Each cluster's node (and so its pods, routed through it) may reach its own
