@@ -43,6 +43,7 @@ macro_rules! label_enum {
     };
 }
 
+mod certs;
 mod handles;
 mod limits;
 mod work;
@@ -286,6 +287,7 @@ pub struct Metrics {
     dns_tcp_refused: Counter,
     limits: limits::LimitMetrics,
     work: work::WorkMetrics,
+    certs: certs::CertMetrics,
 }
 
 impl Default for Metrics {
@@ -338,9 +340,11 @@ impl Metrics {
             dns_tcp_refused: Counter::default(),
             limits: limits::LimitMetrics::default(),
             work: work::WorkMetrics::default(),
+            certs: certs::CertMetrics::default(),
         };
         metrics.limits.register(&mut metrics.registry);
         metrics.work.register(&mut metrics.registry);
+        metrics.certs.register(&mut metrics.registry);
         metrics.registry.register(
             "connections_opened",
             "Connections accepted, by path and tunnel transport",
@@ -714,6 +718,11 @@ impl Metrics {
         self.cluster_stale.remove(&labels);
         self.cluster_stale_transitions.remove(&labels);
         self.cluster_watch_errors.remove(&labels);
+    }
+
+    /// When the gateway's leaf certificate and the first of its CAs expire.
+    pub fn set_cert_expiry(&self, leaf: std::time::SystemTime, ca: Option<std::time::SystemTime>) {
+        self.certs.set(leaf, ca);
     }
 
     /// Resolves the pool gauges of one peer gateway. Call once per peer.

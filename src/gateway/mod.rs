@@ -560,6 +560,9 @@ async fn housekeeping(state: Arc<GatewayState>, stop: CancellationToken) {
                 let memory = state.overload.memory();
                 let resident = memory.sample();
                 state.metrics.set_memory(resident, memory.limit(), memory.held());
+                // The material in use, whichever reload swapped it in.
+                let material = state.tls.current();
+                state.metrics.set_cert_expiry(material.not_after(), material.ca_not_after());
             }
             _ = summaries.tick() => state.quiet.flush(),
             () = stop.cancelled() => return,

@@ -35,6 +35,8 @@ pub const ALPN_H2: &[u8] = b"h2";
 pub struct TlsMaterial {
     identity: Identity,
     not_after: SystemTime,
+    /// When the first CA of `ca.crt` expires (none parsed: `None`).
+    ca_not_after: Option<SystemTime>,
     server: Arc<ServerConfig>,
     client: Arc<ClientConfig>,
     /// What the server checks a peer's certificate with, kept to check a
@@ -164,11 +166,13 @@ impl TlsMaterial {
         let key = private_key(&paths.key, key_pem)?;
         check_key_matches(paths, &provider, &chain, &key)?;
 
-        let mut anchors = Anchors::sort(
-            &paths.ca,
-            certificates(&paths.ca, ca_pem)?,
-            &identity.trust_domain,
-        )?;
+        let authorities = certificates(&paths.ca, ca_pem)?;
+        // An unreadable validity is the anchors' to refuse, not this.
+        let ca_not_after = authorities
+            .iter()
+            .filter_map(|ca| certificate_not_after(ca).ok())
+            .min();
+        let mut anchors = Anchors::sort(&paths.ca, authorities, &identity.trust_domain)?;
         for refused in anchors.add_peers(peers, &identity.trust_domain) {
             tracing::warn!(
                 peer = %refused.cluster,
@@ -252,6 +256,7 @@ impl TlsMaterial {
         Ok(TlsMaterial {
             identity,
             not_after,
+            ca_not_after,
             server: Arc::new(server),
             client: Arc::new(client),
             client_verifier,
@@ -266,6 +271,11 @@ impl TlsMaterial {
     /// When our leaf certificate expires.
     pub fn not_after(&self) -> SystemTime {
         self.not_after
+    }
+
+    /// When the first CA of `ca.crt` expires.
+    pub fn ca_not_after(&self) -> Option<SystemTime> {
+        self.ca_not_after
     }
 
     /// For accepting tunnel connections: TLS 1.3, ALPN `h2`, a client

@@ -279,6 +279,7 @@ fn presenting(honest: &TlsMaterial, leaf: &LeafPem) -> TlsMaterial {
     TlsMaterial {
         identity: leaf.identity.clone(),
         not_after: honest.not_after,
+        ca_not_after: honest.ca_not_after,
         server: Arc::new(server),
         client: Arc::new(client),
         client_verifier: honest.client_verifier.clone(),
@@ -603,4 +604,19 @@ async fn a_revoked_leaf_is_refused_by_both_sides() {
         err.starts_with("tls.crl") || err.contains("tls.crl:"),
         "{err}"
     );
+}
+
+#[test]
+fn the_material_says_when_its_leaf_and_its_first_ca_expire() {
+    let pki = pki();
+    let material = material(&pki.ca, &pki.c1);
+    let in_days = |at: std::time::SystemTime| {
+        at.duration_since(std::time::SystemTime::now())
+            .map(|left| left.as_secs() / 86_400)
+            .unwrap_or(0)
+    };
+    let leaf_days = in_days(material.not_after());
+    let ca_days = in_days(material.ca_not_after().expect("the CA's expiry"));
+    assert!((1..=31).contains(&leaf_days), "leaf: {leaf_days} days");
+    assert!(ca_days > 3_000, "the CA lasts ten years: {ca_days} days");
 }
