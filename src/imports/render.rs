@@ -176,6 +176,7 @@ pub fn desired_objects_of(
                 api_version,
                 current.and_then(|c| c.raw()).map(|raw| &**raw),
                 now,
+                children_rendered && !planned.slices.is_empty(),
             ),
             true,
         );
@@ -338,13 +339,16 @@ pub fn import(
     }))
 }
 
-/// The ServiceImport's status: the exporting clusters and `Ready`, whose
-/// `lastTransitionTime` moves only when its status flips.
+/// The ServiceImport's status: the exporting clusters, whether its MCS
+/// EndpointSlices are written (`endpointSliceObjects`, mcs-api v0.5.2:
+/// `slices_present` when this round writes them before the status), and
+/// `Ready`, whose `lastTransitionTime` moves only when its status flips.
 pub fn import_status(
     planned: &PlannedImport,
     api_version: &str,
     current: Option<&Value>,
     now: Timestamp,
+    slices_present: bool,
 ) -> Value {
     let clusters: Vec<Value> = planned
         .clusters
@@ -377,7 +381,11 @@ pub fn import_status(
         "apiVersion": api_version,
         "kind": "ServiceImport",
         "metadata": {"name": planned.key.name, "namespace": planned.key.namespace},
-        "status": {"clusters": clusters, "conditions": conditions},
+        "status": {
+            "endpointSliceObjects": if slices_present { "Present" } else { "Absent" },
+            "clusters": clusters,
+            "conditions": conditions,
+        },
     })
 }
 

@@ -539,6 +539,19 @@ fn an_imports_status_is_written_after_its_slices_so_ready_never_comes_first() {
         status > last_slice,
         "status at {status}, a slice at {last_slice}"
     );
+    // mcs-api v0.5.2's field says so; with no endpoint anywhere, no slice.
+    assert_eq!(
+        objects[status].object["status"]["endpointSliceObjects"],
+        "Present"
+    );
+    let empty = ServiceBuilder::new().port("http", 80, 8080).exported_at(10);
+    let (_, none) = desired_with(
+        &three(empty.clone(), empty.clone(), empty),
+        &Observed::default(),
+    );
+    let without = none.iter().find(|o| o.status).expect("a status");
+    assert!(mcs_slices(&none).is_empty(), "no MCS slice");
+    assert_eq!(without.object["status"]["endpointSliceObjects"], "Absent");
     let changes = changes(objects, &observed);
     assert!(
         matches!(changes.last(), Some(Change::Apply { status: true, .. })),

@@ -220,7 +220,7 @@ fn crds_serve_both_versions_and_match_what_strait_reads() {
 }
 
 /// The mcs-api release `deploy/crds/` copies ServiceExport and ServiceImport from.
-const MCS_API_RELEASE: &str = "v0.5.0";
+const MCS_API_RELEASE: &str = "v0.5.2";
 /// The labels mcs-api puts on its CRDs: MCS operators compare them with
 /// their own release to tell whether the installed CRDs are current.
 const MCS_RELEASE_LABEL: &str = "multicluster.x-k8s.io/release-version";
@@ -386,6 +386,19 @@ fn crds_are_upstreams_definitions() {
                 }
                 "ServiceImport" => {
                     check_conditions(&at, schema);
+                    // Written by the import reconciler (src/imports/render.rs):
+                    // a schema without it would prune it.
+                    let slices = schema_property(schema, &["status", "endpointSliceObjects"])
+                        .unwrap_or_else(|| {
+                            panic!("{at}: the schema has no status.endpointSliceObjects")
+                        });
+                    let values: Vec<String> = slices
+                        .enum_
+                        .iter()
+                        .flatten()
+                        .filter_map(|v| v.0.as_str().map(str::to_owned))
+                        .collect();
+                    assert_eq!(values, ["Present", "Absent"], "{at}");
                     let clusters = schema_property(schema, &["status", "clusters"])
                         .unwrap_or_else(|| panic!("{at}: the schema has no status.clusters"));
                     assert_eq!(

@@ -1,6 +1,6 @@
 //! Structural schemas of the CRDs: what a real API server does with an
 //! object of a custom resource before storing it, from the very CRDs in
-//! `deploy/crds/` (the upstream mcs-api v0.5.0 and about-api files).
+//! `deploy/crds/` (the upstream mcs-api v0.5.2 and about-api files).
 //!
 //! - **Pruning**: a field the schema does not declare is dropped
 //!   silently, unless `x-kubernetes-preserve-unknown-fields` says keep it
