@@ -9,6 +9,7 @@
 //! | `/debug/routes` | 200, pretty JSON from [`AdminState::routes_json`] (`?service=NS/NAME` for one service); 400 on a bad query |
 //! | `/debug/clusters` | 200, pretty JSON from [`AdminState::clusters_json`]; 404 when absent |
 //! | `/debug/imports` | 200, pretty JSON from [`AdminState::imports_json`] |
+//! | `/debug/status` | 200, pretty JSON from [`AdminState::status_json`]: the cluster set on one screen (`strait status`) |
 //! | `/debug/dns?name=NAME&type=TYPE` | 200, pretty JSON from [`AdminState::dns_json`]; 400 with its error for a bad request |
 //!
 //! Any other path is 404; any method but GET and HEAD is 405 with
@@ -79,6 +80,8 @@ pub struct AdminState {
     /// The import ports listened on and, with the Kubernetes source, the
     /// import reconciler's plan, for `/debug/imports`.
     pub imports_json: JsonView,
+    /// The cluster set as this gateway sees it, for `/debug/status`.
+    pub status_json: JsonView,
     /// The DNS answer for a name and type, and why, for `/debug/dns`.
     pub dns_json: QueryView,
 }
@@ -361,6 +364,7 @@ fn debug_view(state: &AdminState, path: &str, query: Option<&str>) -> Response<F
             ),
         },
         "/debug/imports" => json(&(state.imports_json)()),
+        "/debug/status" => json(&(state.status_json)()),
         "/debug/dns" => match (state.dns_json)(query.unwrap_or_default()) {
             Ok(value) => json(&value),
             Err(error) => with_body(

@@ -98,6 +98,7 @@ async fn request(addr: SocketAddr, method: &str, path: &str) -> Reply {
 fn state(ready: bool, clusters: bool) -> AdminState {
     AdminState {
         imports_json: Arc::new(|| serde_json::json!({"listening": []})),
+        status_json: Arc::new(|| serde_json::json!({"cluster": "east"})),
         dns_json: Arc::new(|query| match query {
             "name=cart" => Ok(serde_json::json!({"rcode": "NOERROR"})),
             _ => Err("missing name".into()),
@@ -341,11 +342,13 @@ fn debug_views_answer_only_loopback_clients_and_one_at_a_time() {
         "/debug/routes",
         "/debug/clusters",
         "/debug/imports",
+        "/debug/status",
         "/debug/nothing",
     ] {
         assert_eq!(ask(path, false), StatusCode::FORBIDDEN, "{path} from a pod");
     }
     assert_eq!(ask("/debug/routes", true), StatusCode::OK);
+    assert_eq!(ask("/debug/status", true), StatusCode::OK);
     // Probes and metrics answer whoever reaches the listener.
     for path in ["/healthz", "/readyz", "/metrics"] {
         assert_eq!(ask(path, false), StatusCode::OK, "{path}");

@@ -12,6 +12,7 @@ mod link;
 mod load;
 mod peer;
 mod run;
+mod status;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -144,6 +145,10 @@ enum Command {
     /// Read a peer gateway's exported-state feed over the tunnel, as this
     /// cluster's gateway: each message as a JSON line.
     Feed(feed::FeedArgs),
+    /// The cluster set on one screen, as one gateway sees it: clusters,
+    /// how each is read and its state, tunnel connections, services,
+    /// imports and findings (from its admin port's `/debug/status`).
+    Status(status::StatusArgs),
     /// Run one gateway.
     Run(run::RunArgs),
     /// Run the demo cluster set on loopback: gateways, pods and sample traffic.
@@ -229,6 +234,7 @@ pub fn main() -> ExitCode {
         Command::Unlink { .. } => Err(Refused(
             "error: strait unlink needs --kubeconfig (the remote cluster; with --api, a link through its API server) or `peer CLUSTER` (this cluster's peer Secrets naming it)".to_owned(),
         )),
+        Command::Status(args) => status::run(&args, &mut stdout),
         Command::Feed(args) => {
             init_logging(cli.log_format, "warn");
             feed::run(&args, &mut stdout)

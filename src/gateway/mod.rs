@@ -4,6 +4,7 @@
 
 mod peers;
 mod reload;
+mod status;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -455,6 +456,7 @@ impl Gateway {
             }),
             clusters_json: reload::clusters_view(&options, state.clone()),
             imports_json: reload::imports_view(&options, state.clone()),
+            status_json: status::status_view(&options, state.clone()),
             dns_json: Arc::new(move |query| {
                 let table = dns_state.routes.load();
                 crate::dns::lookup(&table, &zone, dns_listening, query)

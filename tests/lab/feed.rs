@@ -161,6 +161,86 @@ pub fn private_clusters_reach_each_other_by_feed_alone(lab: &Lab) {
     wait_until("c1's pod reaches c3's fed through the tunnel", 120, || {
         lab.curl("c1", ns, client, &url).is_ok()
     });
+    status_agrees_with_the_api(lab);
+}
+
+/// `strait status --output json`, run in a c1 gateway pod's network
+/// namespace (the admin port answers loopback only), against what the API
+/// servers hold: c2 and c3 read from their feeds and synced, each with the
+/// network its ClusterProperty names and its exported services, no more
+/// than its ServiceExports, and c1's imports no more than its
+/// ServiceImports (another controller's are not Strait's).
+fn status_agrees_with_the_api(lab: &Lab) {
+    let gateway = lab
+        .pods("c1", "strait-system", "cluster-edge-")
+        .into_iter()
+        .next()
+        .expect("a c1 gateway pod");
+    let pid = lab.pod_pid("c1", "strait-system", &gateway).to_string();
+    let count = |cluster: &str, kind: &str| {
+        lab.kubectl(cluster, &["get", kind, "-A", "-o", "name"])
+            .lines()
+            .count()
+    };
+    let mut last = String::new();
+    wait_until("strait status agrees with the API servers", 60, || {
+        let output = std::process::Command::new("nsenter")
+            .args([
+                "-t",
+                &pid,
+                "-n",
+                env!("CARGO_BIN_EXE_strait"),
+                "status",
+                "--output",
+                "json",
+            ])
+            .output()
+            .expect("nsenter runs");
+        last = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let Ok(view) = serde_json::from_slice::<serde_json::Value>(&output.stdout) else {
+            return false;
+        };
+        let cluster = |id: &str| {
+            view["clusters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["id"] == id)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let agrees = |id: &str, read_from: &str| {
+            let seen = cluster(id);
+            let network = lab.field(
+                id,
+                "default",
+                &["clusterproperty", "network.clusterset.k8s.io"],
+                "{.spec.value}",
+            );
+            // Invalid exports (and, from a feed, those not admitting c1)
+            // are not counted: at most the cluster's ServiceExports.
+            let exports = count(id, "serviceexports");
+            seen["readFrom"] == read_from
+                && seen["state"] == "synced"
+                && seen["network"] == network.as_str()
+                && seen["exported"]
+                    .as_u64()
+                    .is_some_and(|n| n as usize <= exports)
+        };
+        let imports = count("c1", "serviceimports");
+        view["cluster"] == "c1"
+            && agrees("c1", "local")
+            && agrees("c2", "feed")
+            && agrees("c3", "feed")
+            && view["imports"]["total"]
+                .as_u64()
+                .is_some_and(|n| n >= 1 && n as usize <= imports)
+    });
+    assert!(last.contains("\"readFrom\""), "{last}");
 }
 
 /// c1 moves from c3's feed to a link through c3's API server and back
