@@ -32,6 +32,11 @@
 //! one at a time with the held ones in place and timed as above: export →
 //! Ready with 1,000 held.
 //!
+//! The lab links its clusters by feed (each gateway follows the others'
+//! exported-state feeds); `LAB_LINKS=api cargo bench --bench
+//! lab_control_plane -- …` measures the same with each cluster reading the
+//! others' API servers instead (tests/lab/lab.sh).
+//!
 //! Under `cargo test` (no `--bench` argument) it runs 3 services and holds
 //! none, and checks that each step arrives, never how fast.
 
@@ -553,6 +558,11 @@ fn main() -> ExitCode {
     let Some(lab) = Lab::start() else {
         return ExitCode::SUCCESS;
     };
+    // The measuring thread's API calls leave through c1's node, which the
+    // lab walls off from the other API servers when it links by feed
+    // (tests/lab/lab.sh): down while the bench runs. Linked by feed, no
+    // gateway reads another cluster's API server, wall or not.
+    let _wall = (std::env::var("LAB_LINKS").as_deref() != Ok("api")).then(|| lab.wall_down());
     lab.namespace(NAMESPACE);
     lab.apply("c3", &lab::echo_deployment(NAMESPACE, "echo", 1));
     lab.apply("c3", &services(0, options.services));
