@@ -16,6 +16,7 @@
 //! | `checks_config` | `gateway.yaml`, the Kubernetes source, the examples |
 //! | `checks_rbac` | the ServiceAccount, its bindings, least privilege |
 //! | `checks_crds` | the CRDs against docs/configuration.md, upstream's definitions and Strait's types |
+//! | `helm` | the Helm chart `deploy/helm/strait/`: lint, and its objects against `deploy/`'s |
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on what they set up
 
@@ -45,3 +46,6 @@ mod checks_rbac;
 
 #[path = "deploy/checks_crds.rs"]
 mod checks_crds;
+
+#[path = "deploy/helm.rs"]
+mod helm;

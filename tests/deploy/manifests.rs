@@ -116,13 +116,22 @@ fn skipped(relative: &str) -> Option<&'static str> {
     }
 }
 
+/// The Helm chart under `deploy/`: Go templates, not manifests, and its
+/// `files/` are symlinks to `crds/` and `observability/` (read there).
+pub(crate) const HELM_DIR: &str = "helm";
+
+/// The YAML files under `dir`, sorted, `deploy/`[`HELM_DIR`] left out.
 pub(crate) fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
         .map(|entry| entry.expect("directory entry").path())
         .collect();
     entries.sort();
+    let helm = deploy_dir().join(HELM_DIR);
     for path in entries {
+        if path == helm {
+            continue;
+        }
         if path.is_dir() {
             yaml_files(&path, out);
         } else if matches!(
