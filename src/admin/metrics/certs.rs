@@ -44,7 +44,9 @@ impl CertMetrics {
     pub(super) fn set(&self, leaf: SystemTime, ca: Option<SystemTime>) {
         let unix = |at: SystemTime| {
             at.duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |since| i64::try_from(since.as_secs()).unwrap_or(i64::MAX))
+                .map_or(0, |since| {
+                    i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+                })
         };
         for &certificate in Certificate::ALL {
             let labels = CertificateLabels { certificate };
