@@ -30,6 +30,9 @@ repo="$(cd "$here/../.." && pwd)"
 state="${STRAIT_LAB_DIR:-/tmp/strait-lab}"
 topology="${LAB_TOPOLOGY:-multinetwork}"
 links="${LAB_LINKS:-feed}"
+# The cluster whose Strait is installed with the Helm chart
+# (deploy/helm/strait); the others get `kubectl apply -k deploy/`.
+helm_cluster=c2
 clusterset=clusterset.lab
 clusters=(c1 c2 c3)
 hub=stlab-hub
@@ -65,6 +68,8 @@ kc() { local c="$1"; shift; "$bin/kubectl" --kubeconfig "$(kubeconfig "$c")" "$@
 components() {
     bin="$(bash "$here/build.sh" | tail -1)"
     [ -x "$bin/kube-apiserver" ] || die "build.sh did not produce the components"
+    helm="$(bash "$here/build-helm.sh" | tail -1)"
+    [ -x "$helm" ] || die "build-helm.sh did not produce helm"
 }
 
 # ---------------------------------------------------------------- network
@@ -337,7 +342,14 @@ install_strait() {
         # Just after start the API server may not allocate node ports yet
         # ("cannot allocate resources of type servicenodeportallocations at
         # this time"): a transient refusal, retried as a user would.
-        retry 20 kc "$c" apply -k "$repo/deploy/" >/dev/null
+        if [ "$c" = "$helm_cluster" ]; then
+            # As docs/kubernetes.md's Helm path says, with the namespaces
+            # made above (they hold the TLS Secret already).
+            retry 20 "$helm" upgrade --install strait "$repo/deploy/helm/strait" \
+                --kubeconfig "$(kubeconfig "$c")" --namespace strait-system --set namespaces.create=false >/dev/null
+        else
+            retry 20 kc "$c" apply -k "$repo/deploy/" >/dev/null
+        fi
     done
     if [ "$links" = api ]; then
         for c in "${clusters[@]}"; do
