@@ -50,6 +50,10 @@ fn strait_in_a_real_cluster_set() {
             lab::coredns::multicluster_answers_from_mcs_objects,
         ),
         (
+            "strait check names what is wrong (a stale CoreDNS target) and passes when mended",
+            lab::check::check_names_what_is_wrong_and_passes_when_mended,
+        ),
+        (
             "a tenant's exported annotations claim no import port",
             lab::tenant::a_tenants_exported_annotations_claim_no_import_port,
         ),

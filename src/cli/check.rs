@@ -9,12 +9,16 @@ use serde::Serialize;
 use crate::merge::{Conflict, MergedSet};
 use crate::model::{ClusterId, ClusterSet, GatewayAddress, NetworkId, ServicePort, ServiceType};
 
+use super::installation::{Check, Outcome};
 use super::load::{SourceArgs, load};
 use super::{Output, Refused, emit};
 
 #[derive(Debug, Serialize)]
 struct Report {
     valid: bool,
+    /// With `--kube`: the installation's checks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    checks: Vec<Check>,
     clusters: Vec<ClusterReport>,
     networks: Vec<NetworkReport>,
     services: Vec<ServiceReport>,
@@ -54,14 +58,72 @@ pub(super) fn run(source: &SourceArgs, output: Output, out: &mut dyn Write) -> R
     for warning in &loaded.warnings {
         eprintln!("{warning}");
     }
-    let report = report(&loaded.set, &loaded.merged, &loaded.warnings);
+    let mut report = report(&loaded.set, &loaded.merged, &loaded.warnings);
+    if source.uses_kube(&loaded.settings) {
+        report.checks = super::runtime()?.block_on(async {
+            let client = crate::controller::link::local_client(source.kubeconfig.as_deref())
+                .await
+                .map_err(|e| Refused(format!("error: {e}")))?;
+            Ok::<_, Refused>(
+                super::preflight::installed(&client, &loaded.settings, loaded.local.as_deref())
+                    .await,
+            )
+        })?;
+    }
     match output {
         Output::Json => {
             let json = serde_json::to_string_pretty(&report)
                 .map_err(|e| Refused(format!("cannot encode report: {e}")))?;
-            emit(out, &format!("{json}\n"))
+            emit(out, &format!("{json}\n"))?;
         }
-        Output::Text => emit(out, &render(&loaded.label, &report)),
+        Output::Text => {
+            let mut text = render(&loaded.label, &report);
+            if !report.checks.is_empty() {
+                text.push_str("\ninstallation:\n");
+                text.push_str(&super::installation::render(&report.checks));
+            }
+            emit(out, &text)?;
+        }
+    }
+    failed(&report.checks)
+}
+
+/// `strait check --pre`: the local cluster before Strait is installed.
+pub(super) fn run_pre(
+    source: &SourceArgs,
+    output: Output,
+    out: &mut dyn Write,
+) -> Result<(), Refused> {
+    let settings = source.settings()?;
+    let checks = super::runtime()?.block_on(async {
+        let client = crate::controller::link::local_client(source.kubeconfig.as_deref())
+            .await
+            .map_err(|e| Refused(format!("error: {e}")))?;
+        let mut checks = super::preflight::before_install(&client, &settings).await;
+        checks.extend(super::preflight::installed(&client, &settings, None).await);
+        Ok::<_, Refused>(checks)
+    })?;
+    match output {
+        Output::Json => {
+            let json = serde_json::to_string_pretty(&serde_json::json!({ "checks": checks }))
+                .map_err(|e| Refused(format!("cannot encode report: {e}")))?;
+            emit(out, &format!("{json}\n"))?;
+        }
+        Output::Text => emit(out, &super::installation::render(&checks))?,
+    }
+    failed(&checks)
+}
+
+/// A ✗ among the checks fails the command.
+fn failed(checks: &[Check]) -> Result<(), Refused> {
+    let failed = checks
+        .iter()
+        .filter(|c| c.outcome == Outcome::Failed)
+        .count();
+    if failed == 0 {
+        Ok(())
+    } else {
+        Err(Refused(format!("{failed} check(s) failed (✗ above)")))
     }
 }
 
@@ -121,6 +183,7 @@ fn report(
         .collect();
     Report {
         valid: true,
+        checks: Vec::new(),
         clusters,
         networks,
         services,

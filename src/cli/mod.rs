@@ -8,9 +8,11 @@ mod demo;
 mod explain;
 mod feed;
 mod imports;
+mod installation;
 mod link;
 mod load;
 mod peer;
+mod preflight;
 mod run;
 mod status;
 
@@ -77,12 +79,20 @@ enum UnlinkMode {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Validate a configuration and summarise clusters, networks and services.
+    /// Validate a configuration and summarise clusters, networks and
+    /// services; with `--kube`, also check the installation (the gateway,
+    /// its Lease, its TLS Secret, CoreDNS). `--pre`: check a cluster before
+    /// installing Strait.
     Check {
         #[command(flatten)]
         source: load::SourceArgs,
         #[arg(long, value_enum, default_value_t)]
         output: Output,
+        /// Before installing: the API server's version, the CRDs and their
+        /// release, the cluster's ClusterProperties and CoreDNS, in the
+        /// local cluster (`--kubeconfig`, else as kubectl finds it).
+        #[arg(long, conflicts_with = "config")]
+        pre: bool,
     },
     /// Show which backends may carry a connection to a service port, and by which path.
     Explain {
@@ -181,7 +191,12 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut stdout = std::io::stdout().lock();
     let result = match cli.command {
-        Command::Check { source, output } => check::run(&source, output, &mut stdout),
+        Command::Check {
+            source,
+            output,
+            pre: true,
+        } => check::run_pre(&source, output, &mut stdout),
+        Command::Check { source, output, .. } => check::run(&source, output, &mut stdout),
         Command::Explain {
             source,
             from,

@@ -1,6 +1,7 @@
 //! A handle on the cluster lab that `tests/lab/lab.sh` starts: the real
 //! kubectl against each cluster, commands inside the lab's pods, and waits.
 
+pub mod check;
 pub mod coredns;
 pub mod feed;
 pub mod link;

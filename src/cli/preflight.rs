@@ -1,0 +1,230 @@
+//! Reading what [`installation`](super::installation)'s checks judge, from
+//! the local cluster's API server with the caller's kubeconfig: a read
+//! that fails (no right, a timeout) is a ⚠ naming it, never a crash.
+
+use std::time::SystemTime;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use super::installation::{
+    Check, Outcome, coredns_check, crd_check, deployment_check, lease_check, properties_check,
+    tls_checks, version_check,
+};
+use crate::config::GatewaySettings;
+
+/// The Lease the export status writer and the import reconciler share.
+const LEASE: &str = "strait-export-status";
+const TLS_SECRET: &str = "cluster-edge-tls";
+const DNS_SERVICE: &str = "cluster-edge-dns";
+const DEPLOYMENT: &str = "cluster-edge";
+
+/// An object, `None` when it does not exist, or a ⚠ saying it could not be read.
+async fn read<K>(api: Api<K>, name: &str, what: &str) -> Result<Option<K>, Check>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.map_err(|e| Check {
+        group: "access",
+        outcome: Outcome::Warning,
+        message: format!("could not read {what}: {e}"),
+        hint: None,
+        docs: None,
+    })
+}
+
+/// The checks before an install: the API server, the CRDs, the cluster's
+/// ClusterProperties and CoreDNS.
+pub(super) async fn before_install(client: &Client, settings: &GatewaySettings) -> Vec<Check> {
+    let mut checks = Vec::new();
+    match client.apiserver_version().await {
+        Ok(info) => checks.push(version_check(&info.major, &info.minor)),
+        Err(e) => checks.push(Check {
+            group: "kubernetes",
+            outcome: Outcome::Failed,
+            message: format!("the API server did not answer /version: {e}"),
+            hint: Some("check the kubeconfig and the context".to_owned()),
+            docs: None,
+        }),
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (name, mcs) in [
+        ("serviceexports.multicluster.x-k8s.io", true),
+        ("serviceimports.multicluster.x-k8s.io", true),
+        ("clusterproperties.about.k8s.io", false),
+    ] {
+        match read(crds.clone(), name, &format!("CRD {name}")).await {
+            Ok(found) => {
+                let release = found.as_ref().map(|crd| {
+                    crd.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get("multicluster.x-k8s.io/release-version"))
+                        .map(String::as_str)
+                });
+                checks.push(crd_check(name, release, mcs));
+            }
+            Err(check) => checks.push(check),
+        }
+    }
+    let id = property(client, "cluster.clusterset.k8s.io").await;
+    let clusterset = property(client, "clusterset.k8s.io").await;
+    let network = property(client, &settings.network_property).await;
+    checks.extend(properties_check(
+        id.as_deref(),
+        clusterset.as_deref(),
+        network
+            .as_deref()
+            .map(|value| (settings.network_property.as_str(), value)),
+    ));
+    checks
+}
+
+/// A ClusterProperty's value, under either version the About API serves.
+async fn property(client: &Client, name: &str) -> Option<String> {
+    for version in ["v1beta1", "v1alpha1"] {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("about.k8s.io", version, "ClusterProperty"),
+            "clusterproperties",
+        );
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        if let Ok(Some(object)) = api.get_opt(name).await {
+            return object.data["spec"]["value"].as_str().map(str::to_owned);
+        }
+    }
+    None
+}
+
+/// The checks of an installed Strait (`strait-system/cluster-edge`
+/// exists): the Deployment, the Lease, the TLS Secret, CoreDNS against
+/// `cluster-edge-dns`. Before an install, CoreDNS alone, and a ⚠ saying
+/// Strait is not installed.
+pub(super) async fn installed(
+    client: &Client,
+    settings: &GatewaySettings,
+    cluster: Option<&str>,
+) -> Vec<Check> {
+    let namespace = settings.gateway_namespace.as_str();
+    let mut checks = Vec::new();
+    let corefile = match read(
+        Api::<ConfigMap>::namespaced(client.clone(), "kube-system"),
+        "coredns",
+        "ConfigMap kube-system/coredns",
+    )
+    .await
+    {
+        Ok(map) => map
+            .and_then(|m| m.data)
+            .and_then(|mut d| d.remove("Corefile")),
+        Err(check) => {
+            checks.push(check);
+            None
+        }
+    };
+    let deployment = match read(
+        Api::<Deployment>::namespaced(client.clone(), namespace),
+        DEPLOYMENT,
+        "the gateway Deployment",
+    )
+    .await
+    {
+        Ok(deployment) => deployment,
+        Err(check) => {
+            checks.push(check);
+            None
+        }
+    };
+    let Some(deployment) = deployment else {
+        checks.push(coredns_check(corefile.as_deref(), None));
+        checks.push(Check {
+            group: "gateway",
+            outcome: Outcome::Warning,
+            message: format!("Strait is not installed: no Deployment {namespace}/{DEPLOYMENT}"),
+            hint: Some("helm install, or kubectl apply -k deploy/".to_owned()),
+            docs: Some("docs/kubernetes.md#the-short-path-helm"),
+        });
+        return checks;
+    };
+    let wanted = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .unwrap_or(1);
+    let available = deployment
+        .status
+        .as_ref()
+        .and_then(|s| s.available_replicas)
+        .unwrap_or(0);
+    checks.push(deployment_check(wanted, available));
+    match read(
+        Api::<Lease>::namespaced(client.clone(), namespace),
+        LEASE,
+        "the Lease",
+    )
+    .await
+    {
+        Ok(lease) => {
+            let spec = lease.and_then(|l| l.spec);
+            let holder = spec.as_ref().and_then(|s| s.holder_identity.clone());
+            let renewed = spec
+                .as_ref()
+                .and_then(|s| s.renew_time.as_ref())
+                .map(|t| SystemTime::from(t.0));
+            checks.push(lease_check(holder.as_deref(), renewed, SystemTime::now()));
+        }
+        Err(check) => checks.push(check),
+    }
+    let dns_ip = match read(
+        Api::<Service>::namespaced(client.clone(), namespace),
+        DNS_SERVICE,
+        "the DNS Service",
+    )
+    .await
+    {
+        Ok(service) => service
+            .and_then(|s| s.spec)
+            .and_then(|s| s.cluster_ip)
+            .filter(|ip| ip != "None"),
+        Err(check) => {
+            checks.push(check);
+            None
+        }
+    };
+    checks.push(coredns_check(corefile.as_deref(), dns_ip.as_deref()));
+    match (
+        read(
+            Api::<Secret>::namespaced(client.clone(), namespace),
+            TLS_SECRET,
+            "the gateway's TLS Secret",
+        )
+        .await,
+        cluster,
+    ) {
+        (Ok(Some(secret)), Some(cluster)) => {
+            let data = secret.data.unwrap_or_default();
+            let bytes = |key: &str| data.get(key).map(|b| b.0.clone()).unwrap_or_default();
+            checks.extend(tls_checks(
+                cluster,
+                &bytes("tls.crt"),
+                &bytes("ca.crt"),
+                SystemTime::now(),
+            ));
+        }
+        (Ok(None), _) => checks.push(Check {
+            group: "tls",
+            outcome: Outcome::Failed,
+            message: format!("no Secret {namespace}/{TLS_SECRET}: the gateway pods cannot start"),
+            hint: Some("create it from strait certs' output, or use cert-manager".to_owned()),
+            docs: Some("docs/kubernetes.md#4-issue-the-gateway-certificates"),
+        }),
+        (Ok(Some(_)), None) => {}
+        (Err(check), _) => checks.push(check),
+    }
+    checks
+}
