@@ -299,6 +299,10 @@ fn cert_manager_certificates_need_the_cluster_id() {
 fn the_charts_app_version_is_the_crates() {
     let text = std::fs::read_to_string(chart().join("Chart.yaml")).expect("Chart.yaml");
     let chart: Value = strait::discovery::yaml::parse_single(&text).expect("Chart.yaml is YAML");
-    assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"), "Chart.yaml appVersion");
+    assert_eq!(
+        chart["appVersion"],
+        env!("CARGO_PKG_VERSION"),
+        "Chart.yaml appVersion"
+    );
     assert_eq!(chart["name"], "strait");
 }
