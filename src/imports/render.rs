@@ -176,7 +176,11 @@ pub fn desired_objects_of(
                 api_version,
                 current.and_then(|c| c.raw()).map(|raw| &**raw),
                 now,
-                children_rendered && !planned.slices.is_empty(),
+                // In the round that creates the import its slices follow
+                // its status by one round (they need its uid), while it is
+                // `Ready=False`: saying so then, rather than `Absent` and
+                // `Present` a round later, spares every new import a write.
+                !planned.slices.is_empty(),
             ),
             true,
         );
@@ -339,9 +343,8 @@ pub fn import(
     }))
 }
 
-/// The ServiceImport's status: the exporting clusters, whether its MCS
-/// EndpointSlices are written (`endpointSliceObjects`, mcs-api v0.5.2:
-/// `slices_present` when this round writes them before the status), and
+/// The ServiceImport's status: the exporting clusters, whether it has MCS
+/// EndpointSlices (`endpointSliceObjects`, mcs-api v0.5.2), and
 /// `Ready`, whose `lastTransitionTime` moves only when its status flips.
 pub fn import_status(
     planned: &PlannedImport,
