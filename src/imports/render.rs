@@ -176,10 +176,6 @@ pub fn desired_objects_of(
                 api_version,
                 current.and_then(|c| c.raw()).map(|raw| &**raw),
                 now,
-                // In the round that creates the import its slices follow
-                // its status by one round (they need its uid), while it is
-                // `Ready=False`: saying so then, rather than `Absent` and
-                // `Present` a round later, spares every new import a write.
                 !planned.slices.is_empty(),
             ),
             true,
@@ -343,8 +339,9 @@ pub fn import(
     }))
 }
 
-/// The ServiceImport's status: the exporting clusters, whether it has MCS
-/// EndpointSlices (`endpointSliceObjects`, mcs-api v0.5.2), and
+/// The ServiceImport's status: the exporting clusters, once it is Ready
+/// whether it has MCS EndpointSlices (`endpointSliceObjects`, mcs-api
+/// v0.5.2), and
 /// `Ready`, whose `lastTransitionTime` moves only when its status flips.
 pub fn import_status(
     planned: &PlannedImport,
@@ -380,15 +377,20 @@ pub fn import_status(
     // write of its spec (its ips, say), and Ready would be rewritten after
     // each one for nothing.
     let conditions = updated_conditions(&held_ready, &wanted, None, now).unwrap_or(held_ready);
+    let mut status = json!({"clusters": clusters, "conditions": conditions});
+    // Said once the import is Ready, and left unsaid before: an import's
+    // slices may come a snapshot after its export (they are read from
+    // another watch), and in the round that creates it they follow its
+    // status (they need its uid). Said earlier, it would flip while the
+    // import becomes Ready and cost every new import one more write.
+    if planned.ready {
+        status["endpointSliceObjects"] = if slices_present { "Present" } else { "Absent" }.into();
+    }
     json!({
         "apiVersion": api_version,
         "kind": "ServiceImport",
         "metadata": {"name": planned.key.name, "namespace": planned.key.namespace},
-        "status": {
-            "endpointSliceObjects": if slices_present { "Present" } else { "Absent" },
-            "clusters": clusters,
-            "conditions": conditions,
-        },
+        "status": status,
     })
 }
 

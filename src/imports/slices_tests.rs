@@ -539,19 +539,40 @@ fn an_imports_status_is_written_after_its_slices_so_ready_never_comes_first() {
         status > last_slice,
         "status at {status}, a slice at {last_slice}"
     );
-    // mcs-api v0.5.2's field says so; with no endpoint anywhere, no slice.
+    // mcs-api v0.5.2's field: unset until the import is Ready, then
+    // whether it has MCS slices (with no endpoint anywhere, none).
+    assert!(
+        objects[status].object["status"]
+            .get("endpointSliceObjects")
+            .is_none(),
+        "not said before Ready: {}",
+        objects[status].object
+    );
+    let field = |set: &ClusterSet| {
+        let (plan, _) = desired_with(set, &Observed::default());
+        let mut planned = (*plan.imports[0]).clone();
+        planned.ready = true;
+        let at = Timestamp::from_second(1_800_000_000).expect("a time");
+        let slices = !planned.slices.is_empty();
+        super::render::import_status(&planned, API, None, at, slices)["status"]
+            ["endpointSliceObjects"]
+            .clone()
+    };
+    let served = ServiceBuilder::new()
+        .port("http", 80, 8080)
+        .exported_at(10)
+        .endpoint("10.1.0.5");
     assert_eq!(
-        objects[status].object["status"]["endpointSliceObjects"],
+        field(&three(served.clone(), served.clone(), served)),
         "Present"
     );
     let empty = ServiceBuilder::new().port("http", 80, 8080).exported_at(10);
     let (_, none) = desired_with(
-        &three(empty.clone(), empty.clone(), empty),
+        &three(empty.clone(), empty.clone(), empty.clone()),
         &Observed::default(),
     );
-    let without = none.iter().find(|o| o.status).expect("a status");
     assert!(mcs_slices(&none).is_empty(), "no MCS slice");
-    assert_eq!(without.object["status"]["endpointSliceObjects"], "Absent");
+    assert_eq!(field(&three(empty.clone(), empty.clone(), empty)), "Absent");
     let changes = changes(objects, &observed);
     assert!(
         matches!(changes.last(), Some(Change::Apply { status: true, .. })),
