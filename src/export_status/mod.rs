@@ -94,17 +94,21 @@ pub fn wanted(export: &LocalExport, local: &ClusterId, merged: Option<&MergedSet
             type_: READY_CONDITION,
             status: true,
             reason: READY_REASON_READY.to_owned(),
+            // What this cluster knows: who it is exported to. Whether
+            // each of them imports it (its namespace exists there) and
+            // whether its pods are ready are not known here, and not said.
             message: match service.access.as_deref() {
                 None => format!(
-                    "Service {} is exported: every cluster of the set imports it.",
-                    export.key
+                    "Service {} is exported to every cluster of the set. Each imports it where namespace {} exists (Strait never creates one); which did is in their ServiceImports, and `strait status` there.",
+                    export.key, export.key.namespace
                 ),
                 // Scoped: the clusters it does not admit are never told of
                 // it (not even its name, in the feed), so they import nothing.
                 Some(policy) => format!(
-                    "Service {} is exported to {} only (its access policy): the other clusters of the set are not told of it and do not import it.",
+                    "Service {} is exported to {} only (its access policy): the other clusters of the set are not told of it and do not import it. Those admitted import it where namespace {} exists.",
                     export.key,
-                    admitted(policy)
+                    admitted(policy),
+                    export.key.namespace
                 ),
             },
         },

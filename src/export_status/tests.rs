@@ -387,15 +387,19 @@ fn ready_names_whom_a_scoped_export_reaches() {
             .find(|c| c.type_ == READY_CONDITION)
             .expect("Ready")
     };
+    // It says to whom, and not that they import it: a cluster without
+    // the namespace does not.
+    let cart = ready("cart").message;
     assert!(
-        ready("cart")
-            .message
-            .contains("every cluster of the set imports it")
+        cart.contains("exported to every cluster of the set")
+            && cart.contains("where namespace shop exists")
+            && !cart.contains("imports it."),
+        "{cart}"
     );
     let ledger = ready("ledger");
     assert!(ledger.status);
     assert_eq!(
         ledger.message,
-        "Service shop/ledger is exported to clusters c2, c4 and networks net-a only (its access policy): the other clusters of the set are not told of it and do not import it."
+        "Service shop/ledger is exported to clusters c2, c4 and networks net-a only (its access policy): the other clusters of the set are not told of it and do not import it. Those admitted import it where namespace shop exists."
     );
 }
