@@ -18,8 +18,10 @@ use super::Refused;
 /// Where a command reads the cluster set.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SourceArgs {
-    /// The configuration directory (holds clusters/ and gateway.yaml).
-    #[arg(long, value_name = "DIR", required_unless_present = "kube")]
+    /// The configuration directory (holds clusters/ and gateway.yaml);
+    /// needed unless `--kube` (or `strait check --pre`) reads the API
+    /// servers.
+    #[arg(long, value_name = "DIR")]
     pub config: Option<PathBuf>,
     /// Read the cluster set from the Kubernetes API servers: the local
     /// cluster from KUBECONFIG or in-cluster config, remote clusters from

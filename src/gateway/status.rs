@@ -69,7 +69,11 @@ fn status(options: &GatewayOptions, state: &GatewayState) -> Value {
                 "lastError": status.last_error,
                 "network": cluster.map(|c| c.network.to_string()),
                 "networkAttested": cluster.map(|c| c.network_attested),
-                "exported": cluster.map(|c| c.services.len()),
+                // The set also holds the Services a cluster declares
+                // without exporting them (the per-port rule reads them).
+                "exported": cluster.map(|c| {
+                    c.services.values().filter(|s| s.export.is_some()).count()
+                }),
                 "gateways": gateways,
                 "tunnelConnections": if local { Value::Null } else { json!({"h2": h2, "quic": quic}) },
             })
