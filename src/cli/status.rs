@@ -181,7 +181,12 @@ fn render(view: &Value) -> String {
         );
     }
     let imports = &view["imports"];
-    if imports.is_object() {
+    if imports["leader"] == false {
+        let _ = writeln!(
+            out,
+            "imports: planned and written by the Lease holder, another replica (ask it)"
+        );
+    } else if imports.is_object() {
         let skipped = imports["skipped"]
             .as_object()
             .map(|s| {

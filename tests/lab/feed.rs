@@ -168,15 +168,16 @@ pub fn private_clusters_reach_each_other_by_feed_alone(lab: &Lab) {
 /// namespace (the admin port answers loopback only), against what the API
 /// servers hold: c2 and c3 read from their feeds and synced, each with the
 /// network its ClusterProperty names and its exported services, no more
-/// than its ServiceExports, and c1's imports no more than its
-/// ServiceImports (another controller's are not Strait's).
+/// than its ServiceExports, in every replica; and the Lease holder's
+/// imports no more than c1's ServiceImports (another controller's are not
+/// Strait's; the other replica plans none).
 fn status_agrees_with_the_api(lab: &Lab) {
-    let gateway = lab
+    let pids: Vec<String> = lab
         .pods("c1", "strait-system", "cluster-edge-")
-        .into_iter()
-        .next()
-        .expect("a c1 gateway pod");
-    let pid = lab.pod_pid("c1", "strait-system", &gateway).to_string();
+        .iter()
+        .map(|pod| lab.pod_pid("c1", "strait-system", pod).to_string())
+        .collect();
+    assert!(!pids.is_empty(), "c1 runs gateway pods");
     let count = |cluster: &str, kind: &str| {
         lab.kubectl(cluster, &["get", kind, "-A", "-o", "name"])
             .lines()
@@ -184,11 +185,12 @@ fn status_agrees_with_the_api(lab: &Lab) {
     };
     let mut last = String::new();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let mut agrees = || {
+    // Each replica answers for itself; only the Lease holder plans imports.
+    let mut agrees_in = |pid: &str| {
         let output = std::process::Command::new("nsenter")
             .args([
                 "-t",
-                &pid,
+                pid,
                 "-n",
                 env!("CARGO_BIN_EXE_strait"),
                 "status",
@@ -203,7 +205,7 @@ fn status_agrees_with_the_api(lab: &Lab) {
             String::from_utf8_lossy(&output.stderr)
         );
         let Ok(view) = serde_json::from_slice::<serde_json::Value>(&output.stdout) else {
-            return false;
+            return (false, false);
         };
         let cluster = |id: &str| {
             view["clusters"]
@@ -233,13 +235,20 @@ fn status_agrees_with_the_api(lab: &Lab) {
                     .is_some_and(|n| n as usize <= exports)
         };
         let imports = count("c1", "serviceimports");
-        view["cluster"] == "c1"
+        let leader = view["imports"]["leader"] == true;
+        let clusters = view["cluster"] == "c1"
             && agrees("c1", "local")
             && agrees("c2", "feed")
-            && agrees("c3", "feed")
-            && view["imports"]["total"]
+            && agrees("c3", "feed");
+        let imported = !leader
+            || view["imports"]["total"]
                 .as_u64()
-                .is_some_and(|n| n >= 1 && n as usize <= imports)
+                .is_some_and(|n| n >= 1 && n as usize <= imports);
+        (clusters && imported, leader)
+    };
+    let mut agrees = || {
+        let views: Vec<(bool, bool)> = pids.iter().map(|pid| agrees_in(pid)).collect();
+        views.iter().all(|(agrees, _)| *agrees) && views.iter().any(|(_, leader)| *leader)
     };
     while !agrees() {
         assert!(
