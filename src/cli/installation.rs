@@ -410,21 +410,25 @@ pub fn tls_checks(cluster: &str, tls_crt: &[u8], ca_crt: &[u8], now: SystemTime)
             )),
         }
     }
-    let naming = CertificateDer::pem_slice_iter(ca_crt)
-        .filter_map(Result::ok)
-        .filter(|ca| {
-            crate::tls::identity_of(ca).is_ok_and(|identity| identity.cluster.as_str() == cluster)
-        })
-        .count();
-    checks.push(if naming == 1 {
-        Check::new("tls", Outcome::Ok, format!("ca.crt holds the CA naming {cluster}"))
-    } else {
-        Check::new(
+    // The same pick `strait link export` makes for a peer document.
+    checks.push(match super::peer::own_ca(ca_crt, cluster, "ca.crt") {
+        Ok(_) => Check::new(
+            "tls",
+            Outcome::Ok,
+            format!("ca.crt holds the CA naming {cluster}"),
+        ),
+        Err(refused) => Check::new(
             "tls",
             Outcome::Warning,
-            format!("ca.crt holds {naming} CAs naming {cluster}: `strait link` cannot pick the one to hand peers"),
+            format!(
+                "{}: `strait link` cannot hand peers this cluster's CA",
+                refused.0.trim_start_matches("error: ")
+            ),
         )
-        .hint("strait certs issues one CA per cluster; or give strait link export --ca FILE", DOCS_CERTS)
+        .hint(
+            "strait certs issues one CA per cluster; or give strait link export --ca FILE",
+            DOCS_CERTS,
+        ),
     });
     checks
 }

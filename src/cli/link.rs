@@ -213,12 +213,7 @@ fn run_link_feed(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<()
             &document,
         )
         .await?;
-        let local = link::local_client(args.local_kubeconfig.as_deref())
-            .await
-            .map_err(refused)?;
-        let remote = link::local_client(Some(&args.kubeconfig))
-            .await
-            .map_err(refused)?;
+        let (local, remote) = clients(args).await?;
         link::apply(&local, &as_value(&remote_document)?, "the local cluster")
             .await
             .map_err(refused)?;
@@ -238,6 +233,17 @@ fn run_link_feed(args: &LinkArgs, apply: bool, out: &mut dyn Write) -> Result<()
             ),
         )
     })
+}
+
+/// The local cluster's client and the remote one's, from their kubeconfigs.
+async fn clients(args: &LinkArgs) -> Result<(kube::Client, kube::Client), Refused> {
+    let local = link::local_client(args.local_kubeconfig.as_deref())
+        .await
+        .map_err(refused)?;
+    let remote = link::local_client(Some(&args.kubeconfig))
+        .await
+        .map_err(refused)?;
+    Ok((local, remote))
 }
 
 /// What the user should know of the link's token.
@@ -299,12 +305,7 @@ pub fn run_unlink(args: &LinkArgs, out: &mut dyn Write) -> Result<(), Refused> {
 /// servers are left alone (`--api` undoes one).
 fn run_unlink_feed(args: &LinkArgs, out: &mut dyn Write) -> Result<(), Refused> {
     runtime()?.block_on(async {
-        let local = link::local_client(args.local_kubeconfig.as_deref())
-            .await
-            .map_err(refused)?;
-        let remote = link::local_client(Some(&args.kubeconfig))
-            .await
-            .map_err(refused)?;
+        let (local, remote) = clients(args).await?;
         let local_id = link::local_id(&local).await.map_err(refused)?;
         let remote_id = link::local_id(&remote).await.map_err(refused)?;
         let here = super::peer::delete_peer_secrets(&local, &args.namespace, &remote_id).await?;

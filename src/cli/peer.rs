@@ -194,7 +194,7 @@ pub(super) async fn peer_document_of(
 
 /// Of the PEM certificates in `pem` (from `from`), the one CA naming
 /// `id`, as its PEM block.
-fn own_ca(pem: &[u8], id: &str, from: &str) -> Result<String, Refused> {
+pub(super) fn own_ca(pem: &[u8], id: &str, from: &str) -> Result<String, Refused> {
     let cluster = ClusterId::new(id).map_err(|e| Refused(format!("error: {id}: {e}")))?;
     let text =
         std::str::from_utf8(pem).map_err(|_| Refused(format!("error: {from}: not PEM text")))?;
