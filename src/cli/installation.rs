@@ -62,7 +62,7 @@ pub struct Check {
 }
 
 impl Check {
-    fn new(group: &'static str, outcome: Outcome, message: impl Into<String>) -> Check {
+    pub(super) fn new(group: &'static str, outcome: Outcome, message: impl Into<String>) -> Check {
         Check {
             group,
             outcome,
@@ -72,7 +72,7 @@ impl Check {
         }
     }
 
-    fn hint(mut self, hint: impl Into<String>, docs: &'static str) -> Check {
+    pub(super) fn hint(mut self, hint: impl Into<String>, docs: &'static str) -> Check {
         self.hint = Some(hint.into());
         self.docs = Some(docs);
         self

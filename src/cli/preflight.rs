@@ -24,6 +24,8 @@ const LEASE: &str = "strait-export-status";
 const TLS_SECRET: &str = "cluster-edge-tls";
 const DNS_SERVICE: &str = "cluster-edge-dns";
 const DEPLOYMENT: &str = "cluster-edge";
+/// How long the gateway's view may take to arrive.
+const VIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// An object, `None` when it does not exist, or a ⚠ saying it could not be read.
 async fn read<K>(api: Api<K>, name: &str, what: &str) -> Result<Option<K>, Check>
@@ -226,5 +228,36 @@ pub(super) async fn installed(
         (Ok(Some(_)), None) => {}
         (Err(check), _) => checks.push(check),
     }
+    if available > 0 {
+        checks.extend(gateway_view_checks(client, settings).await);
+    }
     checks
+}
+
+/// The checks of the gateway's own view: read from a ready gateway pod's
+/// `/debug/status` through the API server's port-forward.
+async fn gateway_view_checks(client: &Client, settings: &GatewaySettings) -> Vec<Check> {
+    let namespace = settings.gateway_namespace.as_str();
+    let port = settings.listeners.admin.port();
+    let view = match super::forward::gateway_pod(client, namespace).await {
+        Ok(pod) => {
+            super::forward::get_json(client, namespace, &pod, port, "/debug/status", VIEW_TIMEOUT)
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    match view {
+        Ok(view) => super::linked::view_checks(&view),
+        Err(e) => vec![Check {
+            group: "access",
+            outcome: Outcome::Warning,
+            message: format!(
+                "could not read the gateway's view, so the links, tunnels and import ports are not checked: {e}"
+            ),
+            hint: Some(format!(
+                "the checks need create on pods/portforward in {namespace} (as kubectl port-forward does)"
+            )),
+            docs: Some("docs/kubernetes.md#10-verify-the-tunnel"),
+        }],
+    }
 }

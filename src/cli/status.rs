@@ -1,7 +1,8 @@
 //! `strait status`: the cluster set on one screen, as one gateway sees it,
-//! read from its admin port's `/debug/status` (which answers loopback
-//! only: `kubectl -n strait-system port-forward deploy/cluster-edge
-//! 15021`, or run it in the pod). Clusters with how each is read, its
+//! read from its admin port's `/debug/status`, which answers loopback
+//! only: `--kube` reads it through the API server's port-forward to a
+//! gateway pod ([`forward`](super::forward)); else through `kubectl -n
+//! strait-system port-forward deploy/cluster-edge 15021`. Clusters with how each is read, its
 //! state, network, gateways and this gateway's tunnel connections; the
 //! services exported and in conflict; the imports, ready and not; the
 //! findings. `--watch` prints it again at an interval.
@@ -45,6 +46,21 @@ pub struct StatusArgs {
     /// How long to wait for the gateway.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
     timeout: Duration,
+    /// Read a gateway pod's view through the Kubernetes API server (its
+    /// port-forward to the pod's admin port, `--admin`'s port): no local
+    /// port-forward, nothing run in the pod. The Lease holder is asked
+    /// when it is ready (it alone plans the imports), else any ready pod.
+    #[arg(long)]
+    kube: bool,
+    /// With --kube: the kubeconfig (default: as kubectl finds it).
+    #[arg(long, value_name = "FILE", requires = "kube")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// With --kube: the gateway's namespace.
+    #[arg(long, value_name = "NAMESPACE", default_value = "strait-system")]
+    gateway_namespace: String,
+    /// With --kube: this gateway pod rather than the Lease holder.
+    #[arg(long, value_name = "POD", requires = "kube")]
+    pod: Option<String>,
 }
 
 pub(super) fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<(), Refused> {
@@ -53,8 +69,38 @@ pub(super) fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<(), Refused>
         .map_err(|e| Refused(format!("error: --admin {}: {e}", args.admin)))?;
     runtime()?.block_on(async {
         let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+        let kube = match args.kube {
+            true => Some(
+                crate::controller::link::local_client(args.kubeconfig.as_deref())
+                    .await
+                    .map_err(|e| Refused(format!("error: {e}")))?,
+            ),
+            false => None,
+        };
         loop {
-            let view = fetch(&client, &url, args.timeout).await?;
+            let view = match &kube {
+                Some(kube) => {
+                    let namespace = &args.gateway_namespace;
+                    let pod = match &args.pod {
+                        Some(pod) => pod.clone(),
+                        None => super::forward::gateway_pod(kube, namespace)
+                            .await
+                            .map_err(|e| Refused(format!("error: {e}")))?,
+                    };
+                    let port = url.port_u16().unwrap_or(15021);
+                    super::forward::get_json(
+                        kube,
+                        namespace,
+                        &pod,
+                        port,
+                        "/debug/status",
+                        args.timeout,
+                    )
+                    .await
+                    .map_err(|e| Refused(format!("error: {e}")))?
+                }
+                None => fetch(&client, &url, args.timeout).await?,
+            };
             let text = match args.output {
                 StatusOutput::Json => {
                     let mut text = serde_json::to_string_pretty(&view)
@@ -83,7 +129,7 @@ async fn fetch(
 ) -> Result<Value, Refused> {
     let failed = |e: &dyn std::fmt::Display| {
         Refused(format!(
-            "error: {url}: {e} (the admin port answers on loopback only: `kubectl -n strait-system port-forward deploy/cluster-edge 15021`, or give --admin)"
+            "error: {url}: {e} (the admin port answers on loopback only: give --kube to read it through the API server, or `kubectl -n strait-system port-forward deploy/cluster-edge 15021`)"
         ))
     };
     let response = tokio::time::timeout(timeout, client.get(url.clone()))
@@ -138,6 +184,7 @@ fn render(view: &Value) -> String {
             "EXPORTED".to_owned(),
             "GATEWAYS".to_owned(),
             "TUNNEL h2/quic".to_owned(),
+            "ANSWERED".to_owned(),
         ]];
         for cluster in clusters {
             let network = match (&cluster["network"], &cluster["networkAttested"]) {
@@ -162,12 +209,43 @@ fn render(view: &Value) -> String {
                 } else {
                     format!("{}/{}", text(&tunnel["h2"]), text(&tunnel["quic"]))
                 },
+                match cluster["probes"].as_object() {
+                    None => "-".to_owned(),
+                    Some(probes) => format!(
+                        "{}/{}",
+                        probes.values().filter(|p| p["error"].is_null()).count(),
+                        cluster["gateways"].as_array().map_or(0, Vec::len)
+                    ),
+                },
             ]);
         }
         table(&mut out, &rows);
         for cluster in clusters {
             if let Some(error) = cluster["lastError"].as_str() {
                 let _ = writeln!(out, "  {}: {error}", text(&cluster["id"]));
+            }
+            for (gateway, probe) in cluster["probes"].as_object().into_iter().flatten() {
+                let id = text(&cluster["id"]);
+                if let Some(error) = probe["error"].as_str() {
+                    let _ = writeln!(out, "  {id} gateway {gateway} did not answer: {error}");
+                }
+                if let Some(skew) = probe["clockSkewMs"].as_i64().filter(|s| s.abs() >= 1_000) {
+                    let _ = writeln!(
+                        out,
+                        "  {id} gateway {gateway}: its clock is {skew} ms from ours"
+                    );
+                }
+                for difference in probe["networkMapDifferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                {
+                    let _ = writeln!(
+                        out,
+                        "  {id} gateway {gateway}: network maps differ, {}",
+                        text(difference)
+                    );
+                }
             }
         }
     }
@@ -263,7 +341,9 @@ mod tests {
                  "tunnelConnections": null, "lastError": null},
                 {"id": "c3", "readFrom": "feed", "state": "stale", "since": "2026-12-07T10:05:00Z",
                  "network": "net-b", "networkAttested": false, "exported": 2, "gateways": ["172.31.100.13:15008"],
-                 "tunnelConnections": {"h2": 1, "quic": 0}, "lastError": "connection refused"},
+                 "tunnelConnections": {"h2": 1, "quic": 0}, "lastError": "connection refused",
+                 "probes": {"172.31.100.13:15008": {"error": null, "clockSkewMs": -4200,
+                            "networkMapDifferences": ["c2: net-a here, net-c there"]}}},
             ],
             "services": {"exported": 5, "inConflict": 1},
             "imports": {"leader": true, "total": 4, "ready": 3, "notReady": 1,
@@ -279,6 +359,9 @@ mod tests {
             "net-b (its own word)",
             "1/0",
             "c3: connection refused",
+            "1/1",
+            "c3 gateway 172.31.100.13:15008: its clock is -4200 ms from ours",
+            "c3 gateway 172.31.100.13:15008: network maps differ, c2: net-a here, net-c there",
             "5 exported in the set, 1 in conflict",
             "imports: 4 (3 ready, 1 not), 2 not imported: no-namespace; this replica writes them",
             "shop/cart not ready, ImportPortsExhausted: the range is full",

@@ -3,6 +3,7 @@
 //! open connections on shutdown.
 
 mod peers;
+pub mod probe;
 mod reload;
 mod status;
 
@@ -440,8 +441,12 @@ impl Gateway {
             state.clone(),
             stop_admin.clone(),
         )));
+        let mut probes = None;
         if let Some(kube) = &options.kube {
             tasks.push(peers::follow(&state, kube, &stop_admin));
+            let (task, asked) = probe::spawn(&state, kube, &stop_admin);
+            tasks.push(task);
+            probes = Some(asked);
         }
         let routes_state = state.clone();
         let dns_state = state.clone();
@@ -456,7 +461,7 @@ impl Gateway {
             }),
             clusters_json: reload::clusters_view(&options, state.clone()),
             imports_json: reload::imports_view(&options, state.clone()),
-            status_json: status::status_view(&options, state.clone()),
+            status_json: status::status_view(&options, state.clone(), probes),
             dns_json: Arc::new(move |query| {
                 let table = dns_state.routes.load();
                 crate::dns::lookup(&table, &zone, dns_listening, query)

@@ -6,7 +6,8 @@
 //! then the services the set exports (and conflicts), the imports
 //! (ready, not ready and why, and services with no import and why) and
 //! the findings. It reads what the gateway holds already: no request to
-//! any API server or peer.
+//! any API server or peer; each peer gateway's last answer comes from
+//! the periodic question of [`probe`](super::probe).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::GatewayOptions;
+use super::probe::Probes;
 use crate::admin::JsonView;
 use crate::diagnostics::Diagnostic;
 use crate::state::GatewayState;
@@ -22,12 +24,16 @@ use crate::state::GatewayState;
 /// (it counts them all).
 const LISTED: usize = 20;
 
-pub(super) fn status_view(options: &GatewayOptions, state: Arc<GatewayState>) -> JsonView {
+pub(super) fn status_view(
+    options: &GatewayOptions,
+    state: Arc<GatewayState>,
+    probes: Option<Arc<Probes>>,
+) -> JsonView {
     let options = options.clone();
-    Arc::new(move || status(&options, &state))
+    Arc::new(move || status(&options, &state, probes.as_deref()))
 }
 
-fn status(options: &GatewayOptions, state: &GatewayState) -> Value {
+fn status(options: &GatewayOptions, state: &GatewayState, probes: Option<&Probes>) -> Value {
     let tunnels = tunnel_connections(state);
     let findings = state
         .findings
@@ -54,6 +60,17 @@ fn status(options: &GatewayOptions, state: &GatewayState) -> Value {
             let gateways: Vec<String> = cluster
                 .map(|c| c.gateways.iter().map(ToString::to_string).collect())
                 .unwrap_or_default();
+            // Each gateway's last answer to this gateway's question
+            // (src/gateway/probe.rs); absent until the first round.
+            let answers: BTreeMap<String, Value> = cluster
+                .zip(probes)
+                .map(|(c, probes)| {
+                    c.gateways
+                        .iter()
+                        .filter_map(|g| Some((g.to_string(), json!(probes.get(g)?))))
+                        .collect()
+                })
+                .unwrap_or_default();
             let (h2, quic) = gateways.iter().fold((0, 0), |(h2, quic), gateway| {
                 let (h, q) = tunnels.get(gateway).copied().unwrap_or_default();
                 (h2 + h, quic + q)
@@ -76,6 +93,7 @@ fn status(options: &GatewayOptions, state: &GatewayState) -> Value {
                 }),
                 "gateways": gateways,
                 "tunnelConnections": if local { Value::Null } else { json!({"h2": h2, "quic": quic}) },
+                "probes": if local { Value::Null } else { json!(answers) },
             })
         })
         .collect();
@@ -120,6 +138,20 @@ fn status(options: &GatewayOptions, state: &GatewayState) -> Value {
             "notReadyListed": not_ready.into_iter().take(LISTED).collect::<Vec<_>>(),
             "skipped": skipped,
             "lastError": report.last_error,
+            // Import ports: one per TCP or UDP port of a ClusterSetIP
+            // import, from the range; service ports left without one.
+            "ports": {
+                "range": options.settings.imports.port_range.to_string(),
+                "size": options.settings.imports.port_range.len(),
+                "used": report
+                    .imports
+                    .iter()
+                    .flat_map(|import| &import.ports)
+                    .filter(|port| port.import_port.is_some())
+                    .count(),
+                "exhausted": report.exhausted.len(),
+                "exhaustedListed": report.exhausted.iter().take(LISTED).collect::<Vec<_>>(),
+            },
         });
     }
     view

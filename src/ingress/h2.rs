@@ -232,6 +232,10 @@ fn serve_request(
         super::feed::serve(parts.uri.query(), respond, caller, state, shutdown);
         return;
     }
+    if parts.method == Method::GET && parts.uri.path() == super::about::ABOUT_PATH {
+        super::about::serve(respond, caller, state);
+        return;
+    }
     if parts.method != Method::CONNECT {
         let malformed =
             InboundRefusal::Malformed(format!("method {} is not CONNECT", parts.method));

@@ -3,6 +3,7 @@
 //! dialled to local backends (`inbound`, shared by both transports); a
 //! peer's connection ends as [`crate::tls::lifetime`] says.
 
+pub mod about;
 pub mod feed;
 pub mod h2;
 pub mod inbound;

@@ -6,6 +6,7 @@ go 1.26.0
 
 require (
 	github.com/creack/pty v1.1.24
+	golang.org/x/sys v0.40.0
 	k8s.io/cri-streaming v0.36.3
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
 )

@@ -1,4 +1,5 @@
-// The kubelet API of a cluster lab node, as far as `kubectl exec` needs it.
+// The kubelet API of a cluster lab node, as far as `kubectl exec` and
+// `kubectl port-forward` need it.
 //
 // The API server sends a pod's exec to the kubelet of the pod's node:
 // https://<node InternalIP>:10250/exec/<namespace>/<pod>/<container>?command=…
@@ -12,7 +13,11 @@
 // Like a kubelet, it serves TLS with the node's serving certificate and
 // accepts only clients whose certificate the cluster's CA signed (the API
 // server's kubelet client certificate). It authorizes nothing further and
-// serves nothing but exec: logs, attach and port-forward answer 404.
+// serves nothing but exec and port-forward (the API server sends a pod's
+// port-forward to /portForward/<namespace>/<pod>, served with the
+// kubelet's own stream handling too; each forwarded connection is dialled
+// from inside the pod's network namespace, to 127.0.0.1, as a container
+// runtime's port-forward does): logs and attach answer 404.
 package main
 
 import (
@@ -24,15 +29,20 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 )
@@ -70,6 +80,8 @@ func main() {
 	// The kubelet's two forms; the API server uses the first.
 	mux.HandleFunc("/exec/{namespace}/{pod}/{container}", e.serve)
 	mux.HandleFunc("/exec/{namespace}/{pod}/{uid}/{container}", e.serve)
+	mux.HandleFunc("/portForward/{namespace}/{pod}", e.servePortForward)
+	mux.HandleFunc("/portForward/{namespace}/{pod}/{uid}", e.servePortForward)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	server := &http.Server{
 		Addr:              *listen,
@@ -77,7 +89,7 @@ func main() {
 		ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig:         &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clients},
 	}
-	log.Printf("serving exec on https://%s for the pods of %s", *listen, *pods)
+	log.Printf("serving exec and port-forward on https://%s for the pods of %s", *listen, *pods)
 	log.Fatal(server.ListenAndServeTLS(*cert, *key))
 }
 
@@ -96,6 +108,82 @@ func (e *executor) serve(w http.ResponseWriter, req *http.Request) {
 	remotecommand.ServeExec(w, req, e, name, req.PathValue("uid"), req.PathValue("container"),
 		req.URL.Query()["command"], opts, idleTimeout, streamCreationTimeout,
 		remotecommand.SupportedStreamingProtocols)
+}
+
+func (e *executor) servePortForward(w http.ResponseWriter, req *http.Request) {
+	opts, err := portforward.NewV4Options(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	name := req.PathValue("namespace") + "/" + req.PathValue("pod")
+	portforward.ServePortForward(w, req, e, name, req.PathValue("uid"), opts,
+		idleTimeout, streamCreationTimeout, portforward.SupportedProtocols)
+}
+
+// PortForward copies between stream and a connection to 127.0.0.1:port in
+// the pod's network namespace (portforward.PortForwarder).
+func (e *executor) PortForward(ctx context.Context, name, uid string, port int32, stream io.ReadWriteCloser) error {
+	defer stream.Close()
+	dir, err := e.podDir(name, uid)
+	if err != nil {
+		return err
+	}
+	pidText, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil {
+		return fmt.Errorf("pod %s: pid %q: %w", name, pidText, err)
+	}
+	conn, err := dialInNetns(ctx, pid, fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		log.Printf("port-forward %s:%d: %v", name, port, err)
+		return err
+	}
+	defer conn.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(conn, stream); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(stream, conn); done <- struct{}{} }()
+	<-done
+	return nil
+}
+
+// dialInNetns makes a TCP connection from the network namespace of
+// process pid: the socket is created on this thread while it is in that
+// namespace, and keeps it after the thread returns to its own.
+func dialInNetns(ctx context.Context, pid int, address string) (net.Conn, error) {
+	target, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer target.Close()
+	runtime.LockOSThread()
+	own, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	defer own.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("setns: %w", err)
+	}
+	var dialer net.Dialer
+	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, dialErr := dialer.DialContext(dialCtx, "tcp", address)
+	cancel()
+	if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
+		// The thread stays locked, so it dies with its goroutine rather
+		// than serve another in the pod's namespace.
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, fmt.Errorf("setns back: %w", err)
+	}
+	runtime.UnlockOSThread()
+	return conn, dialErr
 }
 
 // podDir finds the folder kubelet.sh keeps for the pod named

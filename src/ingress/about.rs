@@ -1,0 +1,105 @@
+//! What a gateway says about itself to a peer gateway that asks
+//! (docs/tunnel-protocol.md §11): `GET /strait.dev/about/v1` over the
+//! tunnel's HTTP/2, answered with this cluster's id, its network, the
+//! network map as this gateway attests it, and its clock. A peer's
+//! gateway asks periodically (`src/gateway/probe.rs`) to learn that the
+//! tunnel address answers a real request, how far the clocks are apart
+//! and whether the two network maps agree; `strait check` reports it.
+//! Nothing here steers traffic: the answer is compared, never applied.
+//! Only a cluster of the set may ask, as for a `CONNECT` or the feed.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use http::{HeaderValue, Response, StatusCode};
+use serde::{Deserialize, Serialize};
+
+use crate::net::buffer::Chunk;
+use crate::routing::RouteTable;
+use crate::routing::inbound::known_caller;
+use crate::state::GatewayState;
+use crate::tls::Identity;
+use crate::tunnel::ERROR_HEADER;
+
+/// The path a peer asks.
+pub const ABOUT_PATH: &str = "/strait.dev/about/v1";
+
+/// The most of an answer a peer reads: a network map of a few thousand
+/// clusters fits.
+pub const ABOUT_LIMIT: usize = 256 << 10;
+
+/// What a gateway says about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct About {
+    pub version: u32,
+    /// The cluster the answering gateway belongs to.
+    pub cluster: String,
+    /// Its network, as its own cluster says (or its network map attests).
+    pub network: String,
+    /// The network map as it attests it: cluster → network; empty when it
+    /// has none.
+    pub networks: std::collections::BTreeMap<String, String>,
+    /// Its clock when it answered, milliseconds since the Unix epoch.
+    pub time_ms: u64,
+}
+
+impl About {
+    /// What the gateway holding `table` says at `now`.
+    pub fn of(table: &RouteTable, now: SystemTime) -> About {
+        About {
+            version: 1,
+            cluster: table.viewer().to_string(),
+            network: table.network().to_string(),
+            networks: table
+                .attested_networks()
+                .into_iter()
+                .map(|(cluster, network)| (cluster.to_string(), network.to_string()))
+                .collect(),
+            time_ms: now
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Answers one about request over HTTP/2.
+pub(super) fn serve(
+    mut respond: SendResponse<Chunk>,
+    caller: &Arc<Identity>,
+    state: &Arc<GatewayState>,
+) {
+    let table = state.routes.load();
+    if let Err(refusal) = known_caller(&table, &caller.cluster, &state.inbound) {
+        let refusal = super::inbound::refuse(state, caller, Some(ABOUT_PATH), refusal);
+        let mut response = Response::new(());
+        *response.status_mut() = StatusCode::FORBIDDEN;
+        if let Ok(value) = HeaderValue::from_str(&refusal.reason) {
+            response.headers_mut().insert(ERROR_HEADER, value);
+        }
+        let _ = respond.send_response(response, true);
+        return;
+    }
+    let body = match serde_json::to_vec(&About::of(&table, SystemTime::now())) {
+        Ok(body) => body,
+        Err(error) => {
+            tracing::error!(%error, "rendering the about answer failed");
+            let mut response = Response::new(());
+            *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            let _ = respond.send_response(response, true);
+            return;
+        }
+    };
+    let mut response = Response::new(());
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Ok(mut send) = respond.send_response(response, false) {
+        // Small: h2 holds what the peer's window does not take yet.
+        let _ = send.send_data(Chunk::Shared(Bytes::from(body)), true);
+    }
+}
