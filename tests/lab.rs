@@ -54,6 +54,10 @@ fn strait_in_a_real_cluster_set() {
             lab::check::check_names_what_is_wrong_and_passes_when_mended,
         ),
         (
+            "strait check judges the links through the gateway's view and fails when a peer's gateway stops or its network map differs",
+            lab::check::check_judges_the_links_and_fails_when_a_peer_breaks,
+        ),
+        (
             "a tenant's exported annotations claim no import port",
             lab::tenant::a_tenants_exported_annotations_claim_no_import_port,
         ),
@@ -96,8 +100,17 @@ fn strait_in_a_real_cluster_set() {
             lab::rbac::the_admission_policy_denies_the_gateway_anything_but_its_own_objects,
         ),
     ];
+    // `STRAIT_LAB_SCENARIOS=TEXT` runs only the scenarios whose name
+    // holds TEXT, for working on one; CI runs them all.
+    let only = std::env::var("STRAIT_LAB_SCENARIOS").ok();
     let mut failed = Vec::new();
     for (name, scenario) in scenarios {
+        if let Some(only) = only.as_deref().filter(|only| !name.contains(only)) {
+            lab::loud(&format!(
+                "lab scenario skipped (STRAIT_LAB_SCENARIOS={only}): {name}"
+            ));
+            continue;
+        }
         lab::loud(&format!("lab scenario: {name}"));
         if catch_unwind(AssertUnwindSafe(|| scenario(&lab))).is_err() {
             failed.push(*name);

@@ -52,6 +52,11 @@ pub struct LinkArgs {
     /// Link by feed (the default, kept for scripts that say so).
     #[arg(long, hide = true, conflicts_with = "api")]
     feed: bool,
+    /// `strait unlink --api` only: also remove the link the other way, the
+    /// remote cluster reading this one's API server (its Secret naming
+    /// this cluster there, and its reader here).
+    #[arg(long, requires = "api")]
+    both: bool,
 }
 
 impl LinkArgs {
@@ -109,6 +114,11 @@ pub enum LinkAction {
 /// local one, prints the Secret instead, or (a dry run) prints what would
 /// be created.
 pub fn run_link(args: &LinkArgs, what: LinkAction, out: &mut dyn Write) -> Result<(), Refused> {
+    if args.both {
+        return Err(refused(
+            "--both is for strait unlink --api (a link through the API server goes one way; strait link --api run from each side makes both)",
+        ));
+    }
     if !args.api {
         if what == LinkAction::PrintSecret {
             return Err(refused(
@@ -290,13 +300,32 @@ pub fn run_unlink(args: &LinkArgs, out: &mut dyn Write) -> Result<(), Refused> {
         link::unlink_remote(&remote, &options)
             .await
             .map_err(refused)?;
-        emit(
-            out,
-            &format!(
-                "unlinked {name}: Secret {}/{name} and the remote reader {} deleted\n",
-                args.namespace, options.reader
-            ),
-        )
+        let mut said = format!(
+            "unlinked {name}: Secret {}/{name} and the remote reader {} deleted\n",
+            args.namespace, options.reader
+        );
+        if args.both {
+            // The other way: the remote cluster's Secret naming this
+            // cluster, and the reader it reads this cluster as.
+            let local_id = link::local_id(&local).await.map_err(refused)?;
+            let remote_id = link::local_id(remote.client()).await.map_err(refused)?;
+            link::delete_local(remote.client(), &args.namespace, &local_id)
+                .await
+                .map_err(refused)?;
+            let reader = link::reader_name(&remote_id);
+            link::delete_reader(&local, "the local cluster", &args.remote_namespace, &reader)
+                .await
+                .map_err(refused)?;
+            said.push_str(&format!(
+                "and the other way: Secret {}/{local_id} in {remote_id} and the reader {reader} here deleted\n",
+                args.namespace
+            ));
+        } else {
+            said.push_str(&format!(
+                "a link the other way ({name} reading this cluster's API server), if any, is left: add --both to remove it too, or {name}'s gateway keeps importing this cluster's services and its clients get connections reset\n"
+            ));
+        }
+        emit(out, &said)
     })
 }
 

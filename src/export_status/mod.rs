@@ -57,6 +57,38 @@ pub struct Wanted {
     pub remove: Vec<&'static str>,
 }
 
+/// The Ready message of an export that is part of the merged service:
+/// to whom it is exported, and when this cluster has no ready endpoint
+/// for it, that importers get none from here.
+fn exported_message(
+    export: &LocalExport,
+    service: &crate::merge::MergedService,
+    local: &ClusterId,
+) -> String {
+    let mut message = match service.access.as_deref() {
+        None => format!(
+            "Service {} is exported to every cluster of the set. Each imports it where namespace {} exists (Strait never creates one); which did is in their ServiceImports, and `strait status` there.",
+            export.key, export.key.namespace
+        ),
+        // Scoped: the clusters it does not admit are never told of it
+        // (not even its name, in the feed), so they import nothing.
+        Some(policy) => format!(
+            "Service {} is exported to {} only (its access policy): the other clusters of the set are not told of it and do not import it. Those admitted import it where namespace {} exists.",
+            export.key,
+            admitted(policy),
+            export.key.namespace
+        ),
+    };
+    // Said rather than left to look healthy: clients elsewhere get an
+    // empty answer from a service whose every copy has no ready pod.
+    if service.ready_endpoints(local) == Some(0) {
+        message.push_str(
+            " It has no ready endpoint in this cluster: importers send its traffic to the other exporting clusters, and get no backend where none has one.",
+        );
+    }
+    message
+}
+
 /// The conditions Strait wants on the local export `export` of cluster
 /// `local`. `merged` is the merged set the routes are built from, `None`
 /// while the cluster set is invalid: `Conflict` is then left as it is.
@@ -94,23 +126,10 @@ pub fn wanted(export: &LocalExport, local: &ClusterId, merged: Option<&MergedSet
             type_: READY_CONDITION,
             status: true,
             reason: READY_REASON_READY.to_owned(),
-            // What this cluster knows: who it is exported to. Whether
-            // each of them imports it (its namespace exists there) and
-            // whether its pods are ready are not known here, and not said.
-            message: match service.access.as_deref() {
-                None => format!(
-                    "Service {} is exported to every cluster of the set. Each imports it where namespace {} exists (Strait never creates one); which did is in their ServiceImports, and `strait status` there.",
-                    export.key, export.key.namespace
-                ),
-                // Scoped: the clusters it does not admit are never told of
-                // it (not even its name, in the feed), so they import nothing.
-                Some(policy) => format!(
-                    "Service {} is exported to {} only (its access policy): the other clusters of the set are not told of it and do not import it. Those admitted import it where namespace {} exists.",
-                    export.key,
-                    admitted(policy),
-                    export.key.namespace
-                ),
-            },
+            // What this cluster knows: who it is exported to, and whether
+            // it has a ready endpoint. Whether each of them imports it
+            // (its namespace exists there) is not known here, and not said.
+            message: exported_message(export, service, local),
         },
         None => WantedCondition {
             type_: READY_CONDITION,
@@ -128,11 +147,32 @@ pub fn wanted(export: &LocalExport, local: &ClusterId, merged: Option<&MergedSet
         let message = if service.conflicts.is_empty() {
             "The exporting clusters agree on the service's properties.".to_owned()
         } else {
-            let messages: Vec<&str> = service
+            let mut messages: Vec<String> = service
                 .conflicts
                 .iter()
-                .map(|c| c.message.as_str())
+                .map(|c| c.message.clone())
                 .collect();
+            // The losing side is told what it lost: its ports the merged
+            // service does not carry, which its clients elsewhere cannot
+            // reach through the set.
+            let dropped: Vec<String> = service
+                .dropped_ports(local)
+                .into_iter()
+                .map(|port| {
+                    let name = if port.name.is_empty() {
+                        "(unnamed)"
+                    } else {
+                        &port.name
+                    };
+                    format!("{name} {}/{}", port.port, port.protocol)
+                })
+                .collect();
+            if !dropped.is_empty() {
+                messages.push(format!(
+                    "This cluster's ports not exposed (each collides with an older export's): {}.",
+                    dropped.join(", ")
+                ));
+            }
             messages.join(" ")
         };
         wanted.set.push(WantedCondition {

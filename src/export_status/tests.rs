@@ -398,8 +398,84 @@ fn ready_names_whom_a_scoped_export_reaches() {
     );
     let ledger = ready("ledger");
     assert!(ledger.status);
-    assert_eq!(
-        ledger.message,
+    assert!(
+        ledger.message.starts_with(
         "Service shop/ledger is exported to clusters c2, c4 and networks net-a only (its access policy): the other clusters of the set are not told of it and do not import it. Those admitted import it where namespace shop exists."
+        ),
+        "{}",
+        ledger.message
     );
+    // Neither has an EndpointSlice here: said, not left to look healthy.
+    assert!(
+        cart.ends_with(" It has no ready endpoint in this cluster: importers send its traffic to the other exporting clusters, and get no backend where none has one."),
+        "{cart}"
+    );
+}
+
+#[test]
+fn an_export_with_a_ready_endpoint_does_not_say_it_has_none() {
+    let slice = "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: cart-1, namespace: shop, labels: {kubernetes.io/service-name: cart}}\naddressType: IPv4\nports: [{name: http, port: 8080, protocol: TCP}]\nendpoints: [{addresses: [10.1.0.5], conditions: {ready: true}}]\n";
+    let ready_message = |objects: &[String]| {
+        let c1 = translated("c1", objects);
+        let (set, errors) = assemble(vec![c1.cluster.clone()]);
+        assert!(errors.is_empty(), "a valid set: {errors:?}");
+        let merged = merge(&set);
+        let validity = validity_of(&c1);
+        let export = local_export("cart", validity[&key("cart")].clone(), Vec::new());
+        wanted(&export, &id("c1"), Some(&merged))
+            .set
+            .into_iter()
+            .find(|c| c.type_ == READY_CONDITION)
+            .expect("Ready")
+            .message
+    };
+    let with = ready_message(&[
+        service("cart", HTTP),
+        export("cart", OLDER),
+        slice.to_owned(),
+    ]);
+    assert!(!with.contains("no ready endpoint"), "{with}");
+    let unready = slice.replace("ready: true", "ready: false");
+    let without = ready_message(&[service("cart", HTTP), export("cart", OLDER), unready]);
+    assert!(without.contains("no ready endpoint"), "{without}");
+}
+
+#[test]
+fn the_losing_side_of_a_port_conflict_is_told_which_of_its_ports_are_not_exposed() {
+    let c1 = translated("c1", &[service("cart", HTTP), export("cart", OLDER)]);
+    let c2 = translated(
+        "c2",
+        &[
+            // `http` on another number: it collides by name with c1's,
+            // which is older; `metrics` is new and joins the union.
+            service(
+                "cart",
+                "{ports: [{name: http, port: 8080}, {name: metrics, port: 9100}]}",
+            ),
+            export("cart", YOUNGER),
+        ],
+    );
+    let (set, errors) = assemble(vec![c1.cluster.clone(), c2.cluster.clone()]);
+    assert!(errors.is_empty(), "a valid set: {errors:?}");
+    let merged = merge(&set);
+    let message_of = |cluster: &Translated, id_text: &str| {
+        let validity = validity_of(cluster);
+        let export = local_export("cart", validity[&key("cart")].clone(), Vec::new());
+        let wanted = wanted(&export, &id(id_text), Some(&merged));
+        let conditions =
+            updated_conditions(&export.conditions, &wanted, Some(1), at(100)).expect("written");
+        condition(&conditions, CONFLICT_CONDITION)["message"]
+            .as_str()
+            .expect("a message")
+            .to_owned()
+    };
+    let losing = message_of(&c2, "c2");
+    assert!(
+        losing.ends_with(
+            "This cluster's ports not exposed (each collides with an older export's): http 8080/TCP."
+        ),
+        "{losing}"
+    );
+    let winning = message_of(&c1, "c1");
+    assert!(!winning.contains("not exposed"), "{winning}");
 }

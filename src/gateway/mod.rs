@@ -377,6 +377,15 @@ impl Gateway {
                 options.tunnel.peer_limits,
                 memory.budget(),
             )),
+            network_map: options
+                .settings
+                .network_map()
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(cluster, network)| (cluster.to_string(), network.to_string()))
+                .collect(),
         });
         reload::report_findings(&state, findings, options.kube.is_none());
 

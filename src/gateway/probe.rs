@@ -22,7 +22,6 @@ use tokio_util::sync::CancellationToken;
 use crate::discovery::kube::KubeHandle;
 use crate::ingress::about::{ABOUT_LIMIT, ABOUT_PATH, About};
 use crate::model::{ClusterId, GatewayAddress};
-use crate::routing::RouteTable;
 use crate::state::GatewayState;
 
 /// How often each peer gateway is asked (a fifth more at random, so the
@@ -168,14 +167,14 @@ async fn ask(state: &GatewayState, cluster: &ClusterId, gateway: &GatewayAddress
     .await
     .unwrap_or_else(|_| Err(format!("no answer within {TIMEOUT:?}")));
     let round_trip = started.elapsed();
-    judge(cluster, answer, &state.routes.load(), sent, round_trip)
+    judge(cluster, answer, &state.network_map, sent, round_trip)
 }
 
 /// What one answer says, against this gateway's own view: pure.
 pub fn judge(
     cluster: &ClusterId,
     answer: Result<About, String>,
-    table: &RouteTable,
+    ours: &BTreeMap<String, String>,
     sent: SystemTime,
     round_trip: Duration,
 ) -> Probe {
@@ -203,7 +202,7 @@ pub fn judge(
         round_trip_ms: Some(u64::try_from(round_trip.as_millis()).unwrap_or(u64::MAX)),
         clock_skew_ms: Some(theirs.saturating_sub(middle)),
         network: Some(about.network),
-        network_map_differences: map_differences(table, &about.networks),
+        network_map_differences: map_differences(ours, &about.networks),
     }
 }
 
@@ -218,13 +217,12 @@ fn failed(checked_at: String, error: String) -> Probe {
     }
 }
 
-/// Each cluster the two network maps do not agree on.
-fn map_differences(table: &RouteTable, theirs: &BTreeMap<String, String>) -> Vec<String> {
-    let ours: BTreeMap<String, String> = table
-        .attested_networks()
-        .into_iter()
-        .map(|(cluster, network)| (cluster.to_string(), network.to_string()))
-        .collect();
+/// Each cluster the two network maps (gateway.yaml `networks`) do not
+/// agree on; none when neither has one.
+fn map_differences(
+    ours: &BTreeMap<String, String>,
+    theirs: &BTreeMap<String, String>,
+) -> Vec<String> {
     let mut clusters: Vec<&String> = ours.keys().chain(theirs.keys()).collect();
     clusters.sort();
     clusters.dedup();
@@ -242,6 +240,7 @@ fn map_differences(table: &RouteTable, theirs: &BTreeMap<String, String>) -> Vec
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
     use std::time::{Duration, SystemTime};
 
     use super::judge;
@@ -259,23 +258,37 @@ mod tests {
         RouteTable::build(&set, &merge(&set), "c1").expect("viewer")
     }
 
+    fn map(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
+        entries
+            .iter()
+            .map(|(c, n)| ((*c).to_owned(), (*n).to_owned()))
+            .collect()
+    }
+
     fn at(ms: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
     }
 
-    #[test]
-    fn an_answer_gives_the_skew_at_the_middle_of_the_request_and_agrees_with_our_map() {
-        let table = table();
-        let c3 = ClusterId::new("c3").expect("id");
-        let mut about = About::of(&table, at(0));
+    fn c3() -> ClusterId {
+        ClusterId::new("c3").expect("id")
+    }
+
+    fn c3_about(networks: BTreeMap<String, String>, time_ms: u64) -> About {
+        let mut about = About::of(&table(), &networks, at(time_ms));
         about.cluster = "c3".to_owned();
         about.network = "net-b".to_owned();
+        about
+    }
+
+    #[test]
+    fn an_answer_gives_the_skew_at_the_middle_of_the_request_and_agrees_with_our_map() {
+        let ours = map(&[("c1", "net-a"), ("c3", "net-b")]);
         // Sent at 1000 ms, answered at 1100 ms: the middle is 1050 ms.
-        about.time_ms = 1_050 + 3_000;
+        let about = c3_about(ours.clone(), 1_050 + 3_000);
         let probe = judge(
-            &c3,
+            &c3(),
             Ok(about),
-            &table,
+            &ours,
             at(1_000),
             Duration::from_millis(100),
         );
@@ -288,14 +301,9 @@ mod tests {
 
     #[test]
     fn a_map_that_differs_is_named_cluster_by_cluster() {
-        let table = table();
-        let c3 = ClusterId::new("c3").expect("id");
-        let mut about = About::of(&table, at(0));
-        about.cluster = "c3".to_owned();
-        about.networks.insert("c1".to_owned(), "net-c".to_owned());
-        about.networks.insert("c9".to_owned(), "net-a".to_owned());
-        about.networks.remove("c3");
-        let probe = judge(&c3, Ok(about), &table, at(0), Duration::ZERO);
+        let ours = map(&[("c1", "net-a"), ("c3", "net-b")]);
+        let theirs = map(&[("c1", "net-c"), ("c9", "net-a")]);
+        let probe = judge(&c3(), Ok(c3_about(theirs, 0)), &ours, at(0), Duration::ZERO);
         assert_eq!(
             probe.network_map_differences,
             [
@@ -307,19 +315,37 @@ mod tests {
     }
 
     #[test]
+    fn no_map_on_either_side_agrees_and_a_map_on_one_side_only_does_not() {
+        let none = BTreeMap::new();
+        let probe = judge(
+            &c3(),
+            Ok(c3_about(none.clone(), 0)),
+            &none,
+            at(0),
+            Duration::ZERO,
+        );
+        assert!(probe.network_map_differences.is_empty(), "{probe:?}");
+        let theirs = map(&[("c1", "net-a")]);
+        let probe = judge(&c3(), Ok(c3_about(theirs, 0)), &none, at(0), Duration::ZERO);
+        assert_eq!(
+            probe.network_map_differences,
+            ["c1: not in our map, net-a there"]
+        );
+    }
+
+    #[test]
     fn an_answer_from_another_cluster_or_none_is_an_error() {
-        let table = table();
-        let c3 = ClusterId::new("c3").expect("id");
-        let about = About::of(&table, at(0)); // says c1
-        let probe = judge(&c3, Ok(about), &table, at(0), Duration::ZERO);
+        let none = BTreeMap::new();
+        let about = About::of(&table(), &none, at(0)); // says c1
+        let probe = judge(&c3(), Ok(about), &none, at(0), Duration::ZERO);
         assert_eq!(
             probe.error.as_deref(),
             Some("it says it is cluster c1, not c3")
         );
         let probe = judge(
-            &c3,
+            &c3(),
             Err("refused".to_owned()),
-            &table,
+            &none,
             at(0),
             Duration::ZERO,
         );
@@ -328,12 +354,11 @@ mod tests {
     }
 
     #[test]
-    fn the_about_answer_carries_the_attested_map() {
-        let about = About::of(&table(), at(1_234));
+    fn the_about_answer_carries_the_configured_map() {
+        let about = About::of(&table(), &map(&[("c3", "net-b")]), at(1_234));
         assert_eq!(about.cluster, "c1");
         assert_eq!(about.network, "net-a");
         assert_eq!(about.time_ms, 1_234);
-        assert_eq!(about.networks.len(), 2);
-        assert_eq!(about.networks["c3"], "net-b");
+        assert_eq!(about.networks, map(&[("c3", "net-b")]));
     }
 }

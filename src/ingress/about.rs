@@ -1,13 +1,14 @@
 //! What a gateway says about itself to a peer gateway that asks
 //! (docs/tunnel-protocol.md §11): `GET /strait.dev/about/v1` over the
-//! tunnel's HTTP/2, answered with this cluster's id, its network, the
-//! network map as this gateway attests it, and its clock. A peer's
+//! tunnel's HTTP/2, answered with this cluster's id, its network, its
+//! network map (gateway.yaml `networks`), and its clock. A peer's
 //! gateway asks periodically (`src/gateway/probe.rs`) to learn that the
 //! tunnel address answers a real request, how far the clocks are apart
 //! and whether the two network maps agree; `strait check` reports it.
 //! Nothing here steers traffic: the answer is compared, never applied.
 //! Only a cluster of the set may ask, as for a `CONNECT` or the feed.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -39,25 +40,25 @@ pub struct About {
     pub cluster: String,
     /// Its network, as its own cluster says (or its network map attests).
     pub network: String,
-    /// The network map as it attests it: cluster → network; empty when it
-    /// has none.
-    pub networks: std::collections::BTreeMap<String, String>,
+    /// Its network map (gateway.yaml `networks`) by cluster: cluster →
+    /// network; empty when it has none.
+    pub networks: BTreeMap<String, String>,
     /// Its clock when it answered, milliseconds since the Unix epoch.
     pub time_ms: u64,
 }
 
 impl About {
-    /// What the gateway holding `table` says at `now`.
-    pub fn of(table: &RouteTable, now: SystemTime) -> About {
+    /// What the gateway holding `table` and `network_map` says at `now`.
+    pub fn of(
+        table: &RouteTable,
+        network_map: &BTreeMap<String, String>,
+        now: SystemTime,
+    ) -> About {
         About {
             version: 1,
             cluster: table.viewer().to_string(),
             network: table.network().to_string(),
-            networks: table
-                .attested_networks()
-                .into_iter()
-                .map(|(cluster, network)| (cluster.to_string(), network.to_string()))
-                .collect(),
+            networks: network_map.clone(),
             time_ms: now
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
@@ -83,7 +84,7 @@ pub(super) fn serve(
         let _ = respond.send_response(response, true);
         return;
     }
-    let body = match serde_json::to_vec(&About::of(&table, SystemTime::now())) {
+    let body = match serde_json::to_vec(&About::of(&table, &state.network_map, SystemTime::now())) {
         Ok(body) => body,
         Err(error) => {
             tracing::error!(%error, "rendering the about answer failed");

@@ -226,7 +226,20 @@ pub fn refuse(
     };
     state.metrics.refused(reason);
     if state.quiet.tunnel_requests.check(reason.as_str()) {
-        tracing::info!(caller = %caller, authority = authority.unwrap_or(""), %refusal, "tunnel request refused");
+        let authority = authority.unwrap_or("");
+        if reason == RefusedReason::UnknownCaller {
+            // A member's valid certificate, from a cluster this set does
+            // not hold: a link made or left on one side only, which its
+            // clients see as connections reset. Worth an operator's eye.
+            tracing::warn!(
+                caller = %caller,
+                authority,
+                %refusal,
+                "tunnel request refused: the caller's cluster links to this one, but this one does not link back (strait link both ways, or strait unlink on its side)"
+            );
+        } else {
+            tracing::info!(caller = %caller, authority, %refusal, "tunnel request refused");
+        }
     }
     Refusal {
         status: refusal.status(),

@@ -120,6 +120,43 @@ pub struct MergedPort {
     pub excluded: Vec<Exclusion>,
 }
 
+impl MergedService {
+    /// The ports `cluster`'s Service declares that the merged service does
+    /// not expose as declared: each lost a collision (by name, or by
+    /// protocol and number) with an older export's port. Empty for a
+    /// cluster that does not hold the Service.
+    pub fn dropped_ports(&self, cluster: &ClusterId) -> Vec<&crate::model::ServicePort> {
+        let Some((_, holder)) = self.holders.iter().find(|(id, _)| id == cluster) else {
+            return Vec::new();
+        };
+        holder
+            .spec
+            .ports
+            .iter()
+            .filter(|declared| {
+                !self.ports.iter().any(|exposed| {
+                    exposed.name == declared.name
+                        && exposed.protocol == declared.protocol
+                        && exposed.port == declared.port
+                })
+            })
+            .collect()
+    }
+
+    /// How many ready endpoints `cluster`'s Service has; `None` for a
+    /// cluster that does not hold the Service.
+    pub fn ready_endpoints(&self, cluster: &ClusterId) -> Option<usize> {
+        let (_, holder) = self.holders.iter().find(|(id, _)| id == cluster)?;
+        Some(
+            holder
+                .endpoint_groups
+                .iter()
+                .map(|group| group.endpoints.iter().filter(|e| e.ready).count())
+                .sum(),
+        )
+    }
+}
+
 /// Why a cluster or an endpoint carries no traffic for a port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -570,16 +570,6 @@ impl RouteTable {
             .and_then(|(network, attested)| attested.then_some(network))
     }
 
-    /// Each cluster's network as the network map attests it, in cluster
-    /// order; empty when there is no network map.
-    pub fn attested_networks(&self) -> std::collections::BTreeMap<&ClusterId, &NetworkId> {
-        self.cluster_networks
-            .iter()
-            .filter(|(_, (_, attested))| *attested)
-            .map(|(cluster, (network, _))| (cluster, network))
-            .collect()
-    }
-
     /// The clusters on `network`; empty when the network is unknown.
     pub fn network_clusters(&self, network: &NetworkId) -> &[ClusterId] {
         self.network_clusters

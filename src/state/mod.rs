@@ -89,6 +89,10 @@ pub struct GatewayState {
     /// The local cluster's exported-state feed, served on the tunnel
     /// port; `None` when this gateway serves none (no Kubernetes source).
     pub feed: Option<Arc<crate::feed::Publication>>,
+    /// `networks` of gateway.yaml, the network map, by cluster (empty
+    /// without one): what this gateway says of it to a peer that asks
+    /// (docs/tunnel-protocol.md §11), and compares a peer's with.
+    pub network_map: std::collections::BTreeMap<String, String>,
 }
 
 /// What bounds the UDP flows: how long an idle one lives, and how many

@@ -483,3 +483,104 @@ async fn strait_link_falls_back_to_a_legacy_token_and_replaces_it_when_it_can() 
         text(&refused)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strait_unlink_api_says_what_it_leaves_and_both_removes_the_other_way() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (local, remote) = local_c1_and_remote_c2().await;
+    remote.require_tokens();
+    local.apply(kube_api::fixtures::namespace("strait-remotes"));
+    let remote_admin = remote.write_kubeconfig(dir.path(), "remote-admin");
+    let local_admin = local.write_kubeconfig(dir.path(), "local-admin");
+    let args = |extra: &[&'static str]| {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--api".into(),
+            "--kubeconfig".into(),
+            remote_admin.clone().into(),
+            "--local-kubeconfig".into(),
+            local_admin.clone().into(),
+        ];
+        args.extend(extra.iter().map(Into::into));
+        args
+    };
+    // c2 reads c1 too: its Secret naming c1 there, its reader here (as
+    // `strait link --api` run from c2's side leaves them).
+    let the_other_way = || {
+        remote.apply(kube_api::fixtures::namespace("strait-remotes"));
+        remote.apply(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "c1", "namespace": "strait-remotes",
+                         "labels": {"strait.dev/remote-cluster": "true"}},
+            "data": {},
+        }));
+        local.apply(kube_api::fixtures::namespace("strait-system"));
+        local.apply(serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "strait-remote-reader-c2", "namespace": "strait-system"},
+        }));
+        local.apply(serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "strait-remote-reader-c2"}, "rules": [],
+        }));
+    };
+    let link = |extra: &[&'static str]| {
+        let mut all: Vec<std::ffi::OsString> = vec!["link".into()];
+        all.extend(args(extra));
+        all
+    };
+    let unlink = |extra: &[&'static str]| {
+        let mut all: Vec<std::ffi::OsString> = vec!["unlink".into()];
+        all.extend(args(extra));
+        all
+    };
+    let run = |all: Vec<std::ffi::OsString>| {
+        let local_admin = local_admin.clone();
+        let dir = dir.path().to_owned();
+        async move {
+            let refs: Vec<&std::ffi::OsStr> = all.iter().map(|a| a.as_os_str()).collect();
+            strait(&refs, &local_admin, &dir).await
+        }
+    };
+
+    let linked = run(link(&["--apply"])).await;
+    assert!(linked.status.success(), "{}", text(&linked));
+    the_other_way();
+    let unlinked = run(unlink(&[])).await;
+    assert!(unlinked.status.success(), "{}", text(&unlinked));
+    assert!(
+        String::from_utf8_lossy(&unlinked.stdout).contains(
+            "a link the other way (c2 reading this cluster's API server), if any, is left: add --both"
+        ),
+        "{}",
+        text(&unlinked)
+    );
+    assert!(remote.object("Secret", "strait-remotes", "c1").is_some());
+    assert!(local.object("Secret", "strait-remotes", "c2").is_none());
+
+    let linked = run(link(&["--apply"])).await;
+    assert!(linked.status.success(), "{}", text(&linked));
+    let unlinked = run(unlink(&["--both"])).await;
+    assert!(unlinked.status.success(), "{}", text(&unlinked));
+    assert!(
+        String::from_utf8_lossy(&unlinked.stdout).contains(
+            "and the other way: Secret strait-remotes/c1 in c2 and the reader strait-remote-reader-c2 here deleted"
+        ),
+        "{}",
+        text(&unlinked)
+    );
+    assert!(local.object("Secret", "strait-remotes", "c2").is_none());
+    assert!(
+        remote.object("Secret", "strait-remotes", "c1").is_none(),
+        "c2's link to c1 is gone"
+    );
+    for kind in ["ServiceAccount", "ClusterRole"] {
+        assert!(
+            local
+                .object(kind, "strait-system", "strait-remote-reader-c2")
+                .is_none(),
+            "c2's reader {kind} here is gone"
+        );
+    }
+    let refused = run(link(&["--both"])).await;
+    assert!(!refused.status.success(), "{}", text(&refused));
+}

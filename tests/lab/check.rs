@@ -1,11 +1,19 @@
 //! `strait check --pre` and `strait check --kube` against a real cluster:
 //! c1, installed, passes; with its CoreDNS block pointed at another address
 //! than `cluster-edge-dns`'s (what a re-created Service leaves behind), the
-//! check fails naming both addresses; mended, it passes again.
+//! check fails naming both addresses; mended, it passes again. The checks
+//! of the gateway's own view, read through the API server's port-forward
+//! (as `strait status --kube` reads it): each linked cluster synced and each
+//! of its gateways answering; with c3's gateway stopped, the check fails
+//! naming it; with c3's network map changed, it fails naming the
+//! difference; with c1's certificate expired, it fails naming the expiry;
+//! mended, each passes again.
 
 use std::process::Command;
 
-use super::Lab;
+use serde_json::Value;
+
+use super::{Lab, wait_until};
 
 /// `strait check ARGS --kubeconfig <c1>`: whether it succeeded, and its
 /// stdout and stderr.
@@ -100,4 +108,186 @@ pub fn check_names_what_is_wrong_and_passes_when_mended(lab: &Lab) {
     );
     let (passed, said) = check(lab, &["--kube"]);
     assert!(passed, "mended: {said}");
+}
+
+/// `strait status --kube --output json` in `cluster`, read through its API
+/// server's port-forward to a gateway pod.
+fn status(lab: &Lab, cluster: &str) -> Result<Value, String> {
+    let output = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["status", "--kube", "--output", "json", "--timeout", "10s"])
+        .arg("--kubeconfig")
+        .arg(lab.kubeconfig(cluster))
+        .output()
+        .expect("strait runs");
+    serde_json::from_slice(&output.stdout).map_err(|_| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// c1's gateway's last answers from c3's gateways: (answered, failed).
+fn c3_answers(lab: &Lab) -> (usize, usize) {
+    let Ok(view) = status(lab, "c1") else {
+        return (0, 0);
+    };
+    let c3 = view["clusters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["id"] == "c3")
+        .cloned()
+        .unwrap_or_default();
+    let probes = c3["probes"].as_object().cloned().unwrap_or_default();
+    let answered = probes.values().filter(|p| p["error"].is_null()).count();
+    (answered, probes.len() - answered)
+}
+
+fn scale_c3_gateway(lab: &Lab, replicas: u32) {
+    let replicas = format!("--replicas={replicas}");
+    lab.kubectl(
+        "c3",
+        &[
+            "-n",
+            "strait-system",
+            "scale",
+            "deployment/cluster-edge",
+            &replicas,
+        ],
+    );
+}
+
+/// Sets (or, with `None`, removes) `networks` in c3's gateway.yaml and
+/// restarts its gateway, as an operator does.
+fn set_c3_network_map(lab: &Lab, map: Option<&str>) {
+    lab.edit_gateway_yaml("c3", |lines| {
+        let mut lines: Vec<String> = lines
+            .into_iter()
+            .filter(|line| !line.starts_with("networks:"))
+            .collect();
+        if let Some(map) = map {
+            lines.push(format!("networks: {map}"));
+        }
+        lines
+    });
+}
+
+pub fn check_judges_the_links_and_fails_when_a_peer_breaks(lab: &Lab) {
+    // The first round of questions goes 5 s after a gateway starts, the
+    // next every 30 to 36 s.
+    wait_until("c1's gateway has asked c3's gateways", 90, || {
+        c3_answers(lab).0 > 0
+    });
+    let (passed, said) = check(lab, &["--kube"]);
+    assert!(passed, "check --kube with every link healthy: {said}");
+    for line in [
+        "✓ c3 is read from its feed over the tunnel, synced since",
+        "✓ c2 is read from its feed over the tunnel, synced since",
+        "answered over mutual TLS in",
+        "✓ the import port range",
+    ] {
+        assert!(said.contains(line), "{line:?} in:\n{said}");
+    }
+
+    // c3's gateway stopped: c1's next question goes unanswered.
+    scale_c3_gateway(lab, 0);
+    wait_until("c1's gateway finds c3's gateway silent", 120, || {
+        c3_answers(lab) == (0, 1)
+    });
+    let (passed, said) = check(lab, &["--kube"]);
+    scale_c3_gateway(lab, 2);
+    assert!(!passed, "a stopped peer gateway fails the check: {said}");
+    assert!(
+        said.contains("✗ c3's gateway ") && said.contains("did not answer this gateway"),
+        "{said}"
+    );
+    lab.kubectl(
+        "c3",
+        &[
+            "-n",
+            "strait-system",
+            "rollout",
+            "status",
+            "deployment/cluster-edge",
+            "--timeout=180s",
+        ],
+    );
+    wait_until("c3's gateway answers c1's again", 120, || {
+        c3_answers(lab) == (1, 0)
+    });
+
+    // c3 given a network map c1 does not hold: c1's check names it.
+    set_c3_network_map(lab, Some("{net-a: [c1, c2], net-b: [c3]}"));
+    let differs = || {
+        let (passed, said) = check(lab, &["--kube"]);
+        (!passed
+            && said.contains(
+                "✗ c3's network map differs from this cluster's: c1: not in our map, net-a there",
+            ))
+        .then_some(said)
+    };
+    let mut said = None;
+    wait_until("c1's check names c3's network map", 120, || {
+        said = differs();
+        said.is_some()
+    });
+    set_c3_network_map(lab, None);
+    wait_until("c1's check passes with c3's map removed", 120, || {
+        check(lab, &["--kube"]).0
+    });
+
+    // c1's TLS Secret given an expired leaf (the running pods keep the
+    // one they started with): the check fails naming the expiry.
+    let kept = lab.field(
+        "c1",
+        "strait-system",
+        &["secret", "cluster-edge-tls"],
+        "{.data.tls\\.crt}",
+    );
+    set_tls_crt(
+        lab,
+        &data_encoding::BASE64.encode(expired_leaf().as_bytes()),
+    );
+    let (passed, said) = check(lab, &["--kube"]);
+    set_tls_crt(lab, &kept);
+    assert!(!passed, "an expired certificate fails the check: {said}");
+    assert!(
+        said.contains("✗ the certificate expired at 2020-02-01T00:00:00Z"),
+        "{said}"
+    );
+    let (passed, said) = check(lab, &["--kube"]);
+    assert!(passed, "mended: {said}");
+}
+
+/// A leaf naming c1's gateway that expired in 2020.
+fn expired_leaf() -> String {
+    let uri = rcgen::string::Ia5String::try_from("spiffe://clusterset.lab/cluster/c1/gateway")
+        .expect("an ASCII URI");
+    let mut params = rcgen::CertificateParams::default();
+    params.subject_alt_names = vec![rcgen::SanType::URI(uri)];
+    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2020, 2, 1);
+    let key = rcgen::KeyPair::generate().expect("a key");
+    params.self_signed(&key).expect("a certificate").pem()
+}
+
+/// Sets `tls.crt` (base64, as the Secret holds it) of c1's gateway Secret.
+fn set_tls_crt(lab: &Lab, base64: &str) {
+    let patch = serde_json::json!({"data": {"tls.crt": base64}}).to_string();
+    lab.kubectl(
+        "c1",
+        &[
+            "-n",
+            "strait-system",
+            "patch",
+            "secret",
+            "cluster-edge-tls",
+            "--type",
+            "merge",
+            "-p",
+            &patch,
+        ],
+    );
 }

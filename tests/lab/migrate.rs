@@ -51,59 +51,20 @@ spec:
 /// Sets (or, with `None`, removes) `kube.adoptImports` in c1's
 /// gateway.yaml and restarts the gateway Deployment, as an operator does.
 fn set_adoption(lab: &Lab, from: Option<&str>) {
-    let config = lab.field(
-        "c1",
-        "strait-system",
-        &["configmap", "cluster-edge-config"],
-        "{.data.gateway\\.yaml}",
-    );
-    let mut lines: Vec<String> = config
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("adoptImports:"))
-        .map(str::to_owned)
-        .collect();
-    if let Some(from) = from {
-        let at = lines
-            .iter()
-            .position(|line| line.trim_start().starts_with("manageImports:"))
-            .expect("gateway.yaml has kube.manageImports");
-        lines.insert(at + 1, format!("  adoptImports: {from}"));
-    }
-    let patch = serde_json::json!({"data": {"gateway.yaml": lines.join("\n") + "\n"}});
-    lab.kubectl(
-        "c1",
-        &[
-            "-n",
-            "strait-system",
-            "patch",
-            "configmap",
-            "cluster-edge-config",
-            "--type=merge",
-            "-p",
-            &patch.to_string(),
-        ],
-    );
-    lab.kubectl(
-        "c1",
-        &[
-            "-n",
-            "strait-system",
-            "rollout",
-            "restart",
-            "deployment/cluster-edge",
-        ],
-    );
-    lab.kubectl(
-        "c1",
-        &[
-            "-n",
-            "strait-system",
-            "rollout",
-            "status",
-            "deployment/cluster-edge",
-            "--timeout=180s",
-        ],
-    );
+    lab.edit_gateway_yaml("c1", |lines| {
+        let mut lines: Vec<String> = lines
+            .into_iter()
+            .filter(|line| !line.trim_start().starts_with("adoptImports:"))
+            .collect();
+        if let Some(from) = from {
+            let at = lines
+                .iter()
+                .position(|line| line.trim_start().starts_with("manageImports:"))
+                .expect("gateway.yaml has kube.manageImports");
+            lines.insert(at + 1, format!("  adoptImports: {from}"));
+        }
+        lines
+    });
 }
 
 pub fn traffic_flows_while_strait_takes_over(lab: &Lab) {

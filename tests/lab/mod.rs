@@ -135,6 +135,43 @@ impl Lab {
         self.kubectl(cluster, &args)
     }
 
+    /// Rewrites `cluster`'s gateway.yaml (ConfigMap
+    /// `strait-system/cluster-edge-config`) line by line with `edit`, then
+    /// restarts the gateway Deployment and waits for it, as an operator
+    /// does.
+    pub fn edit_gateway_yaml(&self, cluster: &str, edit: impl FnOnce(Vec<String>) -> Vec<String>) {
+        let config = self.field(
+            cluster,
+            "strait-system",
+            &["configmap", "cluster-edge-config"],
+            "{.data.gateway\\.yaml}",
+        );
+        let lines = edit(config.lines().map(str::to_owned).collect());
+        let patch = serde_json::json!({"data": {"gateway.yaml": lines.join("\n") + "\n"}});
+        let patch = patch.to_string();
+        for args in [
+            &[
+                "patch",
+                "configmap",
+                "cluster-edge-config",
+                "--type=merge",
+                "-p",
+                &patch,
+            ][..],
+            &["rollout", "restart", "deployment/cluster-edge"][..],
+            &[
+                "rollout",
+                "status",
+                "deployment/cluster-edge",
+                "--timeout=180s",
+            ][..],
+        ] {
+            let mut all = vec!["-n", "strait-system"];
+            all.extend_from_slice(args);
+            self.kubectl(cluster, &all);
+        }
+    }
+
     /// Runs kubectl as the cluster's admin; its stdout, or its stderr as
     /// the error.
     pub fn try_kubectl(&self, cluster: &str, args: &[&str]) -> Result<String, String> {

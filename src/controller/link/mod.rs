@@ -246,6 +246,11 @@ pub struct Remote {
 }
 
 impl Remote {
+    /// The client of the remote cluster.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Reads the kubeconfig's chosen context and builds a client for it.
     pub async fn connect(options: &LinkOptions) -> Result<Remote, LinkError> {
         let path = &options.remote_kubeconfig;
@@ -581,10 +586,23 @@ fn linked_kubeconfig(secret: &Secret) -> Option<Kubeconfig> {
 /// (revoking every bound token), legacy token Secret and account (those
 /// already gone are no error). The namespace stays.
 pub async fn unlink_remote(remote: &Remote, options: &LinkOptions) -> Result<(), LinkError> {
-    let client = &remote.client;
-    let namespace = &options.remote_namespace;
-    let reader = options.reader.as_str();
-    let at = &remote.label;
+    delete_reader(
+        &remote.client,
+        &remote.label,
+        &options.remote_namespace,
+        &options.reader,
+    )
+    .await
+}
+
+/// Deletes the reader `reader` (in `namespace`) from the cluster `client`
+/// reaches (`at` names it in messages), as [`unlink_remote`] does.
+pub async fn delete_reader(
+    client: &Client,
+    at: &str,
+    namespace: &str,
+    reader: &str,
+) -> Result<(), LinkError> {
     delete(Api::<ClusterRoleBinding>::all(client.clone()), reader, at).await?;
     delete(Api::<ClusterRole>::all(client.clone()), reader, at).await?;
     let secrets = Api::<Secret>::namespaced(client.clone(), namespace);
