@@ -4,14 +4,18 @@
 //! and a docs anchor; a ✗ makes the command exit non-zero.
 //!
 //! Before: the API server's version, the MCS and About CRDs and their
-//! release, the cluster's ClusterProperties, and whether CoreDNS sends
-//! `clusterset.local` anywhere. After (once `strait-system/cluster-edge`
-//! exists): the Deployment's replicas, the Lease holder that writes, the
-//! TLS Secret (the leaf names this cluster, its expiry, a CA naming this
-//! cluster in `ca.crt`), and that CoreDNS's `clusterset.local` block
-//! forwards to the current address of `cluster-edge-dns` (a re-created
-//! Service gets a new one, and every name then fails). The judgements are
-//! pure functions of what was read; reading is below them.
+//! release, the cluster's ClusterProperties, the caller's rights to create
+//! what an install makes, whether the cluster gives LoadBalancer Services
+//! an address, and whether CoreDNS sends `clusterset.local` anywhere.
+//! After (once `strait-system/cluster-edge` exists): the Deployment's
+//! replicas, the Lease holder that writes, the gateway Service's
+//! load-balancer address, the TLS Secret (the leaf names this cluster, its
+//! expiry, a CA naming this cluster in `ca.crt`), and that CoreDNS's
+//! `clusterset.local` block forwards to the current address of
+//! `cluster-edge-dns` (a re-created Service gets a new one, and every name
+//! then fails); the checks of the gateway's own view are
+//! [`linked`](super::linked)'s. The judgements are pure functions of what
+//! was read; reading is below them.
 
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
@@ -191,6 +195,126 @@ pub fn properties_check(
         None => checks.push(missing("naming the network (networkProperty)")),
     }
     checks
+}
+
+/// What installing Strait creates (deploy/ and the Helm chart), as
+/// `(verb, API group, resource, namespace)`: what `--pre` asks the API
+/// server whether the caller may do.
+pub const INSTALL_RIGHTS: &[(&str, &str, &str, Option<&str>)] = &[
+    ("create", "", "namespaces", None),
+    ("create", "rbac.authorization.k8s.io", "clusterroles", None),
+    (
+        "create",
+        "rbac.authorization.k8s.io",
+        "clusterrolebindings",
+        None,
+    ),
+    (
+        "create",
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        None,
+    ),
+    (
+        "create",
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+        None,
+    ),
+    ("create", "apps", "deployments", Some("strait-system")),
+    ("create", "", "services", Some("strait-system")),
+    ("create", "", "configmaps", Some("strait-system")),
+    ("create", "", "secrets", Some("strait-system")),
+    ("create", "", "serviceaccounts", Some("strait-system")),
+    (
+        "create",
+        "rbac.authorization.k8s.io",
+        "roles",
+        Some("strait-system"),
+    ),
+    (
+        "create",
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        Some("strait-system"),
+    ),
+    (
+        "create",
+        "networking.k8s.io",
+        "networkpolicies",
+        Some("strait-system"),
+    ),
+    (
+        "create",
+        "policy",
+        "poddisruptionbudgets",
+        Some("strait-system"),
+    ),
+];
+
+/// The caller's rights to install, from the answers to [`INSTALL_RIGHTS`]:
+/// `denied` names each refused as `resource (group) in namespace`.
+pub fn rights_check(denied: &[String]) -> Check {
+    if denied.is_empty() {
+        Check::new(
+            "access",
+            Outcome::Ok,
+            "you may create every object an install makes",
+        )
+    } else {
+        Check::new(
+            "access",
+            Outcome::Failed,
+            format!("you may not create: {}", denied.join(", ")),
+        )
+        .hint(
+            "install as a cluster admin (kubectl auth can-i create <resource> says the same)",
+            DOCS_DEPLOY,
+        )
+    }
+}
+
+/// Whether the cluster gives LoadBalancer Services an address: `gateway`
+/// is the gateway Service's addresses once installed (`None` before);
+/// `others` counts the cluster's LoadBalancer Services (with an address,
+/// without one).
+pub fn load_balancer_check(gateway: Option<&[String]>, others: (usize, usize)) -> Check {
+    let hint = "peers reach this gateway at its Service's load-balancer address: install a LoadBalancer implementation (a cloud's, MetalLB, Cilium's), or give peers another address in the peer document (strait link export --gateway)";
+    match gateway {
+        Some([]) => Check::new(
+            "gateway",
+            Outcome::Failed,
+            "the gateway Service cluster-edge has no load-balancer address: no peer can reach this gateway",
+        )
+        .hint(hint, DOCS_DEPLOY),
+        Some(addresses) => Check::new(
+            "gateway",
+            Outcome::Ok,
+            format!(
+                "the gateway Service cluster-edge is at {}",
+                addresses.join(", ")
+            ),
+        ),
+        None => match others {
+            (0, 0) => Check::new(
+                "gateway",
+                Outcome::Warning,
+                "no Service of type LoadBalancer here yet: whether this cluster gives one an address shows once the gateway's asks",
+            )
+            .hint(hint, DOCS_DEPLOY),
+            (0, waiting) => Check::new(
+                "gateway",
+                Outcome::Warning,
+                format!("{waiting} Service(s) of type LoadBalancer and none has an address: this cluster may have no LoadBalancer implementation"),
+            )
+            .hint(hint, DOCS_DEPLOY),
+            (addressed, _) => Check::new(
+                "gateway",
+                Outcome::Ok,
+                format!("a LoadBalancer implementation answers: {addressed} Service(s) of type LoadBalancer have an address"),
+            ),
+        },
+    }
 }
 
 /// The `forward` targets of the Corefile's `clusterset.local` server

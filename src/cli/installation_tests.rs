@@ -174,3 +174,58 @@ fn the_report_groups_checks_and_counts_failures() {
     assert!(text.contains("(see docs/kubernetes.md#"), "{text}");
     assert!(text.ends_with("2 checks: 1 failed, 0 warnings\n"), "{text}");
 }
+
+#[test]
+fn the_rights_to_install_name_each_refused_kind() {
+    assert_eq!(rights_check(&[]).outcome, Outcome::Ok);
+    let refused = rights_check(&[
+        "clusterroles (rbac.authorization.k8s.io)".to_owned(),
+        "secrets (core) in strait-system".to_owned(),
+    ]);
+    assert_eq!(refused.outcome, Outcome::Failed);
+    assert_eq!(
+        refused.message,
+        "you may not create: clusterroles (rbac.authorization.k8s.io), secrets (core) in strait-system"
+    );
+    // Every kind deploy/ holds is asked about.
+    for resource in [
+        "namespaces",
+        "clusterroles",
+        "clusterrolebindings",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+        "deployments",
+        "services",
+        "configmaps",
+        "serviceaccounts",
+        "roles",
+        "rolebindings",
+        "networkpolicies",
+        "poddisruptionbudgets",
+    ] {
+        assert!(
+            INSTALL_RIGHTS.iter().any(|(_, _, r, _)| *r == resource),
+            "{resource}"
+        );
+    }
+}
+
+#[test]
+fn a_gateway_service_without_an_address_fails_and_a_cluster_giving_none_warns() {
+    let addresses = ["172.31.100.11".to_owned()];
+    let ok = load_balancer_check(Some(&addresses), (0, 0));
+    assert_eq!(
+        (ok.outcome, ok.message.as_str()),
+        (
+            Outcome::Ok,
+            "the gateway Service cluster-edge is at 172.31.100.11"
+        )
+    );
+    assert_eq!(
+        load_balancer_check(Some(&[]), (5, 0)).outcome,
+        Outcome::Failed
+    );
+    assert_eq!(load_balancer_check(None, (1, 2)).outcome, Outcome::Ok);
+    assert_eq!(load_balancer_check(None, (0, 2)).outcome, Outcome::Warning);
+    assert_eq!(load_balancer_check(None, (0, 0)).outcome, Outcome::Warning);
+}

@@ -5,17 +5,20 @@
 use std::time::SystemTime;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use super::installation::{
-    Check, Outcome, coredns_check, crd_check, deployment_check, lease_check, properties_check,
-    tls_checks, version_check,
+    Check, INSTALL_RIGHTS, Outcome, coredns_check, crd_check, deployment_check, lease_check,
+    load_balancer_check, properties_check, rights_check, tls_checks, version_check,
 };
 use crate::config::GatewaySettings;
 
@@ -85,7 +88,94 @@ pub(super) async fn before_install(client: &Client, settings: &GatewaySettings) 
             .as_deref()
             .map(|value| (settings.network_property.as_str(), value)),
     ));
+    checks.push(install_rights(client).await);
+    match Api::<Service>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(services) => {
+            let balanced: Vec<bool> = services
+                .items
+                .iter()
+                .filter(|s| {
+                    s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+                })
+                .map(|s| !load_balancer_addresses(s).is_empty())
+                .collect();
+            let addressed = balanced.iter().filter(|b| **b).count();
+            checks.push(load_balancer_check(
+                None,
+                (addressed, balanced.len() - addressed),
+            ));
+        }
+        Err(e) => checks.push(Check {
+            group: "access",
+            outcome: Outcome::Warning,
+            message: format!(
+                "could not list Services, so the LoadBalancer implementation is not checked: {e}"
+            ),
+            hint: None,
+            docs: None,
+        }),
+    }
     checks
+}
+
+/// Whether the caller may create what an install makes: one
+/// SelfSubjectAccessReview per kind (what `kubectl auth can-i` asks).
+async fn install_rights(client: &Client) -> Check {
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let mut denied = Vec::new();
+    for (verb, group, resource, namespace) in INSTALL_RIGHTS {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some((*verb).to_owned()),
+                    group: Some((*group).to_owned()),
+                    resource: Some((*resource).to_owned()),
+                    namespace: namespace.map(str::to_owned),
+                    ..ResourceAttributes::default()
+                }),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            ..SelfSubjectAccessReview::default()
+        };
+        let allowed = match reviews.create(&PostParams::default(), &review).await {
+            Ok(answer) => answer.status.is_some_and(|s| s.allowed),
+            Err(e) => {
+                return Check {
+                    group: "access",
+                    outcome: Outcome::Warning,
+                    message: format!(
+                        "could not ask whether you may install (SelfSubjectAccessReview): {e}"
+                    ),
+                    hint: None,
+                    docs: None,
+                };
+            }
+        };
+        if !allowed {
+            let group = if group.is_empty() { "core" } else { group };
+            denied.push(match namespace {
+                Some(namespace) => format!("{resource} ({group}) in {namespace}"),
+                None => format!("{resource} ({group})"),
+            });
+        }
+    }
+    rights_check(&denied)
+}
+
+/// A Service's load-balancer addresses (IPs or host names).
+fn load_balancer_addresses(service: &Service) -> Vec<String> {
+    service
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|ingress| ingress.ip.clone().or_else(|| ingress.hostname.clone()))
+        .collect()
 }
 
 /// A ClusterProperty's value, under either version the About API serves.
@@ -199,6 +289,20 @@ pub(super) async fn installed(
         }
     };
     checks.push(coredns_check(corefile.as_deref(), dns_ip.as_deref()));
+    match read(
+        Api::<Service>::namespaced(client.clone(), namespace),
+        DEPLOYMENT,
+        "the gateway Service",
+    )
+    .await
+    {
+        Ok(Some(service)) => {
+            let addresses = load_balancer_addresses(&service);
+            checks.push(load_balancer_check(Some(&addresses), (0, 0)));
+        }
+        Ok(None) => {}
+        Err(check) => checks.push(check),
+    }
     match (
         read(
             Api::<Secret>::namespaced(client.clone(), namespace),

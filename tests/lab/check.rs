@@ -70,6 +70,8 @@ pub fn check_names_what_is_wrong_and_passes_when_mended(lab: &Lab) {
         "✓ the API server is Kubernetes 1.",
         "✓ serviceimports.multicluster.x-k8s.io is mcs-api v0.5.2",
         "✓ the cluster id is c1",
+        "✓ you may create every object an install makes",
+        "✓ a LoadBalancer implementation answers",
     ] {
         assert!(said.contains(line), "{line:?} in:\n{said}");
     }
@@ -84,6 +86,7 @@ pub fn check_names_what_is_wrong_and_passes_when_mended(lab: &Lab) {
     for line in [
         "✓ cluster-edge has 2 of 2 replicas available",
         "holds the Lease strait-export-status",
+        "✓ the gateway Service cluster-edge is at 172.31.100.11",
         &format!("✓ CoreDNS forwards clusterset.local to cluster-edge-dns ({dns_ip})"),
         "✓ the gateway's certificate is spiffe://clusterset.lab/cluster/c1/gateway",
     ] {
