@@ -94,11 +94,12 @@ fn trust(state: &GatewayState, peers: &[FeedPeer]) {
     }
 }
 
-/// Opens the feed of `gateway` as traffic to it goes (`tunnel.transport`,
+/// Opens the feed of `gateway` (or, with another path, the answer of
+/// another `GET` served beside it) as traffic to it goes (`tunnel.transport`,
 /// `tunnel.peers`): over QUIC when that is the mode, or first when it is
 /// `auto` (HTTP/2 then, on any failure: a peer that knows no QUIC feed
 /// request refuses it); over HTTP/2 otherwise.
-async fn open_feed(
+pub(super) async fn open_feed(
     state: &GatewayState,
     gateway: &GatewayAddress,
     allowed: &[ClusterId],

@@ -1,6 +1,7 @@
 //! Asking every peer gateway about itself, periodically: a `GET` of
 //! `/strait.dev/about/v1` (docs/tunnel-protocol.md §11) on the tunnel
-//! pool, the very connections traffic takes. It tells whether each
+//! pools as traffic and the feed go (QUIC first under `auto`), the very
+//! connections traffic takes. It tells whether each
 //! gateway address of each cluster of the set answers a mutually
 //! authenticated request from this gateway, how far its clock is from
 //! ours, what network its cluster says it is on, and whether its network
@@ -149,11 +150,12 @@ async fn ask(state: &GatewayState, cluster: &ClusterId, gateway: &GatewayAddress
     let sent = SystemTime::now();
     let started = tokio::time::Instant::now();
     let answer = tokio::time::timeout(TIMEOUT, async {
-        let mut stream = state
-            .pool
-            .feed(gateway, std::slice::from_ref(cluster), ABOUT_PATH)
-            .await
-            .map_err(|e| e.to_string())?;
+        // As traffic and the feed go (QUIC first under `auto`): the
+        // question costs no connection traffic does not hold.
+        let mut stream =
+            super::peers::open_feed(state, gateway, std::slice::from_ref(cluster), ABOUT_PATH)
+                .await
+                .map_err(|e| e.to_string())?;
         let mut body = Vec::new();
         while let Some(data) = stream.next_bytes().await {
             let data = data?;

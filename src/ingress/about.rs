@@ -1,6 +1,6 @@
 //! What a gateway says about itself to a peer gateway that asks
 //! (docs/tunnel-protocol.md §11): `GET /strait.dev/about/v1` over the
-//! tunnel's HTTP/2, answered with this cluster's id, its network, its
+//! tunnel (HTTP/2, or QUIC as the feed's request), answered with this cluster's id, its network, its
 //! network map (gateway.yaml `networks`), and its clock. A peer's
 //! gateway asks periodically (`src/gateway/probe.rs`) to learn that the
 //! tunnel address answers a real request, how far the clocks are apart
@@ -23,6 +23,7 @@ use crate::routing::inbound::known_caller;
 use crate::state::GatewayState;
 use crate::tls::Identity;
 use crate::tunnel::ERROR_HEADER;
+use crate::tunnel::quic::encode_response;
 
 /// The path a peer asks.
 pub const ABOUT_PATH: &str = "/strait.dev/about/v1";
@@ -67,29 +68,36 @@ impl About {
     }
 }
 
+/// The answer's body for `caller`, or the status and reason of a refusal.
+fn answer(caller: &Identity, state: &GatewayState) -> Result<Vec<u8>, (StatusCode, String)> {
+    let table = state.routes.load();
+    if let Err(refusal) = known_caller(&table, &caller.cluster, &state.inbound) {
+        let refusal = super::inbound::refuse(state, caller, Some(ABOUT_PATH), refusal);
+        return Err((StatusCode::FORBIDDEN, refusal.reason));
+    }
+    serde_json::to_vec(&About::of(&table, &state.network_map, SystemTime::now())).map_err(|error| {
+        tracing::error!(%error, "rendering the about answer failed");
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "rendering failed".to_owned(),
+        )
+    })
+}
+
 /// Answers one about request over HTTP/2.
 pub(super) fn serve(
     mut respond: SendResponse<Chunk>,
     caller: &Arc<Identity>,
     state: &Arc<GatewayState>,
 ) {
-    let table = state.routes.load();
-    if let Err(refusal) = known_caller(&table, &caller.cluster, &state.inbound) {
-        let refusal = super::inbound::refuse(state, caller, Some(ABOUT_PATH), refusal);
-        let mut response = Response::new(());
-        *response.status_mut() = StatusCode::FORBIDDEN;
-        if let Ok(value) = HeaderValue::from_str(&refusal.reason) {
-            response.headers_mut().insert(ERROR_HEADER, value);
-        }
-        let _ = respond.send_response(response, true);
-        return;
-    }
-    let body = match serde_json::to_vec(&About::of(&table, &state.network_map, SystemTime::now())) {
+    let body = match answer(caller, state) {
         Ok(body) => body,
-        Err(error) => {
-            tracing::error!(%error, "rendering the about answer failed");
+        Err((status, reason)) => {
             let mut response = Response::new(());
-            *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            *response.status_mut() = status;
+            if let Ok(value) = HeaderValue::from_str(&reason) {
+                response.headers_mut().insert(ERROR_HEADER, value);
+            }
             let _ = respond.send_response(response, true);
             return;
         }
@@ -103,4 +111,26 @@ pub(super) fn serve(
         // Small: h2 holds what the peer's window does not take yet.
         let _ = send.send_data(Chunk::Shared(Bytes::from(body)), true);
     }
+}
+
+/// Answers one about request over QUIC (request frame version 4, as the
+/// feed's): the response frame, then the body, then the stream's end.
+pub(super) async fn serve_quic(
+    mut send: quinn::SendStream,
+    caller: &Arc<Identity>,
+    state: &Arc<GatewayState>,
+) {
+    match answer(caller, state) {
+        Ok(body) => {
+            if send.write_all(&encode_response(200, "")).await.is_ok() {
+                let _ = send.write_all(&body).await;
+            }
+        }
+        Err((status, reason)) => {
+            let _ = send
+                .write_all(&encode_response(status.as_u16(), &reason))
+                .await;
+        }
+    }
+    let _ = send.finish();
 }

@@ -176,6 +176,9 @@ pub(super) async fn serve_quic(
         Some((path, query)) => (path, Some(query)),
         None => (path_and_query, None),
     };
+    if path == super::about::ABOUT_PATH {
+        return super::about::serve_quic(send, caller, state).await;
+    }
     let admitted = if path == FEED_PATH {
         admit(query, caller, state)
     } else {

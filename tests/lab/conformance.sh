@@ -8,8 +8,10 @@
 # checkout of kubernetes-sigs/mcs-api as any Go test package is
 # (docs/conformance.md names the tag and the step); this repository neither
 # holds nor builds it. The hello service is deployed in c3 (net-b) and
-# imported by c1 and c2 (net-a): contexts c3,c1,c2. The report (JSON and
-# JUnit) goes to REPORT_DIR (default /tmp/strait-lab/conformance).
+# imported by c1 and c2 (net-a): contexts c3,c1,c2. The reports go to
+# REPORT_DIR (default /tmp/strait-lab/conformance): Ginkgo's JSON and
+# JUnit, and the suite's own report.yaml and report.html in
+# SIG-Multicluster's format (Strait's name and version given below).
 set -euo pipefail
 binary="${1:?usage: $0 SUITE_BINARY [REPORT_DIR] [-- SUITE_FLAGS...]}"
 shift
