@@ -285,6 +285,21 @@ fn render(view: &Value) -> String {
                 ""
             }
         );
+        let ports = &imports["ports"];
+        if ports.is_object() {
+            let _ = writeln!(
+                out,
+                "import ports: {} of {} in use ({}){}",
+                text(&ports["used"]),
+                text(&ports["size"]),
+                text(&ports["range"]),
+                match ports["exhausted"].as_u64() {
+                    Some(n) if n > 0 =>
+                        format!(", {n} service port(s) without one: the range is full"),
+                    _ => String::new(),
+                }
+            );
+        }
         for import in imports["notReadyListed"].as_array().into_iter().flatten() {
             let _ = writeln!(
                 out,
@@ -348,7 +363,8 @@ mod tests {
             "services": {"exported": 5, "inConflict": 1},
             "imports": {"leader": true, "total": 4, "ready": 3, "notReady": 1,
                         "notReadyListed": [{"service": "shop/cart", "reason": "ImportPortsExhausted", "message": "the range is full"}],
-                        "skipped": {"no-namespace": 2}},
+                        "skipped": {"no-namespace": 2},
+                        "ports": {"range": "30000-30009", "size": 10, "used": 10, "exhausted": 1}},
             "findings": {"errors": 1, "warnings": 0, "listed": ["ServiceExport shop/x: no Service"]},
         });
         let text = render(&view);
@@ -365,6 +381,7 @@ mod tests {
             "5 exported in the set, 1 in conflict",
             "imports: 4 (3 ready, 1 not), 2 not imported: no-namespace; this replica writes them",
             "shop/cart not ready, ImportPortsExhausted: the range is full",
+            "import ports: 10 of 10 in use (30000-30009), 1 service port(s) without one: the range is full",
             "findings: 1 errors",
             "ServiceExport shop/x: no Service",
         ] {
