@@ -19,8 +19,8 @@ use serde_json::Value;
 
 /// The gateway pods' label (deploy/deployment.yaml, the Helm chart).
 const POD_SELECTOR: &str = "app.kubernetes.io/name=cluster-edge";
-/// The Lease whose holder plans and writes the imports.
-const LEASE: &str = "strait-export-status";
+/// The Lease whose holder writes export status and plans the imports.
+use crate::controller::LEASE_NAME as LEASE;
 /// The most of a view read.
 const MAX_BODY: usize = 4 << 20;
 

@@ -22,8 +22,8 @@ use super::installation::{
 };
 use crate::config::GatewaySettings;
 
-/// The Lease the export status writer and the import reconciler share.
-const LEASE: &str = "strait-export-status";
+/// The Lease whose holder writes export status and plans the imports.
+use crate::controller::LEASE_NAME as LEASE;
 const TLS_SECRET: &str = "cluster-edge-tls";
 const DNS_SERVICE: &str = "cluster-edge-dns";
 const DEPLOYMENT: &str = "cluster-edge";

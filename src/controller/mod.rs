@@ -29,7 +29,7 @@ use tokio::sync::watch;
 
 pub use imports::ImportsReport;
 pub use lease::LeaseError;
-pub use status::{ExportStatusOptions, ExportStatusReport, StatusError};
+pub use status::{ExportStatusOptions, ExportStatusReport, LEASE_NAME, StatusError};
 
 use crate::backoff::Retry;
 use crate::discovery::kube::{AccessScope, KubeHandle, KubeOptions, ResourceAccess, WATCH_VERBS};

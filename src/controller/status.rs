@@ -42,6 +42,10 @@ use crate::model::{ClusterId, ServiceKey};
 use tokio_util::task::AbortOnDropHandle;
 
 /// The field manager named on every status write.
+/// The Lease that elects the replica writing export status and imports
+/// (`strait check` and `strait status` read its holder too).
+pub const LEASE_NAME: &str = "strait-export-status";
+
 const FIELD_MANAGER: &str = "strait";
 /// The ServiceExport conditions Strait writes and owns.
 const OWNED_CONDITIONS: [&str; 3] = [VALID_CONDITION, CONFLICT_CONDITION, READY_CONDITION];
@@ -71,7 +75,7 @@ pub struct ExportStatusOptions {
 impl Default for ExportStatusOptions {
     fn default() -> Self {
         Self {
-            lease_name: "strait-export-status".to_owned(),
+            lease_name: LEASE_NAME.to_owned(),
             lease_namespace: None,
             identity: None,
             lease_duration: Duration::from_secs(15),
