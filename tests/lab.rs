@@ -58,6 +58,10 @@ fn strait_in_a_real_cluster_set() {
             lab::check::check_judges_the_links_and_fails_when_a_peer_breaks,
         ),
         (
+            "an export's Ready message names the clusters that import it and those that cannot (no namespace)",
+            lab::check::export_status_names_the_clusters_that_cannot_import,
+        ),
+        (
             "a tenant's exported annotations claim no import port",
             lab::tenant::a_tenants_exported_annotations_claim_no_import_port,
         ),

@@ -4,7 +4,10 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use crate::merge::BackendState;
+use std::time::Duration;
+
+use serde_json::Value;
+
 use crate::model::Protocol;
 use crate::routing::report::PortReport;
 use crate::routing::{RouteTable, ServiceRoutes};
@@ -54,19 +57,148 @@ fn parse_target(text: &str) -> Result<Target, Refused> {
     })
 }
 
+/// How `strait explain` reads the decision.
+pub(super) struct ExplainArgs<'a> {
+    pub source: &'a SourceArgs,
+    /// The viewing cluster, when not the local one.
+    pub from: Option<&'a str>,
+    /// With `--kube`: the gateway's namespace, whose pod is asked.
+    pub gateway_namespace: &'a str,
+    /// With `--kube`: explain from the objects read here, not the gateway.
+    pub objects: bool,
+}
+
+/// The admin port of a gateway pod (deploy/deployment.yaml).
+const ADMIN_PORT: u16 = 15021;
+/// How long the gateway's answer may take, port-forward included.
+const GATEWAY_TIMEOUT: Duration = Duration::from_secs(15);
+
 pub(super) fn run(
-    source: &SourceArgs,
-    from: Option<&str>,
+    args: &ExplainArgs<'_>,
     output: Output,
     target: &str,
     out: &mut dyn Write,
 ) -> Result<(), Refused> {
     let target = parse_target(target)?;
-    let loaded = load_as(source, Strictness::LeaveOut)?;
+    // Read from the API servers, the local gateway's own routes are the
+    // truth: it reads the peers by their feed (which this command cannot),
+    // and holds the addresses local pods dial. The objects are read here
+    // only when asked, for another viewer, or with no gateway to ask.
+    if args.source.kube && args.from.is_none() && !args.objects {
+        match super::runtime()?.block_on(from_gateway(args, &target)) {
+            Ok((pod, report, ready)) => {
+                eprintln!(
+                    "explained by the gateway pod {}/{pod}, from its own routes (--objects: from the objects read here)",
+                    args.gateway_namespace
+                );
+                return print(output, report, ready, out);
+            }
+            Err(GatewayAnswer::Refused(refused)) => return Err(refused),
+            Err(GatewayAnswer::Unreachable(why)) => {
+                eprintln!("cannot ask the gateway ({why}); explaining from the objects read here");
+            }
+        }
+    }
+    from_objects(args, &target, output, out)
+}
+
+/// Why the gateway gave no report.
+enum GatewayAnswer {
+    /// It answered: the service or port is not there.
+    Refused(Refused),
+    /// It could not be asked.
+    Unreachable(String),
+}
+
+/// The gateway's report for `target`, and the local export's `Ready`
+/// condition when there is one: (pod asked, report, ready).
+async fn from_gateway(
+    args: &ExplainArgs<'_>,
+    target: &Target,
+) -> Result<(String, Value, Option<Value>), GatewayAnswer> {
+    let unreachable = |e: String| GatewayAnswer::Unreachable(e);
+    let client = crate::controller::link::local_client(args.source.kubeconfig.as_deref())
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    let namespace = args.gateway_namespace;
+    let pod = super::forward::gateway_pod(&client, namespace)
+        .await
+        .map_err(unreachable)?;
+    let path = format!("/debug/routes?service={}/{}", target.namespace, target.name);
+    let ports =
+        super::forward::get_json(&client, namespace, &pod, ADMIN_PORT, &path, GATEWAY_TIMEOUT)
+            .await
+            .map_err(unreachable)?;
+    let ports = ports.as_array().cloned().unwrap_or_default();
+    if ports.is_empty() {
+        return Err(GatewayAnswer::Refused(Refused(format!(
+            "service {}/{} is not exported by any cluster the gateway {namespace}/{pod} knows",
+            target.namespace, target.name
+        ))));
+    }
+    let report = ports
+        .iter()
+        .find(|p| {
+            p["port"].as_u64() == Some(u64::from(target.port))
+                && p["protocol"].as_str() == Some(target.protocol.as_str())
+        })
+        .cloned()
+        .ok_or_else(|| {
+            let exposed: Vec<String> = ports
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}:{}/{}",
+                        text(&p["portName"]),
+                        text(&p["port"]),
+                        text(&p["protocol"])
+                    )
+                })
+                .collect();
+            GatewayAnswer::Refused(Refused(format!(
+                "service {}/{} does not expose port {}/{}; it exposes {}",
+                target.namespace,
+                target.name,
+                target.port,
+                target.protocol,
+                exposed.join(", ")
+            )))
+        })?;
+    let ready = export_ready(&client, target).await;
+    Ok((pod, report, ready))
+}
+
+/// The local ServiceExport's `Ready` condition, when it is exported here.
+async fn export_ready(client: &kube::Client, target: &Target) -> Option<Value> {
+    use crate::discovery::kube::client::Kind;
+    let resource = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        Kind::ServiceExport.group(),
+        "v1alpha1",
+        "ServiceExport",
+    ));
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), &target.namespace, &resource);
+    let export = api.get_opt(&target.name).await.ok().flatten()?;
+    export.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == crate::export_status::READY_CONDITION)
+        .cloned()
+}
+
+/// Explains from the objects read here (a directory, or the API servers).
+fn from_objects(
+    args: &ExplainArgs<'_>,
+    target: &Target,
+    output: Output,
+    out: &mut dyn Write,
+) -> Result<(), Refused> {
+    let loaded = load_as(args.source, Strictness::LeaveOut)?;
     for warning in &loaded.warnings {
         eprintln!("{warning}");
     }
-    let viewer = from
+    let viewer = args
+        .from
         .map(str::to_owned)
         .or_else(|| loaded.settings.cluster.clone())
         .or_else(|| loaded.local.clone())
@@ -76,8 +208,14 @@ pub(super) fn run(
                     .to_owned(),
             )
         })?;
-    let table = RouteTable::build(&loaded.set, &loaded.merged, &viewer)
+    let mut table = RouteTable::build(&loaded.set, &loaded.merged, &viewer)
         .map_err(|e| Refused(e.to_string()))?;
+    let local_viewer = loaded.local.as_deref() == Some(viewer.as_str());
+    // A remote pod of a headless service is dialled here at its per-pod
+    // derived Service.
+    if let Some(observed) = loaded.observed.as_ref().filter(|_| local_viewer) {
+        table.set_pod_addresses(observed.pod_addresses().iter());
+    }
     let service = table
         .service(&target.namespace, &target.name)
         .ok_or_else(|| {
@@ -88,15 +226,56 @@ pub(super) fn run(
         })?;
     let route = service
         .port(target.protocol, target.port)
-        .ok_or_else(|| not_exposed(service, &target))?;
-    let report = PortReport::new(&table, service, route);
+        .ok_or_else(|| not_exposed(service, target))?;
+    let report = serde_json::to_value(PortReport::new(&table, service, route))
+        .map_err(|e| Refused(format!("cannot encode report: {e}")))?;
+    // The local export's Ready condition says who imports the service.
+    let ready = loaded
+        .local_exports
+        .as_deref()
+        .filter(|_| local_viewer)
+        .and_then(|exports| exports.exports.iter().find(|e| e.key == service.key))
+        .and_then(|export| {
+            export
+                .conditions
+                .iter()
+                .find(|c| c["type"] == crate::export_status::READY_CONDITION)
+                .cloned()
+        });
+    print(output, report, ready, out)
+}
+
+/// Prints one port's report, with the local export's `Ready` condition.
+fn print(
+    output: Output,
+    mut report: Value,
+    ready: Option<Value>,
+    out: &mut dyn Write,
+) -> Result<(), Refused> {
     match output {
         Output::Json => {
+            if let Some(ready) = ready {
+                report["exportedHere"] = serde_json::json!({
+                    "ready": ready["status"], "reason": ready["reason"], "message": ready["message"],
+                });
+            }
             let json = serde_json::to_string_pretty(&report)
                 .map_err(|e| Refused(format!("cannot encode report: {e}")))?;
             emit(out, &format!("{json}\n"))
         }
-        Output::Text => emit(out, &render(&report)),
+        Output::Text => {
+            let mut text = render(&report);
+            if let Some(ready) = ready {
+                let _ = writeln!(
+                    text,
+                    "exported here: Ready={} ({}): {}",
+                    self::text(&ready["status"]),
+                    self::text(&ready["reason"]),
+                    self::text(&ready["message"])
+                );
+            }
+            emit(out, &text)
+        }
     }
 }
 
@@ -119,66 +298,115 @@ fn not_exposed(service: &ServiceRoutes, target: &Target) -> Refused {
     ))
 }
 
-fn render(report: &PortReport) -> String {
-    let mut text = String::new();
+/// A field as text: a string as it is, anything else as JSON, absent as `-`.
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// The text of a port's report (`PortReport` as JSON, from this command's
+/// own table or the gateway's `/debug/routes`).
+fn render(report: &Value) -> String {
+    let mut out = String::new();
     let _ = writeln!(
-        text,
+        out,
         "{}:{}/{} (port {:?}) from {} on network {}",
-        report.service,
-        report.port,
-        report.protocol,
-        report.port_name,
-        report.from.cluster,
-        report.from.network
+        text(&report["service"]),
+        text(&report["port"]),
+        text(&report["protocol"]),
+        text(&report["portName"]),
+        text(&report["from"]["cluster"]),
+        text(&report["from"]["network"])
     );
-    if !report.conflicts.is_empty() {
-        let _ = writeln!(text, "conflicts: {}", report.conflicts.join(", "));
+    let listed = |key: &str| -> Vec<String> {
+        report[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect()
+    };
+    let conflicts = listed("conflicts");
+    if !conflicts.is_empty() {
+        let _ = writeln!(out, "conflicts: {}", conflicts.join(", "));
     }
-    if let Some(access) = &report.access {
-        let _ = writeln!(text, "access: {access}");
+    if let Some(access) = report["access"].as_str() {
+        let _ = writeln!(out, "access: {access}");
     }
-    if let Some(told) = &report.proxy_protocol {
-        let _ = writeln!(text, "proxy protocol: {told}");
+    if let Some(told) = report["proxyProtocol"].as_str() {
+        let _ = writeln!(out, "proxy protocol: {told}");
     }
-    if let Some(refused) = &report.refused {
+    if let Some(refused) = report["refused"].as_str() {
         let _ = writeln!(
-            text,
+            out,
             "refused: {refused}; no backend is tried, and its gateways answer 403"
         );
     }
-    let _ = writeln!(text, "backends ({}):", report.backends.len());
-    for backend in &report.backends {
-        let address = std::net::SocketAddr::new(backend.address, backend.port);
-        let via = backend
-            .gateways
-            .as_ref()
-            .map(|g| {
-                let list: Vec<String> = g.iter().map(ToString::to_string).collect();
-                format!(" via {}", list.join(", "))
-            })
-            .unwrap_or_default();
-        let state = match backend.state {
-            BackendState::Ready => "",
-            BackendState::ServingTerminating => " (serving, terminating)",
+    let backends = report["backends"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let _ = writeln!(out, "backends ({}):", backends.len());
+    for backend in backends {
+        let address = match backend["address"].as_str() {
+            Some(ip) if ip.contains(':') => format!("[{ip}]:{}", text(&backend["port"])),
+            _ => format!("{}:{}", text(&backend["address"]), text(&backend["port"])),
+        };
+        let gateways: Vec<String> = backend["gateways"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        let mut via = if gateways.is_empty() {
+            String::new()
+        } else {
+            format!(" via {}", gateways.join(", "))
+        };
+        let dialled: Vec<String> = backend["dialHere"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        if !dialled.is_empty() {
+            let _ = write!(via, "; pods here dial {}", dialled.join(", "));
+        }
+        let state = if backend["state"] == "serving-terminating" {
+            " (serving, terminating)"
+        } else {
+            ""
         };
         let _ = writeln!(
-            text,
+            out,
             "  {:<16} {:<12} {:<24} {}{via}{state}",
-            backend.cluster, backend.network, address, backend.path
+            text(&backend["cluster"]),
+            text(&backend["network"]),
+            address,
+            text(&backend["path"])
         );
     }
-    if !report.excluded.is_empty() {
-        let _ = writeln!(text, "excluded ({}):", report.excluded.len());
-        for exclusion in &report.excluded {
-            let address = exclusion.address.map(|a| a.to_string()).unwrap_or_default();
+    let excluded = report["excluded"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if !excluded.is_empty() {
+        let _ = writeln!(out, "excluded ({}):", excluded.len());
+        for exclusion in excluded {
+            let address = exclusion["address"].as_str().unwrap_or_default();
             let _ = writeln!(
-                text,
+                out,
                 "  {:<16} {:<24} {}",
-                exclusion.cluster, address, exclusion.reason
+                text(&exclusion["cluster"]),
+                address,
+                text(&exclusion["reason"])
             );
         }
     }
-    text
+    out
 }
 
 #[cfg(test)]

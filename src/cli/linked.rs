@@ -170,7 +170,68 @@ fn cluster_checks(cluster: &Value) -> Vec<Check> {
         let probe = &cluster["probes"][&gateway];
         checks.extend(gateway_checks(&id, network, &gateway, probe));
     }
+    checks.extend(importer_checks(&id, &cluster["importsOfOurs"]));
     checks
+}
+
+/// What the cluster `id` said of this cluster's exports: which it
+/// imports, and each it does not for a reason its admin must act on (a
+/// missing namespace, another controller's ServiceImport).
+fn importer_checks(id: &str, account: &Value) -> Option<Check> {
+    if account.is_null() {
+        return None;
+    }
+    let imported = account["imported"].as_u64().unwrap_or(0);
+    let listed = account["notImportedListed"]
+        .as_object()
+        .map(|listed| {
+            listed
+                .iter()
+                .map(|(service, why)| (service.as_str(), why.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let blocked: Vec<String> = listed
+        .iter()
+        .filter(|(_, why)| *why != "pending")
+        .map(|(service, why)| {
+            let namespace = service.split_once('/').map_or("", |(ns, _)| ns);
+            match *why {
+                "no-namespace" => format!("{service} (no namespace {namespace} there)"),
+                "foreign-import" => {
+                    format!("{service} (another controller's ServiceImport holds the name)")
+                }
+                other => format!("{service} ({other})"),
+            }
+        })
+        .collect();
+    let not_imported = account["notImported"].as_u64().unwrap_or(0);
+    if blocked.is_empty() {
+        let pending = if not_imported > 0 {
+            format!(", {not_imported} being written")
+        } else {
+            String::new()
+        };
+        return Some(Check::new(
+            "imports",
+            Outcome::Ok,
+            format!("{id} imports {imported} of the services this cluster exports{pending}"),
+        ));
+    }
+    Some(
+        Check::new(
+            "imports",
+            Outcome::Warning,
+            format!(
+                "{id} imports {imported} of the services this cluster exports, and not {not_imported}: {}",
+                blocked.join(", ")
+            ),
+        )
+        .hint(
+            "Strait never creates a namespace: its admin creates the namespace there if that cluster should import the service",
+            "docs/kubernetes.md#export-status-and-leader-election",
+        ),
+    )
 }
 
 /// One gateway's last answer to this gateway's question.
@@ -406,6 +467,35 @@ mod tests {
                 "{expected:?} in {checks:#?}"
             );
         }
+    }
+
+    #[test]
+    fn a_cluster_that_cannot_import_an_export_is_named_with_why() {
+        let mut healthy = view(ok_probe(), "synced", 3);
+        healthy["clusters"][1]["importsOfOurs"] = json!({
+            "imported": 4, "notImported": 1,
+            "notImportedListed": {"shop/web": "pending"}, "unlisted": 0});
+        let checks = outcomes(&healthy);
+        assert!(
+            checks.contains(&(
+                Outcome::Ok,
+                "c3 imports 4 of the services this cluster exports, 1 being written".to_owned()
+            )),
+            "{checks:#?}"
+        );
+        let mut missing = view(ok_probe(), "synced", 3);
+        missing["clusters"][1]["importsOfOurs"] = json!({
+            "imported": 3, "notImported": 2,
+            "notImportedListed": {"shop/cart": "no-namespace", "shop/web": "pending"},
+            "unlisted": 0});
+        let checks = outcomes(&missing);
+        assert!(
+            checks.contains(&(
+                Outcome::Warning,
+                "c3 imports 3 of the services this cluster exports, and not 2: shop/cart (no namespace shop there)".to_owned()
+            )),
+            "{checks:#?}"
+        );
     }
 
     #[test]

@@ -74,6 +74,9 @@ pub(super) struct Loaded {
     pub observed: Option<crate::discovery::observed::Observed>,
     /// The ServiceImport version the local API server offers.
     pub import_api_version: Option<String>,
+    /// The local cluster's ServiceExports with their status, when read
+    /// from the API servers.
+    pub local_exports: Option<std::sync::Arc<crate::discovery::kube::LocalExports>>,
 }
 
 /// The label of a cluster set read from the API servers.
@@ -101,8 +104,11 @@ pub(super) fn load(source: &SourceArgs) -> Result<Loaded, Refused> {
 pub(super) fn load_as(source: &SourceArgs, strictness: Strictness) -> Result<Loaded, Refused> {
     let settings = source.settings()?;
     let mut imports = None;
+    let mut exports = None;
     let (loaded, label, local) = if source.uses_kube(&settings) {
         let mut options = settings.kube_options();
+        // The local exports' status: `explain` shows who imports them.
+        options.local_exports = true;
         if source.kubeconfig.is_some() {
             options.local_kubeconfig.clone_from(&source.kubeconfig);
         }
@@ -139,6 +145,7 @@ pub(super) fn load_as(source: &SourceArgs, strictness: Strictness) -> Result<Loa
             .in_cluster(peer.cluster.as_str())
         }));
         imports = loaded.local_imports.clone();
+        exports = loaded.local_exports.clone();
         (loaded.loaded, KUBE_LABEL.to_owned(), loaded.local)
     } else {
         let dir = source
@@ -174,6 +181,7 @@ pub(super) fn load_as(source: &SourceArgs, strictness: Strictness) -> Result<Loa
         local,
         observed: imports.as_ref().map(|i| i.observed.clone()),
         import_api_version: imports.map(|i| i.api_version.clone()),
+        local_exports: exports,
     })
 }
 

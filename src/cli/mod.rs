@@ -103,6 +103,15 @@ enum Command {
         /// The cluster whose gateway makes the decision (default: gateway.yaml's cluster).
         #[arg(long, value_name = "CLUSTER")]
         from: Option<String>,
+        /// With --kube: the namespace of the gateway pod asked for its
+        /// own routes.
+        #[arg(long, value_name = "NAMESPACE", default_value = "strait-system")]
+        gateway_namespace: String,
+        /// With --kube: explain from the objects this command reads, not
+        /// from the gateway's own routes (which hold the clusters it
+        /// follows by feed, and the addresses local pods dial).
+        #[arg(long, requires = "kube")]
+        objects: bool,
         #[arg(long, value_enum, default_value_t)]
         output: Output,
         /// NAMESPACE/NAME:PORT[/PROTOCOL], protocol TCP when left out.
@@ -202,9 +211,21 @@ pub fn main() -> ExitCode {
         Command::Explain {
             source,
             from,
+            gateway_namespace,
+            objects,
             output,
             target,
-        } => explain::run(&source, from.as_deref(), output, &target, &mut stdout),
+        } => explain::run(
+            &explain::ExplainArgs {
+                source: &source,
+                from: from.as_deref(),
+                gateway_namespace: &gateway_namespace,
+                objects,
+            },
+            output,
+            &target,
+            &mut stdout,
+        ),
         Command::Imports {
             source,
             cluster,

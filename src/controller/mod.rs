@@ -206,6 +206,24 @@ impl Controller {
         self.tasks.imports()
     }
 
+    /// The local cluster's namespaces as this replica watches them, when
+    /// the import reconciler runs (`None` inside until listed).
+    pub fn namespaces(
+        &self,
+    ) -> Option<watch::Receiver<Option<std::collections::BTreeSet<String>>>> {
+        self.tasks.namespaces()
+    }
+
+    /// Takes what the other clusters of the set last said of the local
+    /// cluster's exports (the gateway's periodic question): the export
+    /// status writer names in each `Ready` message who imports it.
+    pub fn peer_imports_answered(
+        &self,
+        imports: std::sync::Arc<crate::export_status::PeerImports>,
+    ) {
+        self.tasks.peer_imports_answered(imports);
+    }
+
     /// Says that this replica's DNS responder answers from the routes of
     /// the snapshot of `generation` (or a newer one). From the first call
     /// on, the import reconciler turns an import `Ready` only once the

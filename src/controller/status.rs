@@ -14,7 +14,7 @@
 //! has synced or failed once, so a cluster still connecting does not make a
 //! conflict come and go.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,8 +35,10 @@ use crate::discovery::kube::client::{ClusterSource, Kind};
 use crate::discovery::kube::{
     LocalExports, POD_NAME_ENV, POD_NAMESPACE_ENV, SourceSnapshot, SyncState,
 };
+
 use crate::export_status::{
-    CONFLICT_CONDITION, LocalExport, READY_CONDITION, VALID_CONDITION, updated_conditions, wanted,
+    CONFLICT_CONDITION, LocalExport, PeerImports, READY_CONDITION, VALID_CONDITION,
+    updated_conditions, wanted,
 };
 use crate::model::{ClusterId, ServiceKey};
 use tokio_util::task::AbortOnDropHandle;
@@ -116,8 +118,11 @@ pub enum StatusError {
 pub(super) struct StatusTasks {
     _lease: AbortOnDropHandle<()>,
     _writer: Option<AbortOnDropHandle<()>>,
-    imports: Option<(AbortOnDropHandle<()>, watch::Receiver<ImportsReport>)>,
+    imports: Option<super::imports::ImportTasks>,
     reports: watch::Receiver<ExportStatusReport>,
+    /// What the other clusters last said of the local exports (the probe
+    /// sends it): the `Ready` messages name who imports.
+    peer_imports: watch::Sender<Arc<PeerImports>>,
     stop: CancellationToken,
     /// True once the Lease task has ended (and released the Lease).
     lease_done: watch::Receiver<bool>,
@@ -130,7 +135,23 @@ impl StatusTasks {
 
     /// The import reconciler's reports, when it runs.
     pub(super) fn imports(&self) -> Option<watch::Receiver<ImportsReport>> {
-        self.imports.as_ref().map(|(_, reports)| reports.clone())
+        self.imports.as_ref().map(|tasks| tasks.reports.clone())
+    }
+
+    /// The local cluster's namespaces, when the import reconciler runs.
+    pub(super) fn namespaces(&self) -> Option<watch::Receiver<Option<BTreeSet<String>>>> {
+        self.imports.as_ref().map(|tasks| tasks.namespaces.clone())
+    }
+
+    /// Takes what the other clusters last said of the local exports.
+    pub(super) fn peer_imports_answered(&self, imports: Arc<PeerImports>) {
+        self.peer_imports.send_if_modified(|held| {
+            let changed = **held != *imports;
+            if changed {
+                *held = imports;
+            }
+            changed
+        });
     }
 
     /// Stops the election, which frees the Lease if held; waits at most
@@ -219,6 +240,7 @@ pub(super) fn start(
             retry,
         )
     });
+    let (peer_imports, peer_imports_receiver) = watch::channel(Arc::default());
     let writer = write_status.then(|| {
         AbortOnDropHandle::new(tokio::spawn(
             Writer {
@@ -227,13 +249,14 @@ pub(super) fn start(
                 reports,
                 written: HashMap::new(),
             }
-            .run(snapshots, retry),
+            .run(snapshots, peer_imports_receiver, retry),
         ))
     });
     StatusTasks {
         _lease: AbortOnDropHandle::new(lease),
         _writer: writer,
         imports,
+        peer_imports,
         reports: reports_receiver,
         stop,
         lease_done,
@@ -250,14 +273,20 @@ struct Writer {
 }
 
 impl Writer {
-    async fn run(mut self, mut snapshots: watch::Receiver<Arc<SourceSnapshot>>, retry: Retry) {
+    async fn run(
+        mut self,
+        mut snapshots: watch::Receiver<Arc<SourceSnapshot>>,
+        mut peer_imports: watch::Receiver<Arc<PeerImports>>,
+        retry: Retry,
+    ) {
         let mut leader = self.leadership.subscribe();
         let mut backoff = Backoff::new(retry);
         loop {
             let snapshot = snapshots.borrow_and_update().clone();
+            let peers = peer_imports.borrow_and_update().clone();
             leader.borrow_and_update();
             let retry_at = if self.leadership.is_leader() {
-                let failed = self.evaluate(&snapshot).await;
+                let failed = self.evaluate(&snapshot, &peers).await;
                 self.reports.send_if_modified(|report| {
                     let changed = report.evaluated != snapshot.generation;
                     report.evaluated = snapshot.generation;
@@ -276,6 +305,7 @@ impl Writer {
             tokio::select! {
                 changed = snapshots.changed() => if changed.is_err() { return },
                 changed = leader.changed() => if changed.is_err() { return },
+                changed = peer_imports.changed() => if changed.is_err() { return },
                 () = crate::backoff::sleep_until(retry_at) => {}
             }
         }
@@ -283,7 +313,7 @@ impl Writer {
 
     /// Writes what changed for the snapshot; true when a write failed and
     /// should be tried again.
-    async fn evaluate(&mut self, snapshot: &SourceSnapshot) -> bool {
+    async fn evaluate(&mut self, snapshot: &SourceSnapshot, peers: &PeerImports) -> bool {
         let Some(exports) = snapshot.local_exports.clone() else {
             return false;
         };
@@ -321,7 +351,7 @@ impl Writer {
                 }
                 self.written.remove(&export.key);
             }
-            let wanted = wanted(export, &local, merged.as_deref());
+            let wanted = wanted(export, &local, merged.as_deref(), Some(peers));
             let Some(conditions) = updated_conditions(
                 &export.conditions,
                 &wanted,

@@ -17,13 +17,17 @@
 //! Conditions of other types (written by other controllers) are kept as the
 //! API server holds them.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value};
 
 pub use crate::discovery::export_validity::{LocalExport, Validity};
+mod importers;
 use crate::merge::MergedSet;
 use crate::model::ClusterId;
+pub use importers::{AccountOf, ImportAccount, Importer, NotImported, PeerImports};
 
 /// The condition saying whether the export can be exported at all.
 pub const VALID_CONDITION: &str = "Valid";
@@ -64,15 +68,28 @@ fn exported_message(
     export: &LocalExport,
     service: &crate::merge::MergedService,
     local: &ClusterId,
+    peers: Option<&PeerImports>,
 ) -> String {
-    let mut message = match service.access.as_deref() {
-        None => format!(
+    let account = peers
+        .filter(|peers| !peers.clusters.is_empty())
+        .map(|peers| importers(service, peers));
+    let mut message = match (service.access.as_deref(), &account) {
+        (None, Some(_)) => format!(
+            "Service {} is exported to every cluster of the set.",
+            export.key
+        ),
+        (Some(policy), Some(_)) => format!(
+            "Service {} is exported to {} only (its access policy): the other clusters of the set are not told of it and do not import it.",
+            export.key,
+            admitted(policy),
+        ),
+        (None, None) => format!(
             "Service {} is exported to every cluster of the set. Each imports it where namespace {} exists (Strait never creates one); which did is in their ServiceImports, and `strait status` there.",
             export.key, export.key.namespace
         ),
         // Scoped: the clusters it does not admit are never told of it
         // (not even its name, in the feed), so they import nothing.
-        Some(policy) => format!(
+        (Some(policy), None) => format!(
             "Service {} is exported to {} only (its access policy): the other clusters of the set are not told of it and do not import it. Those admitted import it where namespace {} exists.",
             export.key,
             admitted(policy),
@@ -86,7 +103,53 @@ fn exported_message(
             " It has no ready endpoint in this cluster: importers send its traffic to the other exporting clusters, and get no backend where none has one.",
         );
     }
+    if let Some(account) = account {
+        message.push(' ');
+        message.push_str(&account);
+    }
     message
+}
+
+/// Who imports `service` and who does not, and why, as each other
+/// cluster's gateway last answered this one's (`peers`).
+fn importers(service: &crate::merge::MergedService, peers: &PeerImports) -> String {
+    let mut imports = Vec::new();
+    let mut does_not: BTreeMap<NotImported, Vec<&str>> = BTreeMap::new();
+    let mut not_heard = Vec::new();
+    let mut unknown = Vec::new();
+    for (cluster, importer) in peers.of(service) {
+        match importer {
+            Importer::Imports => imports.push(cluster.as_str()),
+            Importer::DoesNot(why) => does_not.entry(why).or_default().push(cluster.as_str()),
+            Importer::NotHeard => not_heard.push(cluster.as_str()),
+            Importer::Unknown => unknown.push(cluster.as_str()),
+        }
+    }
+    let mut sentences = Vec::new();
+    if !imports.is_empty() {
+        sentences.push(format!("Imported in {}.", imports.join(", ")));
+    }
+    for (why, clusters) in does_not {
+        sentences.push(format!(
+            "Not imported in {}: {}.",
+            clusters.join(", "),
+            why.reason(&service.key.namespace)
+        ));
+    }
+    if !not_heard.is_empty() {
+        sentences.push(format!("Not read yet by {}.", not_heard.join(", ")));
+    }
+    if !unknown.is_empty() {
+        sentences.push(format!(
+            "No account from {} (its gateway has not answered this one's question yet).",
+            unknown.join(", ")
+        ));
+    }
+    if sentences.is_empty() {
+        return "No other cluster is told of it.".to_owned();
+    }
+    sentences.push("(As each cluster's gateway last said; asked every 30 s.)".to_owned());
+    sentences.join(" ")
 }
 
 /// The conditions Strait wants on the local export `export` of cluster
@@ -94,7 +157,12 @@ fn exported_message(
 /// while the cluster set is invalid: `Conflict` is then left as it is.
 /// An invalid export takes no part in the merged service and carries no
 /// `Conflict` condition.
-pub fn wanted(export: &LocalExport, local: &ClusterId, merged: Option<&MergedSet>) -> Wanted {
+pub fn wanted(
+    export: &LocalExport,
+    local: &ClusterId,
+    merged: Option<&MergedSet>,
+    peers: Option<&PeerImports>,
+) -> Wanted {
     let mut wanted = Wanted::default();
     wanted.set.push(WantedCondition {
         type_: VALID_CONDITION,
@@ -126,10 +194,11 @@ pub fn wanted(export: &LocalExport, local: &ClusterId, merged: Option<&MergedSet
             type_: READY_CONDITION,
             status: true,
             reason: READY_REASON_READY.to_owned(),
-            // What this cluster knows: who it is exported to, and whether
-            // it has a ready endpoint. Whether each of them imports it
-            // (its namespace exists there) is not known here, and not said.
-            message: exported_message(export, service, local),
+            // Who it is exported to, whether it has a ready endpoint here,
+            // and who imports it as they last said: Ready stays True while
+            // a cluster lacks the namespace (the export is fine; that
+            // cluster's admin decides), and the message names it.
+            message: exported_message(export, service, local, peers),
         },
         None => WantedCondition {
             type_: READY_CONDITION,

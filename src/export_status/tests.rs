@@ -176,7 +176,7 @@ fn a_conflict_is_true_with_the_reasons_comma_joined_and_the_merge_messages() {
     let (c1, merged) = conflicting();
     let validity = validity_of(&c1);
     let export = local_export("cart", validity[&key("cart")].clone(), Vec::new());
-    let wanted = wanted(&export, &id("c1"), Some(&merged));
+    let wanted = wanted(&export, &id("c1"), Some(&merged), None);
     assert!(wanted.remove.is_empty());
     let conditions =
         updated_conditions(&export.conditions, &wanted, Some(1), at(100)).expect("a first write");
@@ -218,7 +218,7 @@ fn clearing_a_conflict_flips_only_that_condition() {
     let export = local_export("cart", validity_of(&c1)[&key("cart")].clone(), Vec::new());
     let first = updated_conditions(
         &[],
-        &wanted(&export, &id("c1"), Some(&merged)),
+        &wanted(&export, &id("c1"), Some(&merged), None),
         Some(1),
         at(100),
     )
@@ -226,7 +226,7 @@ fn clearing_a_conflict_flips_only_that_condition() {
 
     // c2 withdraws its export: c1 is the only constituent.
     let alone = merge(&assemble(vec![c1.cluster.clone()]).0);
-    let clear = wanted(&export, &id("c1"), Some(&alone));
+    let clear = wanted(&export, &id("c1"), Some(&alone), None);
     let second = updated_conditions(&first, &clear, Some(1), at(200)).expect("the flip is written");
     let conflict = condition(&second, CONFLICT_CONDITION);
     assert_eq!(conflict["status"], "False");
@@ -281,7 +281,7 @@ fn an_invalid_export_is_not_valid_and_has_no_conflict_condition() {
         Validity::InvalidServiceType,
         vec![other.clone(), old_conflict],
     );
-    let wanted = wanted(&export, &id("c1"), Some(&merged));
+    let wanted = wanted(&export, &id("c1"), Some(&merged), None);
     assert_eq!(wanted.remove, [CONFLICT_CONDITION]);
     let conditions =
         updated_conditions(&export.conditions, &wanted, Some(1), at(100)).expect("written");
@@ -315,7 +315,7 @@ fn without_a_valid_set_conflict_is_left_alone() {
     let existing = json!({"type": "Conflict", "status": "True", "reason": "PortConflict",
         "message": "m", "lastTransitionTime": time_text(50), "observedGeneration": 1});
     let export = local_export("cart", Validity::Valid, vec![existing.clone()]);
-    let wanted = wanted(&export, &id("c1"), None);
+    let wanted = wanted(&export, &id("c1"), None, None);
     assert_eq!(wanted.set.len(), 1, "only Valid, not Ready: {wanted:?}");
     assert!(wanted.remove.is_empty());
     let conditions =
@@ -326,7 +326,7 @@ fn without_a_valid_set_conflict_is_left_alone() {
     // Nor is it set for a cluster that is not a constituent, whose export
     // is pending.
     let (_, merged) = conflicting();
-    let wanted_elsewhere = super::wanted(&export, &id("c9"), Some(&merged));
+    let wanted_elsewhere = super::wanted(&export, &id("c9"), Some(&merged), None);
     let types: Vec<&str> = wanted_elsewhere.set.iter().map(|c| c.type_).collect();
     assert_eq!(types, [VALID_CONDITION, READY_CONDITION]);
     assert!(!wanted_elsewhere.set[1].status);
@@ -381,7 +381,7 @@ fn ready_names_whom_a_scoped_export_reaches() {
     let validity = validity_of(&c1);
     let ready = |name: &str| {
         let export = local_export(name, validity[&key(name)].clone(), Vec::new());
-        wanted(&export, &id("c1"), Some(&merged))
+        wanted(&export, &id("c1"), Some(&merged), None)
             .set
             .into_iter()
             .find(|c| c.type_ == READY_CONDITION)
@@ -422,7 +422,7 @@ fn an_export_with_a_ready_endpoint_does_not_say_it_has_none() {
         let merged = merge(&set);
         let validity = validity_of(&c1);
         let export = local_export("cart", validity[&key("cart")].clone(), Vec::new());
-        wanted(&export, &id("c1"), Some(&merged))
+        wanted(&export, &id("c1"), Some(&merged), None)
             .set
             .into_iter()
             .find(|c| c.type_ == READY_CONDITION)
@@ -461,7 +461,7 @@ fn the_losing_side_of_a_port_conflict_is_told_which_of_its_ports_are_not_exposed
     let message_of = |cluster: &Translated, id_text: &str| {
         let validity = validity_of(cluster);
         let export = local_export("cart", validity[&key("cart")].clone(), Vec::new());
-        let wanted = wanted(&export, &id(id_text), Some(&merged));
+        let wanted = wanted(&export, &id(id_text), Some(&merged), None);
         let conditions =
             updated_conditions(&export.conditions, &wanted, Some(1), at(100)).expect("written");
         condition(&conditions, CONFLICT_CONDITION)["message"]
@@ -478,4 +478,76 @@ fn the_losing_side_of_a_port_conflict_is_told_which_of_its_ports_are_not_exposed
     );
     let winning = message_of(&c1, "c1");
     assert!(!winning.contains("not exposed"), "{winning}");
+}
+
+#[test]
+fn ready_names_who_imports_and_who_cannot_as_they_last_said() {
+    use std::sync::Arc;
+
+    let (c1, merged) = conflicting();
+    let export = local_export("cart", validity_of(&c1)[&key("cart")].clone(), Vec::new());
+    let network = |n: &str| crate::model::NetworkId::new(n).expect("network");
+    let said = |imports: bool| {
+        let mut account = ImportAccount::default();
+        if imports {
+            account.imported.insert("shop/cart".to_owned());
+        } else {
+            account
+                .not_imported
+                .insert("shop/cart".to_owned(), NotImported::NoNamespace);
+        }
+        Some(Arc::new(account))
+    };
+    let peers = |c2_imports: bool| PeerImports {
+        clusters: BTreeMap::from([
+            (id("c2"), (network("net-b"), said(c2_imports))),
+            (id("c3"), (network("net-b"), None)),
+        ]),
+    };
+    let ready_message = |conditions: &[Value]| {
+        condition(conditions, READY_CONDITION)["message"]
+            .as_str()
+            .expect("a message")
+            .to_owned()
+    };
+    let missing = wanted(&export, &id("c1"), Some(&merged), Some(&peers(false)));
+    let first = updated_conditions(&[], &missing, Some(1), at(100)).expect("a first write");
+    let message = ready_message(&first);
+    assert!(
+        message.starts_with("Service shop/cart is exported to every cluster of the set."),
+        "{message}"
+    );
+    assert!(
+        message.ends_with(" Not imported in c2: namespace shop does not exist there (Strait never creates one). No account from c3 (its gateway has not answered this one's question yet). (As each cluster's gateway last said; asked every 30 s.)"),
+        "{message}"
+    );
+    assert_eq!(condition(&first, READY_CONDITION)["status"], "True");
+    // The same account again writes nothing.
+    assert_eq!(updated_conditions(&first, &missing, Some(1), at(150)), None);
+    // c2's admin creates the namespace: the message changes, the status
+    // and its transition time do not.
+    let imported = wanted(&export, &id("c1"), Some(&merged), Some(&peers(true)));
+    let second = updated_conditions(&first, &imported, Some(1), at(200)).expect("rewritten");
+    assert!(
+        ready_message(&second).contains("Imported in c2. No account from c3"),
+        "{}",
+        ready_message(&second)
+    );
+    assert_eq!(
+        condition(&second, READY_CONDITION)["lastTransitionTime"],
+        time_text(100)
+    );
+    // Without any account the message says where to look instead.
+    let none = wanted(
+        &export,
+        &id("c1"),
+        Some(&merged),
+        Some(&PeerImports::default()),
+    );
+    let third = updated_conditions(&[], &none, Some(1), at(100)).expect("written");
+    assert!(
+        ready_message(&third).contains("which did is in their ServiceImports"),
+        "{}",
+        ready_message(&third)
+    );
 }

@@ -386,6 +386,7 @@ impl Gateway {
                 .into_iter()
                 .map(|(cluster, network)| (cluster.to_string(), network.to_string()))
                 .collect(),
+            import_account: probe::account_of(options.kube.as_ref(), options.controller.as_deref()),
         });
         reload::report_findings(&state, findings, options.kube.is_none());
 
@@ -453,7 +454,7 @@ impl Gateway {
         let mut probes = None;
         if let Some(kube) = &options.kube {
             tasks.push(peers::follow(&state, kube, &stop_admin));
-            let (task, asked) = probe::spawn(&state, kube, &stop_admin);
+            let (task, asked) = probe::spawn(&state, kube, options.controller.clone(), &stop_admin);
             tasks.push(task);
             probes = Some(asked);
         }

@@ -20,9 +20,11 @@ use serde::Serialize;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use crate::controller::Controller;
 use crate::discovery::kube::KubeHandle;
+use crate::export_status::{AccountOf, ImportAccount, PeerImports};
 use crate::ingress::about::{ABOUT_LIMIT, ABOUT_PATH, About};
-use crate::model::{ClusterId, GatewayAddress};
+use crate::model::{ClusterId, ClusterSet, GatewayAddress};
 use crate::state::GatewayState;
 
 /// How often each peer gateway is asked (a fifth more at random, so the
@@ -53,6 +55,10 @@ pub struct Probe {
     /// Where its network map and ours differ, one line per cluster;
     /// empty when they agree.
     pub network_map_differences: Vec<String>,
+    /// Which of this cluster's exports its cluster imports, when it said
+    /// (`/debug/status` shows it per cluster, counted).
+    #[serde(skip)]
+    pub imports: Option<Arc<ImportAccount>>,
 }
 
 /// Every peer gateway's last answer.
@@ -72,10 +78,13 @@ impl Probes {
     }
 }
 
-/// Asks each remote cluster's gateways every interval, until `stop`.
+/// Asks each remote cluster's gateways every interval, until `stop`;
+/// hands what they say of the local exports to `controller`'s export
+/// status writer.
 pub(super) fn spawn(
     state: &Arc<GatewayState>,
     kube: &KubeHandle,
+    controller: Option<Arc<Controller>>,
     stop: &CancellationToken,
 ) -> (JoinHandle<()>, Arc<Probes>) {
     let probes = Arc::new(Probes::default());
@@ -83,6 +92,9 @@ pub(super) fn spawn(
         (state.clone(), kube.clone(), stop.clone(), probes.clone());
     let task = tokio::spawn(async move {
         let mut wait = FIRST_ROUND;
+        // Each cluster's last account: kept through a round its gateway
+        // does not answer, so one lost answer rewrites no export status.
+        let mut accounts: BTreeMap<ClusterId, Arc<ImportAccount>> = BTreeMap::new();
         loop {
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
@@ -106,9 +118,13 @@ pub(super) fn spawn(
                 })
                 .collect();
             let answers = tokio::select! {
-                answers = round(&state, gateways) => answers,
+                answers = round(&state, gateways.clone()) => answers,
                 () = stop.cancelled() => return,
             };
+            if let Some(controller) = &controller {
+                let peers = peer_imports(&set, &own, &gateways, &answers, &mut accounts);
+                controller.peer_imports_answered(Arc::new(peers));
+            }
             *task_probes
                 .last
                 .lock()
@@ -116,6 +132,58 @@ pub(super) fn spawn(
         }
     });
     (task, probes)
+}
+
+/// What each other cluster of `set` last said of the local exports: this
+/// round's answer from any of its gateways, else the last one kept in
+/// `accounts` (which forgets clusters that left the set).
+fn peer_imports(
+    set: &ClusterSet,
+    own: &ClusterId,
+    gateways: &[(ClusterId, GatewayAddress)],
+    answers: &BTreeMap<GatewayAddress, Probe>,
+    accounts: &mut BTreeMap<ClusterId, Arc<ImportAccount>>,
+) -> PeerImports {
+    for (cluster, gateway) in gateways {
+        if let Some(account) = answers.get(gateway).and_then(|probe| probe.imports.clone()) {
+            accounts.insert(cluster.clone(), account);
+        }
+    }
+    accounts.retain(|cluster, _| set.clusters.contains_key(cluster));
+    PeerImports {
+        clusters: set
+            .clusters
+            .values()
+            .filter(|cluster| cluster.id != *own)
+            .map(|cluster| {
+                let account = accounts.get(&cluster.id).cloned();
+                (cluster.id.clone(), (cluster.network.clone(), account))
+            })
+            .collect(),
+    }
+}
+
+/// Says, for an exporter that asks, which of its services this cluster
+/// imports: from the source's latest snapshot and the namespaces the
+/// import reconciler watches. `None` when this gateway writes no imports.
+pub(super) fn account_of(
+    kube: Option<&KubeHandle>,
+    controller: Option<&Controller>,
+) -> Option<AccountOf> {
+    let kube = kube?.clone();
+    let namespaces = controller?.namespaces()?;
+    Some(Arc::new(move |exporter: &ClusterId| {
+        let snapshot = kube.snapshot();
+        let merged = snapshot.usable_merged.as_deref()?;
+        let observed = &snapshot.local_imports.as_deref()?.observed;
+        let namespaces = namespaces.borrow();
+        Some(ImportAccount::of(
+            exporter,
+            merged,
+            namespaces.as_ref()?,
+            observed,
+        ))
+    }))
 }
 
 /// Asks every gateway, a few at a time.
@@ -205,6 +273,7 @@ pub fn judge(
         clock_skew_ms: Some(theirs.saturating_sub(middle)),
         network: Some(about.network),
         network_map_differences: map_differences(ours, &about.networks),
+        imports: about.imports.map(Arc::new),
     }
 }
 
@@ -216,6 +285,7 @@ fn failed(checked_at: String, error: String) -> Probe {
         clock_skew_ms: None,
         network: None,
         network_map_differences: Vec::new(),
+        imports: None,
     }
 }
 

@@ -3,7 +3,8 @@
 //! (its own API server, a link through another's, its feed), its sync
 //! state and since when, its network and whether the network map attests
 //! it, its gateways and this gateway's open tunnel connections to them;
-//! then the services the set exports (and conflicts), the imports
+//! what it last said of this cluster's exports (which it imports, which
+//! not and why); then the services the set exports (and conflicts), the imports
 //! (ready, not ready and why, and services with no import and why) and
 //! the findings. It reads what the gateway holds already: no request to
 //! any API server or peer; each peer gateway's last answer comes from
@@ -71,6 +72,25 @@ fn status(options: &GatewayOptions, state: &GatewayState, probes: Option<&Probes
                         .collect()
                 })
                 .unwrap_or_default();
+            // What it last said of this cluster's exports: which it
+            // imports, which not and why (counted; the first few named).
+            let account = cluster.zip(probes).and_then(|(c, probes)| {
+                c.gateways
+                    .iter()
+                    .find_map(|g| probes.get(g)?.imports)
+            });
+            let our_exports = account.map(|account| {
+                json!({
+                    "imported": account.imported.len(),
+                    "notImported": account.not_imported.len(),
+                    "notImportedListed": account
+                        .not_imported
+                        .iter()
+                        .take(LISTED)
+                        .collect::<BTreeMap<_, _>>(),
+                    "unlisted": account.unlisted,
+                })
+            });
             let (h2, quic) = gateways.iter().fold((0, 0), |(h2, quic), gateway| {
                 let (h, q) = tunnels.get(gateway).copied().unwrap_or_default();
                 (h2 + h, quic + q)
@@ -94,6 +114,7 @@ fn status(options: &GatewayOptions, state: &GatewayState, probes: Option<&Probes
                 "gateways": gateways,
                 "tunnelConnections": if local { Value::Null } else { json!({"h2": h2, "quic": quic}) },
                 "probes": if local { Value::Null } else { json!(answers) },
+                "importsOfOurs": our_exports,
             })
         })
         .collect();

@@ -5,6 +5,10 @@
 //! gateway asks periodically (`src/gateway/probe.rs`) to learn that the
 //! tunnel address answers a real request, how far the clocks are apart
 //! and whether the two network maps agree; `strait check` reports it.
+//! It also tells the asking cluster which of the services it exports this
+//! cluster imports, and why not where it does not
+//! ([`ImportAccount`](crate::export_status::ImportAccount)): the exporter writes that
+//! into its ServiceExports' `Ready` message.
 //! Nothing here steers traffic: the answer is compared, never applied.
 //! Only a cluster of the set may ask, as for a `CONNECT` or the feed.
 
@@ -17,6 +21,7 @@ use h2::server::SendResponse;
 use http::{HeaderValue, Response, StatusCode};
 use serde::{Deserialize, Serialize};
 
+use crate::export_status::ImportAccount;
 use crate::net::buffer::Chunk;
 use crate::routing::RouteTable;
 use crate::routing::inbound::known_caller;
@@ -32,9 +37,10 @@ pub const ABOUT_PATH: &str = "/strait.dev/about/v1";
 /// clusters fits.
 pub const ABOUT_LIMIT: usize = 256 << 10;
 
-/// What a gateway says about itself.
+/// What a gateway says about itself. A reader ignores fields it does not
+/// know: a newer gateway may say more.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct About {
     pub version: u32,
     /// The cluster the answering gateway belongs to.
@@ -46,6 +52,11 @@ pub struct About {
     pub networks: BTreeMap<String, String>,
     /// Its clock when it answered, milliseconds since the Unix epoch.
     pub time_ms: u64,
+    /// Which of the asking cluster's exports this cluster imports; absent
+    /// when it does not know (it writes no imports, or has not read its
+    /// namespaces yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imports: Option<ImportAccount>,
 }
 
 impl About {
@@ -64,6 +75,7 @@ impl About {
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
                 .unwrap_or_default(),
+            imports: None,
         }
     }
 }
@@ -75,7 +87,12 @@ fn answer(caller: &Identity, state: &GatewayState) -> Result<Vec<u8>, (StatusCod
         let refusal = super::inbound::refuse(state, caller, Some(ABOUT_PATH), refusal);
         return Err((StatusCode::FORBIDDEN, refusal.reason));
     }
-    serde_json::to_vec(&About::of(&table, &state.network_map, SystemTime::now())).map_err(|error| {
+    let mut about = About::of(&table, &state.network_map, SystemTime::now());
+    about.imports = state
+        .import_account
+        .as_ref()
+        .and_then(|account_of| account_of(&caller.cluster));
+    serde_json::to_vec(&about).map_err(|error| {
         tracing::error!(%error, "rendering the about answer failed");
         (
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{Path as RoutePath, PortRoute, RouteTable, ServiceRoutes};
 use crate::merge::{BackendState, Exclusion};
-use crate::model::{ClusterId, GatewayAddress, NetworkId, Protocol};
+use crate::model::{ClusterId, GatewayAddress, NetworkId, Protocol, ServiceType};
 
 #[derive(Debug, Serialize)]
 pub struct Viewer {
@@ -28,6 +28,12 @@ pub struct BackendReport {
     pub state: BackendState,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hostname: Option<Arc<str>>,
+    /// What a pod of the viewer's cluster dials for this remote pod of a
+    /// headless service: its per-pod derived Service's ClusterIPs (what
+    /// DNS answers for it there); empty when it has none (yet), and for a
+    /// ClusterSetIP service, whose pods dial the import's address.
+    #[serde(rename = "dialHere", skip_serializing_if = "Vec::is_empty")]
+    pub dial_here: Vec<IpAddr>,
 }
 
 #[derive(Debug, Serialize)]
@@ -105,6 +111,14 @@ impl PortReport {
                     },
                     state: routed.backend.state,
                     hostname: routed.backend.hostname().map(Arc::from),
+                    dial_here: match routed.path() {
+                        RoutePath::Tunnel { .. } if service.service_type == ServiceType::Headless => {
+                            table
+                                .pod_addresses(&service.key, &routed.backend.pod_ref())
+                                .to_vec()
+                        }
+                        _ => Vec::new(),
+                    },
                 })
                 .collect(),
             excluded: route.excluded.iter().map(excluded).collect(),

@@ -329,3 +329,46 @@ fn the_local_backends_of_a_reused_table_match_a_fresh_build() {
     let shared = RouteTable::build_reusing(&set, &merged, "c1", Some(&patched)).expect("viewer");
     assert!(shared.local_backends.shares(&patched.local_backends));
 }
+
+#[test]
+fn a_remote_headless_pod_is_reported_with_the_address_pods_here_dial() {
+    let db = |address: &str, hostname: &str| {
+        ServiceBuilder::new()
+            .named("db")
+            .headless()
+            .port("tcp", 8080, 8080)
+            .exported_at(1)
+            .endpoint_named(address, hostname)
+    };
+    let set = cluster_set(&[
+        ("c1", "net-a", db("10.1.0.7", "db-0")),
+        ("c3", "net-b", db("10.3.0.5", "db-1")),
+    ]);
+    let mut table = table(&set, "c1");
+    let key = ServiceKey::new("shop", "db");
+    let remote = table
+        .service("shop", "db")
+        .and_then(|s| s.port(Protocol::Tcp, 8080))
+        .and_then(|route| {
+            route
+                .backends
+                .iter()
+                .find(|b| b.backend.cluster.as_str() == "c3")
+        })
+        .map(|routed| routed.backend.pod_ref())
+        .expect("c3's pod is a backend");
+    let addresses =
+        std::collections::BTreeMap::from([((key.clone(), remote), vec![ip("10.96.7.7")])]);
+    table.set_pod_addresses(addresses.iter());
+    let service = table.service("shop", "db").expect("routed");
+    let route = service.port(Protocol::Tcp, 8080).expect("port");
+    let report = crate::routing::report::PortReport::new(&table, service, route);
+    let dialled: Vec<(&str, Vec<std::net::IpAddr>)> = report
+        .backends
+        .iter()
+        .map(|b| (b.cluster.as_str(), b.dial_here.clone()))
+        .collect();
+    // The local pod is dialled at its own address; the remote one at its
+    // per-pod derived Service here.
+    assert_eq!(dialled, [("c1", Vec::new()), ("c3", vec![ip("10.96.7.7")])]);
+}

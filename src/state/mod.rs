@@ -93,6 +93,10 @@ pub struct GatewayState {
     /// without one): what this gateway says of it to a peer that asks
     /// (docs/tunnel-protocol.md §11), and compares a peer's with.
     pub network_map: std::collections::BTreeMap<String, String>,
+    /// Which of an asking exporter's services this cluster imports (the
+    /// about answer's `imports`); `None` when this gateway does not write
+    /// imports (no Kubernetes source, or `kube.manageImports` off).
+    pub import_account: Option<crate::export_status::AccountOf>,
 }
 
 /// What bounds the UDP flows: how long an idle one lives, and how many

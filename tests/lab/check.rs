@@ -7,7 +7,9 @@
 //! of its gateways answering; with c3's gateway stopped, the check fails
 //! naming it; with c3's network map changed, it fails naming the
 //! difference; with c1's certificate expired, it fails naming the expiry;
-//! mended, each passes again.
+//! mended, each passes again. An export in a namespace one cluster lacks:
+//! its `Ready` message and the check name that cluster, until the
+//! namespace is created there.
 
 use std::process::Command;
 
@@ -18,9 +20,16 @@ use super::{Lab, wait_until};
 /// `strait check ARGS --kubeconfig <c1>`: whether it succeeded, and its
 /// stdout and stderr.
 fn check(lab: &Lab, args: &[&str]) -> (bool, String) {
+    let mut args = args.to_vec();
+    args.insert(0, "check");
+    strait_in_c1(lab, &args)
+}
+
+/// `strait ARGS --kubeconfig <c1>`: whether it succeeded, and its stdout
+/// and stderr.
+fn strait_in_c1(lab: &Lab, args: &[&str]) -> (bool, String) {
     let kubeconfig = lab.kubeconfig("c1");
     let output = Command::new(env!("CARGO_BIN_EXE_strait"))
-        .arg("check")
         .args(args)
         .arg("--kubeconfig")
         .arg(&kubeconfig)
@@ -293,4 +302,69 @@ fn set_tls_crt(lab: &Lab, base64: &str) {
             &patch,
         ],
     );
+}
+
+/// The `Ready` message of c1's export `acct/ledger`.
+fn ledger_ready(lab: &Lab) -> String {
+    lab.field(
+        "c1",
+        "acct",
+        &["serviceexport", "ledger"],
+        "{.status.conditions[?(@.type==\"Ready\")].message}",
+    )
+}
+
+fn create_namespace(lab: &Lab, cluster: &str, name: &str) {
+    lab.apply(
+        cluster,
+        &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n"),
+    );
+}
+
+pub fn export_status_names_the_clusters_that_cannot_import(lab: &Lab) {
+    // `acct` exists in c1 and c3, not in c2: c2 cannot import what c1
+    // exports there, and c1's export says so.
+    for cluster in ["c1", "c3"] {
+        create_namespace(lab, cluster, "acct");
+    }
+    lab.echo_service("c1", "acct", "ledger", 1, &[80]);
+    // Every gateway asks every other every 30 to 36 s; c3 writes its
+    // import, and says so at the next question.
+    wait_until(
+        "c1's export names c2 as lacking the namespace and c3 as importing",
+        150,
+        || {
+            let message = ledger_ready(lab);
+            message.contains(
+                "Not imported in c2: namespace acct does not exist there (Strait never creates one).",
+            ) && message.contains("Imported in c3.")
+        },
+    );
+    let (explained, said) = strait_in_c1(lab, &["explain", "--kube", "acct/ledger:80"]);
+    assert!(explained, "{said}");
+    assert!(
+        said.contains("exported here: Ready=True (Ready): Service acct/ledger is exported")
+            && said.contains("Not imported in c2: namespace acct does not exist there"),
+        "{said}"
+    );
+    let (passed, said) = check(lab, &["--kube"]);
+    assert!(
+        passed,
+        "a missing namespace is a warning, not a failure: {said}"
+    );
+    assert!(
+        said.contains("⚠ c2 imports") && said.contains("acct/ledger (no namespace acct there)"),
+        "{said}"
+    );
+    // c2's admin creates the namespace: c2 imports, and c1's export says so.
+    create_namespace(lab, "c2", "acct");
+    wait_until("c1's export names c2 and c3 as importing", 150, || {
+        ledger_ready(lab).contains("Imported in c2, c3.")
+    });
+    let (passed, said) = check(lab, &["--kube"]);
+    assert!(passed, "{said}");
+    assert!(!said.contains("no namespace acct"), "{said}");
+    for cluster in ["c1", "c2", "c3"] {
+        lab.kubectl(cluster, &["delete", "namespace", "acct", "--wait=false"]);
+    }
 }

@@ -171,6 +171,29 @@ pub fn headless_across_networks(lab: &Lab) {
             "{name}'s name reaches {name} alone: {got:?}"
         );
     }
+    // `strait explain` asks c1's gateway, which follows c3 by its feed:
+    // each of c3's pods is shown with the address c1's pods dial for it.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["explain", "--kube", "headless/db:8080", "--kubeconfig"])
+        .arg(lab.kubeconfig("c1"))
+        .output()
+        .expect("strait runs");
+    let said = String::from_utf8_lossy(&output.stdout);
+    let told = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}{told}");
+    assert!(
+        told.contains("explained by the gateway pod strait-system/cluster-edge-"),
+        "{told}"
+    );
+    let dialled: Vec<&str> = said
+        .lines()
+        .filter(|line| line.trim_start().starts_with("c3 ") && line.contains("pods here dial 10."))
+        .collect();
+    assert_eq!(
+        dialled.len(),
+        2,
+        "each of c3's pods with its address here:\n{said}"
+    );
 }
 
 /// A gateway pod of c3 (the tunnel's far end) and then one of c1 (where

@@ -136,9 +136,10 @@ pub(super) fn start(
     ),
     leadership: Arc<Leadership>,
     retry: Retry,
-) -> (AbortOnDropHandle<()>, watch::Receiver<ImportsReport>) {
+) -> ImportTasks {
     let (reports, receiver) = watch::channel(ImportsReport::default());
     let (namespaces_sender, namespaces) = watch::channel(None);
+    let namespaces_held = namespaces.clone();
     let namespace_task = tokio::spawn(watch_namespaces(client.clone(), namespaces_sender));
     let reconciler = Reconciler {
         client,
@@ -164,7 +165,20 @@ pub(super) fn start(
         let _namespaces = AbortOnDropHandle::new(namespace_task);
         reconciler.run(snapshots, namespaces, retry).await;
     });
-    (AbortOnDropHandle::new(task), receiver)
+    ImportTasks {
+        _task: AbortOnDropHandle::new(task),
+        reports: receiver,
+        namespaces: namespaces_held,
+    }
+}
+
+/// The running reconciler, what it reports, and the local cluster's
+/// namespaces it watches (on every replica, leading or not).
+pub(super) struct ImportTasks {
+    _task: AbortOnDropHandle<()>,
+    pub(super) reports: watch::Receiver<ImportsReport>,
+    /// `None` until listed.
+    pub(super) namespaces: watch::Receiver<Option<BTreeSet<String>>>,
 }
 
 /// Keeps the set of the local cluster's namespaces (`None` until listed):

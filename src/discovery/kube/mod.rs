@@ -594,6 +594,9 @@ pub struct KubeLoaded {
     pub clusters: Vec<ClusterStatus>,
     /// What the local cluster holds for its imports.
     pub local_imports: Option<Arc<LocalImports>>,
+    /// The local cluster's ServiceExports with their status, when
+    /// `options.local_exports` asked for them.
+    pub local_exports: Option<Arc<LocalExports>>,
 }
 
 /// Reads the cluster set once: starts the source, waits until every cluster
@@ -636,6 +639,7 @@ pub async fn load_once(
             local: snapshot.local.clone(),
             clusters: snapshot.clusters.clone(),
             local_imports: snapshot.local_imports.clone(),
+            local_exports: snapshot.local_exports.clone(),
         }),
         // Each invalid object left itself out, as the gateway leaves it
         // out: one tenant's mistake does not switch off the operator's
@@ -649,6 +653,7 @@ pub async fn load_once(
                 local: snapshot.local.clone(),
                 clusters: snapshot.clusters.clone(),
                 local_imports: snapshot.local_imports.clone(),
+                local_exports: snapshot.local_exports.clone(),
             }),
             None => Err(KubeLoadError::Invalid(diagnostics.clone())),
         },
