@@ -65,8 +65,13 @@ pub(super) fn run(source: &SourceArgs, output: Output, out: &mut dyn Write) -> R
                 .await
                 .map_err(|e| Refused(format!("error: {e}")))?;
             Ok::<_, Refused>(
-                super::preflight::installed(&client, &loaded.settings, loaded.local.as_deref())
-                    .await,
+                super::preflight::installed(
+                    &client,
+                    &loaded.settings,
+                    loaded.local.as_deref(),
+                    true,
+                )
+                .await,
             )
         })?;
     }
@@ -100,7 +105,7 @@ pub(super) fn run_pre(
             .await
             .map_err(|e| Refused(format!("error: {e}")))?;
         let mut checks = super::preflight::before_install(&client, &settings).await;
-        checks.extend(super::preflight::installed(&client, &settings, None).await);
+        checks.extend(super::preflight::installed(&client, &settings, None, false).await);
         Ok::<_, Refused>(checks)
     })?;
     match output {

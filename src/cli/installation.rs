@@ -115,17 +115,50 @@ pub fn version_check(major: &str, minor: &str) -> Check {
 
 /// One CRD: present, and which mcs-api release its labels name
 /// (`release` is `None` for ClusterProperty, which carries none).
-pub fn crd_check(name: &str, found: Option<Option<&str>>, mcs: bool) -> Check {
+/// `slice_objects` says, for the ServiceImport CRD, whether a served
+/// version's schema holds `status.endpointSliceObjects` (which Strait
+/// writes, and the API server prunes where the schema lacks it): the
+/// schema decides, the label only names the release.
+pub fn crd_check(
+    name: &str,
+    found: Option<Option<&str>>,
+    mcs: bool,
+    slice_objects: Option<bool>,
+) -> Check {
+    let upgrade = "upgrade the CRDs the way the implementation that installed them says, or kubectl apply -k deploy/crds/ if Strait's";
+    let labelled = |release: Option<&str>| {
+        release.map_or_else(
+            || "no release label".to_owned(),
+            |r| format!("labelled mcs-api {r}"),
+        )
+    };
     match found {
         None => Check::new("crds", Outcome::Failed, format!("{name} is not installed")).hint(
             "kubectl apply -k deploy/crds/ (unless another MCS implementation installs them)",
             DOCS_CRDS,
         ),
         Some(_) if !mcs => Check::new("crds", Outcome::Ok, format!("{name} is installed")),
+        Some(release) if slice_objects == Some(false) => Check::new(
+            "crds",
+            Outcome::Warning,
+            format!(
+                "{name} ({}) has no status.endpointSliceObjects in its schema: the API server drops what Strait writes there",
+                labelled(release)
+            ),
+        )
+        .hint(upgrade, DOCS_CRDS),
         Some(Some(release)) if release == MCS_RELEASE => Check::new(
             "crds",
             Outcome::Ok,
             format!("{name} is mcs-api {release}"),
+        ),
+        Some(release) if slice_objects == Some(true) => Check::new(
+            "crds",
+            Outcome::Ok,
+            format!(
+                "{name} serves status.endpointSliceObjects ({})",
+                labelled(release)
+            ),
         ),
         Some(release) => Check::new(
             "crds",
@@ -135,10 +168,7 @@ pub fn crd_check(name: &str, found: Option<Option<&str>>, mcs: bool) -> Check {
                 release.unwrap_or("before v0.4.0 (no release label)")
             ),
         )
-        .hint(
-            "upgrade the CRDs the way the implementation that installed them says, or kubectl apply -k deploy/crds/ if Strait's",
-            DOCS_CRDS,
-        ),
+        .hint(upgrade, DOCS_CRDS),
     }
 }
 

@@ -44,20 +44,10 @@ where
     })
 }
 
-/// The checks before an install: the API server, the CRDs, the cluster's
-/// ClusterProperties and CoreDNS.
-pub(super) async fn before_install(client: &Client, settings: &GatewaySettings) -> Vec<Check> {
+/// The CRDs Strait reads and writes: installed, their mcs-api release,
+/// and whether the ServiceImport schema holds the fields Strait writes.
+pub(super) async fn crd_checks(client: &Client) -> Vec<Check> {
     let mut checks = Vec::new();
-    match client.apiserver_version().await {
-        Ok(info) => checks.push(version_check(&info.major, &info.minor)),
-        Err(e) => checks.push(Check {
-            group: "kubernetes",
-            outcome: Outcome::Failed,
-            message: format!("the API server did not answer /version: {e}"),
-            hint: Some("check the kubeconfig and the context".to_owned()),
-            docs: None,
-        }),
-    }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for (name, mcs) in [
         ("serviceexports.multicluster.x-k8s.io", true),
@@ -73,11 +63,51 @@ pub(super) async fn before_install(client: &Client, settings: &GatewaySettings) 
                         .and_then(|l| l.get("multicluster.x-k8s.io/release-version"))
                         .map(String::as_str)
                 });
-                checks.push(crd_check(name, release, mcs));
+                let slice_objects = found
+                    .as_ref()
+                    .filter(|_| name.starts_with("serviceimports."))
+                    .map(serves_slice_objects);
+                checks.push(crd_check(name, release, mcs, slice_objects));
             }
             Err(check) => checks.push(check),
         }
     }
+    checks
+}
+
+/// Whether a served version of the ServiceImport CRD has
+/// `status.endpointSliceObjects` in its schema.
+fn serves_slice_objects(crd: &CustomResourceDefinition) -> bool {
+    crd.spec
+        .versions
+        .iter()
+        .filter(|v| v.served)
+        .any(|version| {
+            version
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .and_then(|root| root.properties.as_ref()?.get("status"))
+                .and_then(|status| status.properties.as_ref())
+                .is_some_and(|fields| fields.contains_key("endpointSliceObjects"))
+        })
+}
+
+/// The checks before an install: the API server, the CRDs, the cluster's
+/// ClusterProperties and CoreDNS.
+pub(super) async fn before_install(client: &Client, settings: &GatewaySettings) -> Vec<Check> {
+    let mut checks = Vec::new();
+    match client.apiserver_version().await {
+        Ok(info) => checks.push(version_check(&info.major, &info.minor)),
+        Err(e) => checks.push(Check {
+            group: "kubernetes",
+            outcome: Outcome::Failed,
+            message: format!("the API server did not answer /version: {e}"),
+            hint: Some("check the kubeconfig and the context".to_owned()),
+            docs: None,
+        }),
+    }
+    checks.extend(crd_checks(client).await);
     let id = property(client, "cluster.clusterset.k8s.io").await;
     let clusterset = property(client, "clusterset.k8s.io").await;
     let network = property(client, &settings.network_property).await;
@@ -201,6 +231,7 @@ pub(super) async fn installed(
     client: &Client,
     settings: &GatewaySettings,
     cluster: Option<&str>,
+    crds: bool,
 ) -> Vec<Check> {
     let namespace = settings.gateway_namespace.as_str();
     let mut checks = Vec::new();
@@ -243,6 +274,11 @@ pub(super) async fn installed(
         });
         return checks;
     };
+    // Installed: the CRDs the running code needs (`--pre` checked them
+    // already, before this).
+    if crds {
+        checks.extend(crd_checks(client).await);
+    }
     let wanted = deployment
         .spec
         .as_ref()
