@@ -183,25 +183,39 @@ pub(super) struct ImportTasks {
 
 /// Keeps the set of the local cluster's namespaces (`None` until listed):
 /// Strait never creates a namespace, so an import goes only where its
-/// namespace exists.
+/// namespace exists. A namespace being deleted counts as gone: the API
+/// server refuses new objects there, and its imports are to be removed,
+/// not written again.
 async fn watch_namespaces(client: Client, sender: watch::Sender<Option<BTreeSet<String>>>) {
     let api: Api<Namespace> = Api::all(client);
     let mut listing: BTreeSet<String> = BTreeSet::new();
+    let live = |namespace: Namespace| {
+        let terminating = namespace.metadata.deletion_timestamp.is_some();
+        namespace.metadata.name.map(|name| (name, !terminating))
+    };
     // Whole objects rather than metadata-only requests: a Namespace is small.
     let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::Init) => listing.clear(),
             Ok(watcher::Event::InitApply(namespace)) => {
-                listing.extend(namespace.metadata.name);
+                if let Some((name, true)) = live(namespace) {
+                    listing.insert(name);
+                }
             }
             Ok(watcher::Event::InitDone) => {
                 sender.send_replace(Some(listing.clone()));
             }
             Ok(watcher::Event::Apply(namespace)) => {
-                if let Some(name) = namespace.metadata.name {
+                if let Some((name, live)) = live(namespace) {
                     sender.send_if_modified(|held| {
-                        held.as_mut().is_some_and(|held| held.insert(name.clone()))
+                        held.as_mut().is_some_and(|held| {
+                            if live {
+                                held.insert(name.clone())
+                            } else {
+                                held.remove(&name)
+                            }
+                        })
                     });
                 }
             }
