@@ -291,7 +291,15 @@ pub fn a_cluster_moves_to_an_api_link_and_back_under_traffic(lab: &Lab) {
             while !stop.load(Ordering::Relaxed) {
                 match lab.curl("c1", ns, client, &url) {
                     Ok(_) => answered.fetch_add(1, Ordering::Relaxed),
-                    Err(_) => failed.fetch_add(1, Ordering::Relaxed),
+                    Err(why) => {
+                        // Said with its time, to be read against the
+                        // gateways' logs.
+                        super::loud(&format!(
+                            "lab: a request of c1's pod failed at {}: {why}",
+                            humantime::format_rfc3339_millis(std::time::SystemTime::now())
+                        ));
+                        failed.fetch_add(1, Ordering::Relaxed)
+                    }
                 };
             }
         });

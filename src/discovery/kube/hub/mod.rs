@@ -245,6 +245,11 @@ struct Hub {
     merged_members: Vec<(ClusterId, String)>,
     /// The peers followed by their feed (`kube.peers` and peer Secrets).
     peers: BTreeMap<ClusterId, peers::PeerEntry>,
+    /// Peers no longer followed whose cluster a link through its API server
+    /// is still connecting to, since when: each serves its last state
+    /// until that link has listed (the way from a feed to a link, without
+    /// a gap), at most `staleAfter`.
+    departing: BTreeMap<ClusterId, (peers::PeerEntry, Instant)>,
     /// The peer Secrets by name, as read (or why each cannot be followed).
     peer_secrets: BTreeMap<String, Result<Box<crate::feed::FeedPeer>, String>>,
     /// What naming the peers found wrong: bad peer Secrets, a cluster named
@@ -283,6 +288,7 @@ pub(super) async fn run(start: HubStart) {
         local_imports: None,
         merged_members: Vec::new(),
         peers: BTreeMap::new(),
+        departing: BTreeMap::new(),
         peer_secrets: BTreeMap::new(),
         peer_findings: Vec::new(),
         peer_links: start.peer_links,
@@ -311,10 +317,14 @@ pub(super) async fn run(start: HubStart) {
     let mut publish_at: Option<Instant> = None;
     let mut published: Option<Instant> = None;
     loop {
-        let stale_at = [hub.next_stale_deadline(), hub.next_peer_stale_deadline()]
-            .into_iter()
-            .flatten()
-            .min();
+        let stale_at = [
+            hub.next_stale_deadline(),
+            hub.next_peer_stale_deadline(),
+            hub.next_departure_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         tokio::select! {
             message = receiver.recv() => {
                 // The hub holds a sender itself: the channel never closes.
@@ -703,6 +713,7 @@ impl Hub {
         let (peer_clusters, peer_findings, peers_changed) =
             self.peer_clusters(&read_from_api, local_id.as_ref());
         translated.extend(peer_clusters);
+        translated.extend(self.departing_clusters());
         findings.extend(peer_findings);
         match (&mut dirty, peers_changed) {
             (Some(dirty), Some(changed)) => dirty.extend(changed),

@@ -176,13 +176,25 @@ impl Hub {
         let findings_changed = self.peer_findings != findings;
         self.peer_findings = findings;
         let before = self.peers.len();
-        self.peers.retain(|cluster, entry| {
-            let keep = wanted.get(cluster) == Some(&entry.peer);
-            if !keep {
-                tracing::info!(peer = %cluster, origin = %entry.peer.origin, "peer removed or changed");
+        let held = std::mem::take(&mut self.peers);
+        for (cluster, entry) in held {
+            if wanted.get(&cluster) == Some(&entry.peer) {
+                self.peers.insert(cluster, entry);
+                continue;
             }
-            keep
-        });
+            tracing::info!(peer = %cluster, origin = %entry.peer.origin, "peer removed or changed");
+            // Removed, not changed, while a link to the same cluster
+            // through its API server is still connecting: its last state
+            // serves until that link has listed (the way from a feed to a
+            // link, without a gap).
+            let connecting = self.clusters.iter().any(|(source, link)| {
+                source.is_named(cluster.as_str()) && link.state == SyncState::Connecting
+            });
+            if connecting && !wanted.contains_key(&cluster) {
+                tracing::info!(peer = %cluster, "its last state serves until its link through the API server has listed");
+                self.departing.insert(cluster, (entry, Instant::now()));
+            }
+        }
         let mut changed = self.peers.len() != before;
         for (cluster, peer) in wanted {
             if let std::collections::btree_map::Entry::Vacant(vacant) = self.peers.entry(cluster) {
@@ -265,6 +277,37 @@ impl Hub {
         }
     }
 
+    /// The last state of each peer no longer followed whose link through
+    /// the API server is still connecting; a peer whose link has listed
+    /// (or failed to, for `staleAfter`) is let go here.
+    pub(super) fn departing_clusters(&mut self) -> Vec<Cluster> {
+        let now = Instant::now();
+        let stale_after = self.options.stale_after;
+        let clusters = &self.clusters;
+        self.departing.retain(|cluster, (_, since)| {
+            let connecting = clusters.iter().any(|(source, link)| {
+                source.is_named(cluster.as_str()) && link.state == SyncState::Connecting
+            });
+            let keep = connecting && *since + stale_after > now;
+            if !keep {
+                tracing::info!(peer = %cluster, "its last state let go: its link through the API server has listed, or failed to");
+            }
+            keep
+        });
+        self.departing
+            .values()
+            .map(|(entry, _)| entry.stale.clone().unwrap_or_else(|| entry.cluster.clone()))
+            .collect()
+    }
+
+    /// When the oldest departing peer is let go whatever its link does.
+    pub(super) fn next_departure_deadline(&self) -> Option<Instant> {
+        self.departing
+            .values()
+            .map(|(_, since)| *since + self.options.stale_after)
+            .min()
+    }
+
     /// The earliest time an unsynced peer goes stale.
     pub(super) fn next_peer_stale_deadline(&self) -> Option<Instant> {
         self.peers
@@ -277,6 +320,18 @@ impl Hub {
     /// Marks peers unsynced for longer than `staleAfter` as stale.
     pub(super) fn expire_peers(&mut self) {
         let now = Instant::now();
+        // A departing peer whose link has not listed in `staleAfter` is let
+        // go: the set is built again without it.
+        let departing = self.departing.len();
+        let stale_after = self.options.stale_after;
+        self.departing.retain(|cluster, (_, since)| {
+            let keep = *since + stale_after > now;
+            if !keep {
+                tracing::warn!(peer = %cluster, "its link through the API server has not listed in {}: its last state let go", humantime::format_duration(stale_after));
+            }
+            keep
+        });
+        self.set_dirty |= self.departing.len() != departing;
         for (cluster, entry) in &mut self.peers {
             if entry.state == SyncState::Unsynced && entry.since + self.options.stale_after <= now {
                 entry.set_state(SyncState::Stale);
