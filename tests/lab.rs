@@ -98,10 +98,16 @@ fn strait_in_a_real_cluster_set() {
             "the gateway reads no Secret where a CA key lives",
             lab::rbac::the_gateway_reads_no_secret_where_a_ca_key_lives,
         ),
-        // Last: its denials are refusals of the gateway's user.
+        // After the audit log's reading: its denials are refusals of the
+        // gateway's user.
         (
             "the admission policy denies the gateway anything but its own objects",
             lab::rbac::the_admission_policy_denies_the_gateway_anything_but_its_own_objects,
+        ),
+        // Last: c2 is uninstalled and installed afresh.
+        (
+            "docs/kubernetes.md's uninstall, Helm install and link blocks, run as written, bring c2 back into the set",
+            lab::docs::install_and_link_as_the_docs_say,
         ),
     ];
     // `STRAIT_LAB_SCENARIOS=TEXT` runs only the scenarios whose name

@@ -435,6 +435,7 @@ up() {
     rm -rf "$state"
     mkdir -p "$state"
     echo "$bin" > "$state/bin"
+    echo "$helm" > "$state/helm"
     local strait_bin="${STRAIT_BIN:-$repo/target/release/strait}"
     [ -x "$strait_bin" ] || die "no strait binary at $strait_bin (cargo build --release, or set STRAIT_BIN)"
     echo "$strait_bin" > "$state/strait-bin"

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod coredns;
+pub mod docs;
 pub mod feed;
 pub mod link;
 pub mod migrate;
@@ -42,6 +43,7 @@ pub struct Lab {
     state: PathBuf,
     bin: PathBuf,
     kubectl: PathBuf,
+    helm: PathBuf,
 }
 
 impl Lab {
@@ -82,8 +84,10 @@ impl Lab {
         let state = state_dir();
         let bin = std::fs::read_to_string(state.join("bin")).expect("the lab names its binaries");
         let bin = PathBuf::from(bin.trim());
+        let helm = std::fs::read_to_string(state.join("helm")).expect("the lab names its helm");
         Some(Self {
             kubectl: bin.join("kubectl"),
+            helm: PathBuf::from(helm.trim()),
             bin,
             state,
         })
@@ -114,6 +118,11 @@ impl Lab {
     /// The folder of the lab's components (tests/lab/build.sh).
     pub fn bin(&self) -> &Path {
         &self.bin
+    }
+
+    /// The helm binary (tests/lab/build-helm.sh).
+    pub fn helm(&self) -> PathBuf {
+        self.helm.clone()
     }
 
     pub fn kubeconfig(&self, cluster: &str) -> PathBuf {
