@@ -185,3 +185,76 @@ async fn a_peer_secret_links_a_cluster_by_its_feed_while_the_gateways_run() {
     c1.shutdown(Duration::from_millis(100)).await;
     c3.shutdown(Duration::from_millis(100)).await;
 }
+
+/// A peer whose link through its API server is made (`strait link --api`)
+/// and whose peer Secret is then deleted (`strait unlink peer`) keeps
+/// serving its last state while the link has not listed: the way from a
+/// feed to a link has no gap. At most `staleAfter` (2 s here): a link that
+/// never lists does not keep a departed peer forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_replaced_by_its_link_serves_until_the_link_has_listed() {
+    use kube_api::fixtures::remote_secret;
+
+    let (dir, c1_api, c3_api) = c1_and_c3().await;
+    let ((c1_tunnel, c1_at), (c3_tunnel, c3_at)) = (tunnel().await, tunnel().await);
+    let c1 = feed_gateway(dir.path(), "c1", &c1_api, c1_tunnel, Vec::new()).await;
+    let _c3 = feed_gateway(
+        dir.path(),
+        "c3",
+        &c3_api,
+        c3_tunnel,
+        vec![super::feed_peer("c1", "net-a", c1_at)],
+    )
+    .await;
+    let c1_admin = c1.addresses().admin;
+    c1_api.apply(peer_secret(
+        "c3-peer",
+        "c3",
+        "net-b",
+        &c3_at.to_string(),
+        None,
+    ));
+    get_until(c1_admin, "/debug/routes", "c3's cart by its feed", |body| {
+        body.contains("10.3.0.7")
+    })
+    .await;
+
+    // The link's first list of Services is never answered: it stays
+    // connecting.
+    c3_api.hang_lists("services", 1);
+    c1_api.apply(remote_secret("c3", &c3_api.kubeconfig("c3"), true));
+    get_until(c1_admin, "/debug/clusters", "the link connecting", |body| {
+        let parsed: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        parsed["clusters"].as_array().is_some_and(|clusters| {
+            clusters.iter().any(|c| {
+                c["source"]
+                    .as_str()
+                    .is_some_and(|s| s.ends_with("strait-system/c3"))
+                    && c["state"] == "connecting"
+            })
+        })
+    })
+    .await;
+    c1_api.delete("Secret", "strait-system", "c3-peer");
+    get_until(c1_admin, "/debug/clusters", "the peer removed", |body| {
+        peer_state(body, "c3").is_none()
+    })
+    .await;
+    // Half of staleAfter: cart's backend stays all along.
+    for _ in 0..10 {
+        let routes = get(c1_admin, "/debug/routes").await;
+        assert!(
+            routes.contains("10.3.0.7"),
+            "cart kept while the link connects: {routes}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Past staleAfter, with the link still not listed, it is let go.
+    get_until(
+        c1_admin,
+        "/debug/routes",
+        "the departed peer let go",
+        |body| !body.contains("10.3.0.7"),
+    )
+    .await;
+}
