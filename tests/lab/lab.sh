@@ -500,11 +500,18 @@ down() {
 
 # Runs a command inside a pod: its network namespace and its mounts.
 pod_exec() {
-    local c="$1" ns="$2" pod="$3" dir
+    local c="$1" ns="$2" pod="$3" dir="" name
     shift 3
-    dir="$(grep -lx "$ns/$pod" "$state/$c"/pods/*/name 2>/dev/null | head -1)"
+    # Another pod's folder may go while this looks (a pod deleted
+    # meanwhile): a `grep` over them would then fail the whole command
+    # (set -e, pipefail) with no word of why.
+    for name in "$state/$c"/pods/*/name; do
+        if [ "$(cat "$name" 2>/dev/null)" = "$ns/$pod" ]; then
+            dir="$(dirname "$name")"
+            break
+        fi
+    done
     [ -n "$dir" ] || die "no pod $ns/$pod runs in $c"
-    dir="$(dirname "$dir")"
     exec nsenter -t "$(cat "$dir/pid")" -m -n -- "$@"
 }
 
