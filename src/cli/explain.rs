@@ -12,6 +12,7 @@ use crate::model::Protocol;
 use crate::routing::report::PortReport;
 use crate::routing::{RouteTable, ServiceRoutes};
 
+use super::linked::text;
 use super::load::{SourceArgs, Strictness, load_as};
 use super::{Output, Refused, emit};
 
@@ -296,15 +297,6 @@ fn not_exposed(service: &ServiceRoutes, target: &Target) -> Refused {
             exposed.join(", ")
         }
     ))
-}
-
-/// A field as text: a string as it is, anything else as JSON, absent as `-`.
-fn text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".to_owned(),
-        other => other.to_string(),
-    }
 }
 
 /// The text of a port's report (`PortReport` as JSON, from this command's

@@ -22,7 +22,9 @@ const DOCS_NETWORKS: &str = "docs/configuration.md#gatewayyaml";
 const DOCS_IMPORTS: &str = "docs/configuration.md#import-ports-and-strait-imports";
 const DOCS_TUNNEL: &str = "docs/kubernetes.md#10-verify-the-tunnel";
 
-fn text(value: &Value) -> String {
+/// A field of a JSON view as text: a string as it is, anything else as
+/// JSON, absent as `-`.
+pub(super) fn text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         Value::Null => "-".to_owned(),
