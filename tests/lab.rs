@@ -109,6 +109,11 @@ fn strait_in_a_real_cluster_set() {
             "docs/kubernetes.md's uninstall, Helm install and link blocks, run as written, bring c2 back into the set",
             lab::docs::install_and_link_as_the_docs_say,
         ),
+        // Then c3, installed with kustomize, likewise.
+        (
+            "docs/kubernetes.md's kustomize uninstall, steps 2 to 6 and link, run as written, bring c3 back into the set",
+            lab::docs::install_with_kustomize_as_the_docs_say,
+        ),
     ];
     // `STRAIT_LAB_SCENARIOS=TEXT` runs only the scenarios whose name
     // holds TEXT, for working on one; CI runs them all.

@@ -1,12 +1,17 @@
-//! docs/kubernetes.md is the test: its Helm path's blocks (`<!-- lab:
-//! install -->`, `<!-- lab: link -->`) and its uninstall block (`<!-- lab:
-//! uninstall -->`), taken from the page and run by bash as written, with
-//! the lab's values in place of the example's on each block's first line.
-//! c2, which the lab installed with the Helm chart, is uninstalled by the
-//! page's block and installed afresh by the short path's, linked to c1 and
-//! c3 by the link block; then a c3 pod reaches a service c2 exports across
-//! the networks, and a c2 pod one that c3 exports. A step the page gets
-//! wrong fails here.
+//! docs/kubernetes.md is the test: its blocks marked `<!-- lab: NAME -->`,
+//! taken from the page and run by bash as written, with the lab's values
+//! in place of the example's on each block's first line.
+//!
+//! - c2, which the lab installed with the Helm chart, is uninstalled by the
+//!   page's Helm uninstall block, installed afresh by the short path's
+//!   (`install`) and linked to c1 and c3 by `link`;
+//! - c3, which the lab installed with `kubectl apply -k deploy/`, is
+//!   uninstalled by `uninstall-kustomize` and installed afresh by steps 2 to
+//!   6 and the CoreDNS patch (every block marked `kustomize`, in page order),
+//!   then linked by `link` too.
+//!
+//! After each, pods reach across the networks both ways. A step the page
+//! gets wrong fails here.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,21 +19,38 @@ use std::process::Command;
 
 use super::{Lab, wait_until};
 
-/// The shell block fenced right after `<!-- lab: NAME -->` in `page`.
-fn block(page: &str, name: &str) -> String {
+/// The shell blocks fenced right after each `<!-- lab: NAME -->` in
+/// `page`, in page order, each without the indentation of a list item.
+fn blocks(page: &str, name: &str) -> Vec<String> {
     let marker = format!("<!-- lab: {name} -->");
-    let after = page
-        .split_once(&marker)
-        .unwrap_or_else(|| panic!("docs/kubernetes.md has no {marker}"))
-        .1
-        .trim_start();
-    let body = after
-        .strip_prefix("```sh\n")
-        .unwrap_or_else(|| panic!("{marker} is followed by a ```sh block"));
-    body.split_once("\n```")
-        .unwrap_or_else(|| panic!("the block after {marker} ends"))
-        .0
-        .to_owned()
+    let found: Vec<String> = page
+        .split(&marker)
+        .skip(1)
+        .map(|after| {
+            let mut lines = after.trim_start_matches('\n').lines();
+            let fence = lines.next().unwrap_or_default();
+            let indent = fence.len() - fence.trim_start().len();
+            assert_eq!(
+                fence.trim_start(),
+                "```sh",
+                "{marker} is followed by a ```sh block"
+            );
+            let body: Vec<&str> = lines
+                .take_while(|line| line.trim_start() != "```")
+                .map(|line| line.get(indent..).unwrap_or(line.trim_start()))
+                .collect();
+            body.join("\n")
+        })
+        .collect();
+    assert!(!found.is_empty(), "docs/kubernetes.md has no {marker}");
+    found
+}
+
+/// The one block marked `name`.
+fn block(page: &str, name: &str) -> String {
+    let mut found = blocks(page, name);
+    assert_eq!(found.len(), 1, "one block is marked {name}");
+    found.remove(0)
 }
 
 /// `block` with each `NAME=value` of its first line given the lab's value
@@ -98,23 +120,88 @@ fn workdir(lab: &Lab) -> tempfile::TempDir {
     dir
 }
 
+fn page() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/kubernetes.md"))
+        .expect("docs/kubernetes.md")
+}
+
+/// `cluster`'s id, network and cluster set, as the page's first lines name
+/// them, read from its ClusterProperties (which an uninstall leaves).
+fn values_of(lab: &Lab, cluster: &str) -> BTreeMap<&'static str, String> {
+    let property = |name: &str| lab.field(cluster, "", &["clusterproperty", name], "{.spec.value}");
+    BTreeMap::from([
+        ("CLUSTER", cluster.to_owned()),
+        ("NETWORK", property("network.clusterset.k8s.io")),
+        ("CLUSTERSET", property("clusterset.k8s.io")),
+        ("IMAGE", "registry.example.com/strait".to_owned()),
+    ])
+}
+
+/// The page's link block, from `cluster` to each of `peers`; then, as the
+/// lab's kubelet mounts a ConfigMap once when the pod starts (a real one
+/// refreshes it and CoreDNS's reload plugin follows), new CoreDNS pods in
+/// `cluster` for the page's patch of its Corefile to take effect.
+fn link_and_restart_coredns(lab: &Lab, dir: &Path, page: &str, cluster: &str, peers: &[&str]) {
+    for peer in peers {
+        let values = BTreeMap::from([(
+            "PEER_KUBECONFIG",
+            lab.kubeconfig(peer).display().to_string(),
+        )]);
+        run(
+            lab,
+            dir,
+            cluster,
+            &with_values(&block(page, "link"), &values),
+        );
+    }
+    lab.kubectl(
+        cluster,
+        &[
+            "-n",
+            "kube-system",
+            "rollout",
+            "restart",
+            "deployment/coredns",
+        ],
+    );
+    lab.kubectl(
+        cluster,
+        &[
+            "-n",
+            "kube-system",
+            "rollout",
+            "status",
+            "deployment/coredns",
+            "--timeout=120s",
+        ],
+    );
+}
+
+/// A pod of each `from` reaches the service `service` that `to` exports,
+/// by its clusterset.local name.
+fn reach(lab: &Lab, ns: &str, paths: &[(&str, &str, &str)]) {
+    lab.namespace(ns);
+    for (_, service, to) in paths {
+        lab.echo_service(to, ns, service, 1, &[80]);
+    }
+    for (from, service, to) in paths {
+        let client = lab.client_pod(from, ns);
+        let url = format!("http://{service}.{ns}.svc.clusterset.local/");
+        wait_until(
+            &format!("a {from} pod reaches {to}'s {service} across the networks"),
+            180,
+            || {
+                lab.curl(from, ns, client, &url)
+                    .is_ok_and(|answer| answer.starts_with(&format!("{ns}/{service}-")))
+            },
+        );
+    }
+}
+
 pub fn install_and_link_as_the_docs_say(lab: &Lab) {
-    let page =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/kubernetes.md"))
-            .expect("docs/kubernetes.md");
+    let page = page();
     let dir = workdir(lab);
-    let network = lab.field(
-        "c2",
-        "",
-        &["clusterproperty", "network.clusterset.k8s.io"],
-        "{.spec.value}",
-    );
-    let clusterset = lab.field(
-        "c2",
-        "",
-        &["clusterproperty", "clusterset.k8s.io"],
-        "{.spec.value}",
-    );
+    let values = values_of(lab, "c2");
 
     run(
         lab,
@@ -128,12 +215,6 @@ pub fn install_and_link_as_the_docs_say(lab: &Lab) {
         "the uninstall block removes strait-system"
     );
 
-    let values = BTreeMap::from([
-        ("CLUSTER", "c2".to_owned()),
-        ("NETWORK", network),
-        ("CLUSTERSET", clusterset),
-        ("IMAGE", "registry.example.com/strait".to_owned()),
-    ]);
     let said = run(
         lab,
         dir.path(),
@@ -144,57 +225,46 @@ pub fn install_and_link_as_the_docs_say(lab: &Lab) {
         said.contains("✓ cluster-edge has 2 of 2 replicas available"),
         "{said}"
     );
-    for peer in ["c1", "c3"] {
-        let values = BTreeMap::from([(
-            "PEER_KUBECONFIG",
-            lab.kubeconfig(peer).display().to_string(),
-        )]);
-        run(
-            lab,
-            dir.path(),
-            "c2",
-            &with_values(&block(&page, "link"), &values),
-        );
-    }
-    // The lab's kubelet mounts a ConfigMap once, when the pod starts (a
-    // real one refreshes it and CoreDNS's reload plugin follows): the
-    // page's patch of c2's Corefile takes effect with new pods.
-    lab.kubectl(
-        "c2",
-        &[
-            "-n",
-            "kube-system",
-            "rollout",
-            "restart",
-            "deployment/coredns",
-        ],
-    );
-    lab.kubectl(
-        "c2",
-        &[
-            "-n",
-            "kube-system",
-            "rollout",
-            "status",
-            "deployment/coredns",
-            "--timeout=120s",
-        ],
-    );
+    link_and_restart_coredns(lab, dir.path(), &page, "c2", &["c1", "c3"]);
+    reach(lab, "docs", &[("c3", "hello", "c2"), ("c2", "there", "c3")]);
+}
 
-    let ns = "docs";
-    lab.namespace(ns);
-    lab.echo_service("c2", ns, "hello", 1, &[80]);
-    lab.echo_service("c3", ns, "there", 1, &[80]);
-    for (from, service, to) in [("c3", "hello", "c2"), ("c2", "there", "c3")] {
-        let client = lab.client_pod(from, ns);
-        let url = format!("http://{service}.{ns}.svc.clusterset.local/");
-        wait_until(
-            &format!("a {from} pod reaches {to}'s {service} across the networks"),
-            180,
-            || {
-                lab.curl(from, ns, client, &url)
-                    .is_ok_and(|answer| answer.starts_with(&format!("{ns}/{service}-")))
-            },
+pub fn install_with_kustomize_as_the_docs_say(lab: &Lab) {
+    let page = page();
+    let dir = workdir(lab);
+    let values = values_of(lab, "c3");
+
+    run(
+        lab,
+        dir.path(),
+        "c3",
+        &with_values(&block(&page, "uninstall-kustomize"), &BTreeMap::new()),
+    );
+    for ns in ["strait-system", "strait-remotes"] {
+        assert!(
+            lab.try_kubectl("c3", &["get", "namespace", ns]).is_err(),
+            "the kustomize uninstall block removes {ns}"
         );
     }
+
+    let steps = blocks(&page, "kustomize");
+    assert!(steps.len() >= 5, "steps 2, 3, 4, 6 and the CoreDNS patch");
+    for step in &steps {
+        run(lab, dir.path(), "c3", &with_values(step, &values));
+    }
+    assert!(
+        dir.path().join("certs/c3/tls.crt").is_file(),
+        "step 4 made c3's certificate in certs/c3"
+    );
+    link_and_restart_coredns(lab, dir.path(), &page, "c3", &["c1", "c2"]);
+    let said = run(lab, dir.path(), "c3", "strait check --kube\n");
+    assert!(
+        said.contains("✓ cluster-edge has 2 of 2 replicas available"),
+        "{said}"
+    );
+    reach(
+        lab,
+        "docs-kustomize",
+        &[("c1", "near", "c3"), ("c3", "far", "c1")],
+    );
 }
