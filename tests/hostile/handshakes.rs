@@ -151,8 +151,12 @@ impl Process {
         process
     }
 
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(super) fn resident_kib(&self) -> u64 {
-        resident_kib_of(&self.child.id().to_string())
+        resident_kib_of(&self.pid().to_string())
     }
 
     pub(super) async fn metrics(&self) -> String {

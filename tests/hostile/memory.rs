@@ -212,3 +212,26 @@ async fn a_peer_cannot_make_the_gateway_buffer_udp_flows_past_its_budget() {
         flow.abort();
     }
 }
+
+/// The gateway turns transparent huge pages off for itself: mimalloc asks
+/// for them on what it maps, and a 2 MiB page behind a few touched bytes
+/// cost every idle connection 1.5–2 KiB (docs/performance.md). The
+/// kernel's own account of the process says so (`THP_enabled: 0`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_runs_without_transparent_huge_pages() {
+    let _serial = SERIAL.lock().await;
+    let process = Process::start("  transport: auto\n").await;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", process.pid()))
+        .expect("the gateway's /proc status");
+    let Some(line) = status.lines().find(|line| line.starts_with("THP_enabled:")) else {
+        eprintln!(
+            "SKIPPED: the_gateway_runs_without_transparent_huge_pages: this kernel's /proc/PID/status has no THP_enabled line"
+        );
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "under CI=true the kernel must say whether THP is enabled"
+        );
+        return;
+    };
+    assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+}
