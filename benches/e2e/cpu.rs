@@ -157,3 +157,51 @@ impl CpuWindow {
         Cpu { entries }
     }
 }
+
+/// How long the threads of a process were runnable but waited for a CPU
+/// (the run queue), summed over its threads: the second field of each
+/// `/proc/<pid>/task/<tid>/schedstat`, in ns. A thread that ended takes its
+/// share with it; the proxies' and the harness's threads live for the run.
+pub(crate) fn run_queue_wait(pid: u32) -> Option<Duration> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let waited: u64 = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum();
+    Some(Duration::from_nanos(waited))
+}
+
+/// The run-queue wait of several processes (the proxies and the harness)
+/// from a start: what the scheduler, not the proxies, added to latency.
+pub(crate) struct WaitWindow {
+    pids: Vec<u32>,
+    before: Duration,
+    started: Instant,
+}
+
+impl WaitWindow {
+    pub(crate) fn start(processes: &[(String, u32)]) -> WaitWindow {
+        let pids: Vec<u32> = processes
+            .iter()
+            .map(|(_, pid)| *pid)
+            .chain([std::process::id()])
+            .collect();
+        WaitWindow {
+            before: pids.iter().filter_map(|pid| run_queue_wait(*pid)).sum(),
+            pids,
+            started: Instant::now(),
+        }
+    }
+
+    /// Milliseconds waited per second of the window, all processes together.
+    pub(crate) fn finish(self) -> f64 {
+        let after: Duration = self
+            .pids
+            .iter()
+            .filter_map(|pid| run_queue_wait(*pid))
+            .sum();
+        let elapsed = self.started.elapsed().as_secs_f64().max(1e-3);
+        after.saturating_sub(self.before).as_secs_f64() * 1000.0 / elapsed
+    }
+}

@@ -15,6 +15,7 @@ use crate::Result;
 use crate::clients::Target;
 use crate::cpu::Cpu;
 use crate::cpu::CpuWindow;
+use crate::cpu::WaitWindow;
 use hdrhistogram::Histogram;
 use std::io::Write as _;
 use std::time::Duration;
@@ -44,6 +45,8 @@ pub(crate) struct LatencyRound {
     /// How late the pacer sent each request, in ns.
     pub(crate) pacer_late: Histogram<u64>,
     pub(crate) cpu: Cpu,
+    /// Run-queue wait of the proxies and the harness, ms per second.
+    pub(crate) waited: f64,
 }
 
 /// An empty histogram of nanoseconds, 1 µs to 60 s, 3 significant digits.
@@ -112,6 +115,7 @@ pub(crate) async fn latency_round(
     let limit = plan.duration + Duration::from_secs(10);
 
     let window = CpuWindow::start(pids);
+    let waiting = WaitWindow::start(pids);
     let mut reading = tokio::task::JoinSet::new();
     let stall = plan.stall;
     for (i, mut reader) in readers.into_iter().enumerate() {
@@ -151,6 +155,7 @@ pub(crate) async fn latency_round(
     })
     .await;
     let cpu = window.finish();
+    let waited = waiting.finish();
     let paced = tokio::task::spawn_blocking(move || pacer.join())
         .await
         .map_err(|e| format!("pacer join: {e}"))?
@@ -161,6 +166,7 @@ pub(crate) async fn latency_round(
         latency,
         pacer_late,
         cpu,
+        waited,
     })
 }
 

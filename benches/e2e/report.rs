@@ -57,8 +57,8 @@ pub(crate) struct Latency {
     pub(crate) histogram: Histogram<u64>,
     pub(crate) pacer_late: Histogram<u64>,
     pub(crate) cpu: Vec<Cpu>,
-    /// Each round's p99, µs.
-    pub(crate) rounds_p99: Vec<f64>,
+    /// Each round's p99, µs, and run-queue wait, ms per second.
+    pub(crate) rounds_p99: Vec<(f64, f64)>,
     pub(crate) error: Option<String>,
 }
 
@@ -75,8 +75,10 @@ impl Latency {
 
     /// Adds one round.
     pub(crate) fn record(&mut self, round: LatencyRound) {
-        self.rounds_p99
-            .push(round.latency.value_at_quantile(0.99) as f64 / 1000.0);
+        self.rounds_p99.push((
+            round.latency.value_at_quantile(0.99) as f64 / 1000.0,
+            round.waited,
+        ));
         let added = self
             .histogram
             .add(&round.latency)
@@ -88,7 +90,11 @@ impl Latency {
     }
 
     fn rounds_label(&self) -> String {
-        let rounds: Vec<String> = self.rounds_p99.iter().map(|v| short(*v)).collect();
+        let rounds: Vec<String> = self
+            .rounds_p99
+            .iter()
+            .map(|(p99, waited)| format!("{} ({})", short(*p99), short(*waited)))
+            .collect();
         rounds.join(" / ")
     }
 
@@ -308,7 +314,7 @@ pub(crate) fn print_report(shape: &Shape, outcomes: &[Outcome<'_>]) {
         plan.duration.as_secs_f64()
     );
     println!(
-        "| scenario | p50 µs | p99 µs | p99.9 µs | max µs | vs direct (p50/p99/p99.9) | vs HAProxy (p50/p99/p99.9) | p99 per round µs | requests | pacer late p99 µs | proxy CPU |"
+        "| scenario | p50 µs | p99 µs | p99.9 µs | max µs | vs direct (p50/p99/p99.9) | vs HAProxy (p50/p99/p99.9) | p99 per round µs (run-queue wait ms/s) | requests | pacer late p99 µs | proxy CPU |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|");
     for outcome in outcomes {
@@ -337,7 +343,9 @@ pub(crate) fn print_report(shape: &Shape, outcomes: &[Outcome<'_>]) {
     }
     println!(
         "\nLatency runs from each request's scheduled send time to the last byte of its echo; \
-         `pacer late` is how late the harness sent (already included in the latency)."
+         `pacer late` is how late the harness sent (already included in the latency); \
+         `run-queue wait` is how long the proxies' and the harness's threads were ready \
+         to run but waited for a core, per second of the round."
     );
     print_mixed(shape, outcomes);
 
@@ -549,9 +557,9 @@ fn goals(outcomes: &[Outcome<'_>]) -> Vec<String> {
                 let ratios: Vec<String> = ours
                     .iter()
                     .zip(theirs)
-                    .map(|(a, b)| format!("{:.2}×", a / b))
+                    .map(|((a, _), (b, _))| format!("{:.2}×", a / b))
                     .collect();
-                let every = ours.iter().zip(theirs).all(|(a, b)| a <= b);
+                let every = ours.iter().zip(theirs).all(|((a, _), (b, _))| a <= b);
                 lines.push(format!(
                     "latency p99 in every round: {tunnel} vs haproxy-tls-tunnel {} (goal ≤ 1.0× each): {}",
                     ratios.join(" / "),
@@ -706,6 +714,14 @@ pub(crate) fn rows(threads: usize, outcomes: &[Outcome<'_>]) -> Vec<Row> {
                 latency.pacer_late.value_at_quantile(0.99) as f64 / 1000.0,
                 "µs",
             );
+            for (_, waited) in &latency.rounds_p99 {
+                push(
+                    name,
+                    "latency: run-queue wait round".to_owned(),
+                    *waited,
+                    "ms/s",
+                );
+            }
             cpu_rows(&mut push, "latency", &Cpu::mean(&latency.cpu));
         }
         let mixed = &outcome.mixed;
