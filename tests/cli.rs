@@ -308,6 +308,19 @@ fn a_bad_gateway_yaml_names_its_field() {
     let output = strait(&["check", "--config", dir.path().to_str().expect("path")]);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("field tuning.dialAttempts: must be at least 1"));
+
+    fs::write(
+        dir.path().join("gateway.yaml"),
+        "tuning:\n  localityMinimumHealthy: 0\n",
+    )
+    .expect("write");
+    let output = strait(&["check", "--config", dir.path().to_str().expect("path")]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("field tuning.localityMinimumHealthy: must be at least 1"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 /// The demo runs its gateways and pods on 127.0.0.10 and up, sends traffic

@@ -186,6 +186,11 @@ pub struct Tuning {
     pub balancer: Balancer,
     #[serde(default)]
     pub locality: Locality,
+    /// Candidate backends a locality tier needs to take every new
+    /// connection it is asked for; with fewer it takes that fraction of
+    /// them, and the next tier the rest (1: all or nothing).
+    #[serde(default = "default_locality_minimum_healthy")]
+    pub locality_minimum_healthy: u32,
     /// How long configuration changes settle before routes are rebuilt.
     #[serde(default = "default_reload_debounce", with = "humantime_serde")]
     pub reload_debounce: Duration,
@@ -297,6 +302,10 @@ fn default_stall_report() -> Duration {
 fn default_dial_attempts() -> u8 {
     3
 }
+fn default_locality_minimum_healthy() -> u32 {
+    1
+}
+
 fn default_reload_debounce() -> Duration {
     Duration::from_millis(250)
 }
@@ -310,6 +319,7 @@ impl Default for Tuning {
             dial_attempts: default_dial_attempts(),
             balancer: Balancer::default(),
             locality: Locality::default(),
+            locality_minimum_healthy: default_locality_minimum_healthy(),
             reload_debounce: default_reload_debounce(),
             descriptor_reserve: None,
             max_connections_per_source: default_max_connections_per_source(),
@@ -513,6 +523,12 @@ impl GatewaySettings {
             return Err(error(
                 Some("tuning.dialAttempts".to_owned()),
                 "must be at least 1".to_owned(),
+            ));
+        }
+        if settings.tuning.locality_minimum_healthy == 0 {
+            return Err(error(
+                Some("tuning.localityMinimumHealthy".to_owned()),
+                "must be at least 1 (1: a tier with any backend takes every connection)".to_owned(),
             ));
         }
         Ok(settings)

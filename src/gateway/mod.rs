@@ -316,7 +316,8 @@ impl Gateway {
                 table.viewer().clone(),
                 table.network().clone(),
                 OutlierPolicy::default(),
-            ),
+            )
+            .with_locality_minimum(tuning.locality_minimum_healthy),
             routes: ArcSwap::from_pointee(table),
             pool: TunnelPool::new(options.tunnel.clone(), tls.clone(), dial, metrics.clone()),
             quic,

@@ -13,11 +13,18 @@
 //!    untried backend is ejected, the ejected ones are candidates after all
 //!    (panic mode, as Envoy does): a possibly bad backend beats none. No
 //!    untried backend at all: no pick.
-//! 2. **Locality** narrows the candidates: `cluster` keeps those in the
-//!    viewer's cluster if there are any, else those on the viewer's network if
-//!    any, else all; `network` keeps those on the viewer's network if any, else
-//!    all; `none` keeps all. Health comes first, so a local cluster whose
-//!    backends are all ejected yields to healthy ones elsewhere.
+//! 2. **Locality** narrows the candidates to one tier: `cluster` has three,
+//!    the viewer's cluster, then the rest of its network, then the other
+//!    networks; `network` has two, the viewer's network, then the others;
+//!    `none` has one, every candidate. The first tier with a candidate takes
+//!    the connection, unless it has fewer than `minimum_healthy` candidates
+//!    (`tuning.localityMinimumHealthy`, 1 by default): then it takes only
+//!    that fraction of new connections (2 of a minimum of 5: 40 %) and the
+//!    next tier with candidates is asked for the rest the same way, the last
+//!    one taking whatever is left. So a local tier losing backends sheds
+//!    load gradually, not all at once. Health comes first, so a local
+//!    cluster whose backends are all ejected yields to healthy ones
+//!    elsewhere.
 //! 3. **Session affinity** (`ClientIP` services): a client's remembered
 //!    backend is reused while it is still a candidate after steps 1 and 2 and
 //!    was last used less than `sessionAffinityConfig.clientIP.timeoutSeconds`
@@ -170,6 +177,8 @@ const ON_NETWORK: u8 = 8;
 pub struct Chooser {
     balancer: Balancer,
     locality: Locality,
+    /// Candidates a locality tier needs to take every connection it is asked for.
+    minimum_healthy: u32,
     viewer: ClusterId,
     viewer_network: NetworkId,
     outliers: OutlierPolicy,
@@ -192,6 +201,7 @@ impl Chooser {
         Self {
             balancer,
             locality,
+            minimum_healthy: 1,
             viewer,
             viewer_network,
             outliers,
@@ -200,6 +210,13 @@ impl Chooser {
             routes: RwLock::default(),
             affinity_capacity: AFFINITY_CAPACITY,
         }
+    }
+
+    /// The same chooser, a locality tier with fewer than `minimum` candidate
+    /// backends taking only that fraction of new connections (at least 1).
+    pub fn with_locality_minimum(mut self, minimum: u32) -> Self {
+        self.minimum_healthy = minimum.max(1);
+        self
     }
 
     /// The same chooser remembering at most `capacity` clients per service port.
@@ -241,7 +258,10 @@ impl Chooser {
         for (flag, routed) in flags.iter_mut().zip(backends) {
             *flag = self.classify(&slots, routed, tried, now, check_health);
         }
-        let candidates = self.narrow(flags)?;
+        let Tier {
+            candidates,
+            eligible,
+        } = self.narrow(flags, rng)?;
 
         let Some(state) = route_state.as_deref().filter(|_| sticky) else {
             let state = route_state.as_deref();
@@ -259,7 +279,7 @@ impl Chooser {
             backends
                 .iter()
                 .enumerate()
-                .find(|(index, routed)| candidates.contains(*index) && id.matches(*routed))
+                .find(|(index, routed)| eligible.contains(*index) && id.matches(*routed))
                 .map(|(index, _)| index)
         });
         if let Some(index) = reused {
@@ -435,28 +455,74 @@ impl Chooser {
 
     /// The flags a candidate must have, and how many backends have them:
     /// untried and healthy (or merely untried in panic mode), then the
-    /// narrowest locality that leaves any.
-    fn narrow<'f>(&self, flags: &'f [u8]) -> Option<Candidates<'f>> {
-        let count = |required: u8| flags.iter().filter(|f| *f & required == required).count();
+    /// locality tier this connection goes to (module documentation, step 2).
+    fn narrow<'f>(&self, flags: &'f [u8], rng: &mut fastrand::Rng) -> Option<Tier<'f>> {
+        let count = |required: u8, excluded: u8| {
+            flags
+                .iter()
+                .filter(|f| *f & required == required && *f & excluded == 0)
+                .count()
+        };
         let health = [UNTRIED | HEALTHY, UNTRIED]
             .into_iter()
-            .find(|required| count(*required) > 0)?;
+            .find(|required| count(*required, 0) > 0)?;
+        // Each tier's flag; a backend of an earlier tier has the later ones'
+        // too (in the viewer's cluster is on its network), so a tier is its
+        // flag without the one before it.
         let tiers: &[u8] = match self.locality {
             Locality::None => &[0],
             Locality::Cluster => &[IN_CLUSTER, ON_NETWORK, 0],
             Locality::Network => &[ON_NETWORK, 0],
         };
-        tiers
-            .iter()
-            .map(|tier| {
-                let required = health | tier;
-                Candidates {
-                    flags,
-                    required,
-                    count: count(required),
-                }
-            })
-            .find(|candidates| candidates.count > 0)
+        let tier = |index: usize| {
+            let excluded = index.checked_sub(1).and_then(|before| tiers.get(before));
+            let (required, excluded) = (health | tiers[index], excluded.copied().unwrap_or(0));
+            Candidates {
+                flags,
+                required,
+                excluded,
+                count: count(required, excluded),
+            }
+        };
+        let minimum = self.minimum_healthy as usize;
+        let last = (0..tiers.len())
+            .rev()
+            .find(|index| tier(*index).count > 0)?;
+        // The furthest tier that takes a share: the first at its minimum,
+        // else the last with candidates. A client's remembered backend in
+        // any tier up to it is still a candidate.
+        let reach = (0..last)
+            .find(|index| tier(*index).count >= minimum)
+            .unwrap_or(last);
+        let eligible = Candidates {
+            flags,
+            required: health | tiers[reach],
+            excluded: 0,
+            count: count(health | tiers[reach], 0),
+        };
+        // Drawn only when a tier is short of its minimum.
+        let mut draw: Option<f64> = None;
+        for index in 0..reach {
+            let candidates = tier(index);
+            if candidates.count == 0 {
+                continue;
+            }
+            // Short of its minimum: this tier takes count / minimum of
+            // the connections that reach it, the next tiers the rest.
+            let share = candidates.count as f64 / minimum as f64;
+            let drawn = *draw.get_or_insert_with(|| rng.f64());
+            if drawn < share {
+                return Some(Tier {
+                    candidates,
+                    eligible,
+                });
+            }
+            draw = Some((drawn - share) / (1.0 - share));
+        }
+        Some(Tier {
+            candidates: tier(reach),
+            eligible,
+        })
     }
 
     /// The index in the route of the balancer's choice among the candidates.
@@ -561,14 +627,23 @@ impl Chooser {
 struct Candidates<'f> {
     flags: &'f [u8],
     required: u8,
+    excluded: u8,
     count: usize,
+}
+
+/// Where a pick goes: the tier's candidates, and those a client's
+/// remembered backend may be one of (every tier that takes a share), so
+/// that affinity survives whichever tier this connection's draw chose.
+struct Tier<'f> {
+    candidates: Candidates<'f>,
+    eligible: Candidates<'f>,
 }
 
 impl Candidates<'_> {
     fn contains(&self, index: usize) -> bool {
         self.flags
             .get(index)
-            .is_some_and(|flag| flag & self.required == self.required)
+            .is_some_and(|flag| flag & self.required == self.required && flag & self.excluded == 0)
     }
 
     /// The route index of the `n`-th candidate (from 0).
@@ -602,3 +677,6 @@ fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod spillover_tests;

@@ -12,16 +12,16 @@ use crate::testing::{ServiceBuilder, cluster_set, ip};
 
 const SECOND: Duration = Duration::from_secs(1);
 
-fn rng() -> fastrand::Rng {
+pub(super) fn rng() -> fastrand::Rng {
     fastrand::Rng::with_seed(7)
 }
 
-fn table(clusters: &[(&str, &str, ServiceBuilder)]) -> RouteTable {
+pub(super) fn table(clusters: &[(&str, &str, ServiceBuilder)]) -> RouteTable {
     let set = cluster_set(clusters);
     RouteTable::build(&set, &merge(&set), "c1").expect("c1 is in the set")
 }
 
-fn service_with(endpoints: &[&str]) -> ServiceBuilder {
+pub(super) fn service_with(endpoints: &[&str]) -> ServiceBuilder {
     endpoints.iter().fold(
         ServiceBuilder::new().port("tcp", 42, 8042).exported_at(1),
         |service, address| service.endpoint(address),
@@ -42,12 +42,12 @@ fn three_clusters() -> RouteTable {
     ])
 }
 
-fn cart(table: &RouteTable) -> (&ServiceRoutes, &PortRoute) {
+pub(super) fn cart(table: &RouteTable) -> (&ServiceRoutes, &PortRoute) {
     let service = table.service("shop", "cart").expect("shop/cart is routed");
     (service, service.port(Protocol::Tcp, 42).expect("port 42"))
 }
 
-fn chooser(balancer: Balancer, locality: Locality) -> Chooser {
+pub(super) fn chooser(balancer: Balancer, locality: Locality) -> Chooser {
     Chooser::new(
         balancer,
         locality,
@@ -57,19 +57,19 @@ fn chooser(balancer: Balancer, locality: Locality) -> Chooser {
     )
 }
 
-fn id(network: &str, address: &str) -> BackendId {
+pub(super) fn id(network: &str, address: &str) -> BackendId {
     BackendId {
         network: NetworkId::new(network).expect("network id"),
         address: SocketAddr::new(ip(address), 8042),
     }
 }
 
-fn client(n: u32) -> IpAddr {
+pub(super) fn client(n: u32) -> IpAddr {
     IpAddr::from(std::net::Ipv4Addr::from(0x0a63_0000 + n))
 }
 
 /// The address picked, or "-" for none.
-fn pick_at(
+pub(super) fn pick_at(
     chooser: &Chooser,
     table: &RouteTable,
     from: IpAddr,
@@ -87,7 +87,7 @@ fn pick_at(
 }
 
 /// How often each address is picked in `n` picks.
-fn tally(
+pub(super) fn tally(
     chooser: &Chooser,
     table: &RouteTable,
     tried: &[BackendId],
@@ -103,7 +103,7 @@ fn tally(
     counts
 }
 
-fn fail(chooser: &Chooser, backend: &BackendId, times: u32, now: Instant) {
+pub(super) fn fail(chooser: &Chooser, backend: &BackendId, times: u32, now: Instant) {
     for _ in 0..times {
         chooser.report_failure(backend, now);
     }
@@ -118,7 +118,7 @@ fn ejection_left(chooser: &Chooser, backend: &BackendId, now: Instant) -> Option
         .map(|(_, left)| left)
 }
 
-fn sticky(mut service: ServiceBuilder, timeout: Option<u32>) -> ServiceBuilder {
+pub(super) fn sticky(mut service: ServiceBuilder, timeout: Option<u32>) -> ServiceBuilder {
     service.spec.session_affinity = SessionAffinity::ClientIp;
     service.spec.session_affinity_timeout = timeout;
     service

@@ -87,6 +87,7 @@ Deployment, the Services, the NetworkPolicy and the RBAC agree.
   "dialAttempts" $g.tuning.dialAttempts
   "balancer" $g.tuning.balancer
   "locality" $g.tuning.locality
+  "localityMinimumHealthy" $g.tuning.localityMinimumHealthy
   "reloadDebounce" $g.tuning.reloadDebounce -}}
 {{- with $g.tuning.memoryLimit -}}
 {{- $_ := set $tuning "memoryLimit" . -}}
