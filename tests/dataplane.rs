@@ -32,6 +32,8 @@ mod head_of_line;
 mod import_ports;
 #[path = "dataplane/isolation.rs"]
 mod isolation;
+#[path = "dataplane/locality.rs"]
+mod locality;
 #[path = "dataplane/silent_peer.rs"]
 mod silent_peer;
 #[path = "dataplane/tunnel_server.rs"]
@@ -45,6 +47,7 @@ use import_ports::{
     a_remote_pods_import_port_and_address_reach_that_pod, an_import_port_selects_service_and_port,
 };
 use isolation::a_bad_object_stops_only_itself_under_traffic;
+use locality::a_local_tier_short_of_its_minimum_keeps_only_its_share;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tunnel_server::the_tunnel_server_dials_nothing_it_should_not;
 
@@ -76,7 +79,7 @@ impl World {
         extra_yaml: impl Fn(u8) -> String,
         c1_vips: Vec<SocketAddr>,
     ) -> World {
-        Self::start_inner(transport_of, services, extra_yaml, c1_vips, None).await
+        Self::start_inner(transport_of, services, extra_yaml, c1_vips, None, None).await
     }
 
     /// As `start`, with import listeners on c1 (`imports`).
@@ -91,6 +94,7 @@ impl World {
             |_| String::new(),
             Vec::new(),
             Some(imports),
+            None,
         )
         .await
     }
@@ -101,6 +105,7 @@ impl World {
         extra_yaml: impl Fn(u8) -> String,
         c1_vips: Vec<SocketAddr>,
         c1_imports: Option<strait::config::ImportSettings>,
+        c1_tune: Option<fn(&mut strait::config::GatewaySettings)>,
     ) -> World {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("config");
@@ -131,8 +136,15 @@ impl World {
         for (index, bound) in listeners.into_iter().enumerate() {
             let n = u8::try_from(index + 1).expect("few clusters");
             let id = format!("c{n}");
-            let gateway = match (&c1_imports, n) {
-                (Some(imports), 1) => {
+            let gateway = match (&c1_imports, c1_tune.filter(|_| n == 1)) {
+                (_, Some(tune)) => {
+                    let tunnel = TunnelSettings {
+                        transport: transport_of(n),
+                        ..TunnelSettings::default()
+                    };
+                    start_gateway_tuned(&config, &certs, &id, n, bound, tunnel, tune).await
+                }
+                (Some(imports), None) if n == 1 => {
                     let imports = imports.clone();
                     start_gateway_importing(
                         &config,
@@ -739,6 +751,7 @@ over_both_transports!(
     a_remote_pods_import_port_and_address_reach_that_pod,
     a_bad_object_stops_only_itself_under_traffic,
     callers_are_authorised_by_their_certificate,
+    a_local_tier_short_of_its_minimum_keeps_only_its_share,
 );
 
 /// `auto` tries QUIC first; a peer that does not answer over UDP (here: a

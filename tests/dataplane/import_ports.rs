@@ -169,6 +169,7 @@ pub async fn a_remote_pods_import_port_and_address_reach_that_pod(transport: Tra
             .map(|vip| SocketAddr::new(*vip, target))
             .collect(),
         Some(imports),
+        None,
     )
     .await;
     std::fs::write(
