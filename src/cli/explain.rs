@@ -381,6 +381,7 @@ fn render(report: &Value) -> String {
             text(&backend["path"])
         );
     }
+    render_locality(&mut out, &report["locality"]);
     let excluded = report["excluded"]
         .as_array()
         .map(Vec::as_slice)
@@ -399,6 +400,39 @@ fn render(report: &Value) -> String {
         }
     }
     out
+}
+
+/// The gateway's locality tiers of a port and what each takes of new
+/// connections now (only in the gateway's answer, not from objects).
+fn render_locality(out: &mut String, locality: &Value) {
+    let Some(tiers) = locality["tiers"].as_array() else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "locality {} (a tier short of {} backends keeps that fraction), new connections now:",
+        text(&locality["locality"]),
+        text(&locality["minimumHealthy"])
+    );
+    for tier in tiers {
+        let _ = writeln!(
+            out,
+            "  {:<16} {:>5.1} %  ({} of {} backends not ejected)",
+            text(&tier["tier"]),
+            tier["share"].as_f64().unwrap_or_default() * 100.0,
+            text(&tier["candidates"]),
+            text(&tier["backends"])
+        );
+    }
+    let ejected: Vec<String> = locality["ejected"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(text)
+        .collect();
+    if !ejected.is_empty() {
+        let _ = writeln!(out, "  ejected now: {}", ejected.join(", "));
+    }
 }
 
 #[cfg(test)]
@@ -430,5 +464,36 @@ mod tests {
         ] {
             assert!(parse_target(bad).is_err(), "{bad} should be refused");
         }
+    }
+
+    #[test]
+    fn the_gateways_locality_tiers_are_printed() {
+        let report = serde_json::json!({
+            "service": "shop/cart", "port": 80, "protocol": "TCP", "portName": "http",
+            "from": {"cluster": "c1", "network": "net-a"},
+            "backends": [], "excluded": [],
+            "locality": {
+                "locality": "cluster", "minimumHealthy": 4,
+                "tiers": [
+                    {"tier": "this cluster", "backends": 4, "candidates": 2, "share": 0.5},
+                    {"tier": "this network", "backends": 3, "candidates": 3, "share": 0.375},
+                    {"tier": "other networks", "backends": 3, "candidates": 3, "share": 0.125}
+                ],
+                "ejected": ["net-a/10.1.0.1:8042"]
+            }
+        });
+        let text = render(&report);
+        for line in [
+            "locality cluster (a tier short of 4 backends keeps that fraction), new connections now:",
+            "  this cluster      50.0 %  (2 of 4 backends not ejected)",
+            "  other networks    12.5 %  (3 of 3 backends not ejected)",
+            "  ejected now: net-a/10.1.0.1:8042",
+        ] {
+            assert!(text.contains(line), "{line:?} in:\n{text}");
+        }
+        // From objects there is no chooser: no locality lines.
+        let mut without = report.clone();
+        without["locality"] = Value::Null;
+        assert!(!render(&without).contains("locality"));
     }
 }

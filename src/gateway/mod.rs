@@ -467,7 +467,14 @@ impl Gateway {
             ready: ready.clone(),
             routes_json: Arc::new(move |query| {
                 let table = routes_state.routes.load();
-                let ports = crate::routing::report::query(&table, query)?;
+                let mut ports = crate::routing::report::query(&table, query)?;
+                let chooser = &routes_state.chooser;
+                crate::routing::report::add_locality(
+                    &mut ports,
+                    &table,
+                    chooser,
+                    std::time::Instant::now(),
+                );
                 Ok(serde_json::to_value(ports).unwrap_or_default())
             }),
             clusters_json: reload::clusters_view(&options, state.clone()),

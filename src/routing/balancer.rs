@@ -85,7 +85,7 @@ pub enum Balancer {
 }
 
 /// Which backends are preferred when several may carry a connection.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Locality {
     #[default]
@@ -457,33 +457,9 @@ impl Chooser {
     /// untried and healthy (or merely untried in panic mode), then the
     /// locality tier this connection goes to (module documentation, step 2).
     fn narrow<'f>(&self, flags: &'f [u8], rng: &mut fastrand::Rng) -> Option<Tier<'f>> {
-        let count = |required: u8, excluded: u8| {
-            flags
-                .iter()
-                .filter(|f| *f & required == required && *f & excluded == 0)
-                .count()
-        };
-        let health = [UNTRIED | HEALTHY, UNTRIED]
-            .into_iter()
-            .find(|required| count(*required, 0) > 0)?;
-        // Each tier's flag; a backend of an earlier tier has the later ones'
-        // too (in the viewer's cluster is on its network), so a tier is its
-        // flag without the one before it.
-        let tiers: &[u8] = match self.locality {
-            Locality::None => &[0],
-            Locality::Cluster => &[IN_CLUSTER, ON_NETWORK, 0],
-            Locality::Network => &[ON_NETWORK, 0],
-        };
-        let tier = |index: usize| {
-            let excluded = index.checked_sub(1).and_then(|before| tiers.get(before));
-            let (required, excluded) = (health | tiers[index], excluded.copied().unwrap_or(0));
-            Candidates {
-                flags,
-                required,
-                excluded,
-                count: count(required, excluded),
-            }
-        };
+        let health = health_of(flags)?;
+        let tiers = self.tiers();
+        let tier = |index: usize| tier_of(flags, health, tiers, index);
         let minimum = self.minimum_healthy as usize;
         let last = (0..tiers.len())
             .rev()
@@ -494,12 +470,7 @@ impl Chooser {
         let reach = (0..last)
             .find(|index| tier(*index).count >= minimum)
             .unwrap_or(last);
-        let eligible = Candidates {
-            flags,
-            required: health | tiers[reach],
-            excluded: 0,
-            count: count(health | tiers[reach], 0),
-        };
+        let eligible = Candidates::with(flags, health | tiers[reach], 0);
         // Drawn only when a tier is short of its minimum.
         let mut draw: Option<f64> = None;
         for index in 0..reach {
@@ -523,6 +494,74 @@ impl Chooser {
             candidates: tier(reach),
             eligible,
         })
+    }
+
+    /// Each tier's flag, nearest first; a backend of an earlier tier has
+    /// the later ones' too (in the viewer's cluster is on its network), so
+    /// a tier is its flag without the one before it.
+    fn tiers(&self) -> &'static [u8] {
+        match self.locality {
+            Locality::None => &[0],
+            Locality::Cluster => &[IN_CLUSTER, ON_NETWORK, 0],
+            Locality::Network => &[ON_NETWORK, 0],
+        }
+    }
+
+    /// What each locality tier of `route` is and takes of new connections
+    /// now (module documentation, step 2), for `/debug/routes` and
+    /// `strait explain`: no connection has tried anything yet.
+    pub fn tier_shares(&self, route: &PortRoute, now: Instant) -> LocalityReport {
+        let slots = read(&self.slots);
+        let flags: Vec<u8> = route
+            .backends
+            .iter()
+            .map(|routed| self.classify(&slots, routed, &[], now, true))
+            .collect();
+        let names: &[&'static str] = match self.locality {
+            Locality::None => &["every backend"],
+            Locality::Cluster => &["this cluster", "this network", "other networks"],
+            Locality::Network => &["this network", "other networks"],
+        };
+        let tiers = self.tiers();
+        let health = health_of(&flags).unwrap_or(UNTRIED);
+        let minimum = self.minimum_healthy as usize;
+        let mut left = 1.0;
+        let last = (0..tiers.len())
+            .rev()
+            .find(|index| tier_of(&flags, health, tiers, *index).count > 0);
+        let shares = names
+            .iter()
+            .enumerate()
+            .map(|(index, name)| {
+                let candidates = tier_of(&flags, health, tiers, index).count;
+                let all = tier_of(&flags, 0, tiers, index).count;
+                let share = match last {
+                    Some(last) if index == last || (index < last && candidates >= minimum) => left,
+                    Some(last) if index < last => left * candidates as f64 / minimum as f64,
+                    _ => 0.0,
+                };
+                left -= share;
+                TierShare {
+                    tier: name,
+                    backends: all,
+                    candidates,
+                    share,
+                }
+            })
+            .collect();
+        let ejected = route
+            .backends
+            .iter()
+            .zip(&flags)
+            .filter(|(_, flag)| *flag & HEALTHY == 0)
+            .map(|(routed, _)| BackendId::of(routed).to_string())
+            .collect();
+        LocalityReport {
+            locality: self.locality,
+            minimum_healthy: self.minimum_healthy,
+            tiers: shares,
+            ejected,
+        }
     }
 
     /// The index in the route of the balancer's choice among the candidates.
@@ -631,6 +670,42 @@ struct Candidates<'f> {
     count: usize,
 }
 
+/// The candidates' health flags: untried and healthy, or, when no
+/// backend is both, merely untried (panic mode); `None`: no candidate.
+fn health_of(flags: &[u8]) -> Option<u8> {
+    [UNTRIED | HEALTHY, UNTRIED]
+        .into_iter()
+        .find(|required| Candidates::with(flags, *required, 0).count > 0)
+}
+
+/// Tier `index` of `tiers`: its flag, without the nearer tier's.
+fn tier_of<'f>(flags: &'f [u8], health: u8, tiers: &[u8], index: usize) -> Candidates<'f> {
+    let nearer = index.checked_sub(1).and_then(|before| tiers.get(before));
+    let flag = tiers.get(index).copied().unwrap_or(0);
+    Candidates::with(flags, health | flag, nearer.copied().unwrap_or(0))
+}
+
+/// How a port's new connections are spread over the locality tiers now.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalityReport {
+    pub locality: Locality,
+    pub minimum_healthy: u32,
+    pub tiers: Vec<TierShare>,
+    /// Backends ejected by outlier detection now (`network/address:port`).
+    pub ejected: Vec<String>,
+}
+
+/// One locality tier: its backends, those a new connection may go to (not
+/// ejected), and the fraction of new connections it takes now.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TierShare {
+    pub tier: &'static str,
+    pub backends: usize,
+    pub candidates: usize,
+    pub share: f64,
+}
+
 /// Where a pick goes: the tier's candidates, and those a client's
 /// remembered backend may be one of (every tier that takes a share), so
 /// that affinity survives whichever tier this connection's draw chose.
@@ -639,7 +714,20 @@ struct Tier<'f> {
     eligible: Candidates<'f>,
 }
 
-impl Candidates<'_> {
+impl<'f> Candidates<'f> {
+    fn with(flags: &'f [u8], required: u8, excluded: u8) -> Self {
+        let count = flags
+            .iter()
+            .filter(|f| *f & required == required && *f & excluded == 0)
+            .count();
+        Self {
+            flags,
+            required,
+            excluded,
+            count,
+        }
+    }
+
     fn contains(&self, index: usize) -> bool {
         self.flags
             .get(index)

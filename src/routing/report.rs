@@ -3,9 +3,11 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde::Serialize;
 
+use super::balancer::{Chooser, LocalityReport};
 use super::{Path as RoutePath, PortRoute, RouteTable, ServiceRoutes};
 use crate::merge::{BackendState, Exclusion};
 use crate::model::{ClusterId, GatewayAddress, NetworkId, Protocol, ServiceType};
@@ -66,6 +68,10 @@ pub struct PortReport {
     pub proxy_protocol: Option<String>,
     pub backends: Vec<BackendReport>,
     pub excluded: Vec<ExcludedReport>,
+    /// How the gateway spreads new connections over the locality tiers
+    /// now; only a running gateway knows (`/debug/routes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locality: Option<LocalityReport>,
 }
 
 impl PortReport {
@@ -122,7 +128,26 @@ impl PortReport {
                 })
                 .collect(),
             excluded: route.excluded.iter().map(excluded).collect(),
+            locality: None,
         }
+    }
+}
+
+/// Adds to each report the chooser's view of its port now: the locality
+/// tiers, what each takes of new connections, the ejected backends.
+pub fn add_locality(
+    reports: &mut [PortReport],
+    table: &RouteTable,
+    chooser: &Chooser,
+    now: Instant,
+) {
+    for report in reports {
+        let route = report
+            .service
+            .split_once('/')
+            .and_then(|(namespace, name)| table.service(namespace, name))
+            .and_then(|service| service.port(report.protocol, report.port));
+        report.locality = route.map(|route| chooser.tier_shares(route, now));
     }
 }
 

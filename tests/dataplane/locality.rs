@@ -1,8 +1,8 @@
 //! Graded spillover through real gateways: c1 prefers its own pods, then
 //! its network's (c2), then the other network's (c3, through the tunnel),
 //! with `tuning.localityMinimumHealthy: 4`. c1's tier short of its minimum
-//! keeps only its share of new connections, and takes them all back once
-//! it is scaled up to the minimum again.
+//! keeps only its share of new connections (as its `/debug/routes` says),
+//! and takes them all back once it is scaled up to the minimum again.
 
 use std::collections::HashMap;
 
@@ -91,6 +91,26 @@ pub(super) async fn a_local_tier_short_of_its_minimum_keeps_only_its_share(
             (share - want).abs() < 0.08,
             "{cluster}: {share:.3} of connections, expected about {want}: {got:?}"
         );
+    }
+
+    // The gateway says the same of the port (`/debug/routes`, what
+    // `strait explain --kube` prints).
+    let admin = world.gateways[0].addresses().admin;
+    let answer = admin_get(admin, "/debug/routes?service=app/echo").await;
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    let ports: serde_json::Value = serde_json::from_str(body).expect("routes as JSON");
+    let tiers = &ports[0]["locality"]["tiers"];
+    for (index, (tier, backends, share)) in [
+        ("this cluster", 2, 0.5),
+        ("this network", 3, 0.375),
+        ("other networks", 3, 0.125),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(tiers[index]["tier"], tier, "{ports}");
+        assert_eq!(tiers[index]["candidates"], backends, "{ports}");
+        assert_eq!(tiers[index]["share"], share, "{ports}");
     }
 
     // Scaled up to its minimum, c1 takes every new connection again.

@@ -130,3 +130,39 @@ fn a_sticky_client_keeps_its_backend_whatever_the_draw() {
         }
     }
 }
+
+#[test]
+fn tier_shares_say_what_each_tier_takes_now() {
+    let chooser = chooser(Balancer::P2c, Locality::Cluster).with_locality_minimum(4);
+    let now = Instant::now();
+    let table = tiers(4);
+    fail(&chooser, &id("net-a", "10.1.0.1"), 3, now);
+    fail(&chooser, &id("net-a", "10.1.0.2"), 3, now);
+    let service = table.service("shop", "cart").expect("shop/cart is routed");
+    let route = service.port(Protocol::Tcp, 42).expect("port 42");
+    let report = chooser.tier_shares(route, now);
+    let view: Vec<(&str, usize, usize, f64)> = report
+        .tiers
+        .iter()
+        .map(|tier| (tier.tier, tier.backends, tier.candidates, tier.share))
+        .collect();
+    assert_eq!(
+        view,
+        [
+            ("this cluster", 4, 2, 0.5),
+            ("this network", 3, 3, 0.375),
+            ("other networks", 3, 3, 0.125),
+        ]
+    );
+    assert_eq!(
+        report.ejected,
+        ["net-a/10.1.0.1:8042", "net-a/10.1.0.2:8042"]
+    );
+    // The shares are what picks measure.
+    let counts = tally(&chooser, &table, &[], now, PICKS);
+    assert_near(shares(&counts), [0.5, 0.375, 0.125], "as reported");
+
+    let none = super::tests::chooser(Balancer::P2c, Locality::None).tier_shares(route, now);
+    assert_eq!(none.tiers.len(), 1);
+    assert_eq!((none.tiers[0].backends, none.tiers[0].share), (10, 1.0));
+}
