@@ -408,11 +408,16 @@ fn render_locality(out: &mut String, locality: &Value) {
     let Some(tiers) = locality["tiers"].as_array() else {
         return;
     };
+    let grading = match locality["minimumHealthy"].as_u64() {
+        Some(minimum) if minimum > 1 => {
+            format!("a tier short of {minimum} backends keeps that fraction")
+        }
+        _ => "the nearest tier with a backend takes all".to_owned(),
+    };
     let _ = writeln!(
         out,
-        "locality {} (a tier short of {} backends keeps that fraction), new connections now:",
+        "locality {} ({grading}), new connections now:",
         text(&locality["locality"]),
-        text(&locality["minimumHealthy"])
     );
     for tier in tiers {
         let _ = writeln!(
@@ -491,6 +496,11 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line:?} in:\n{text}");
         }
+        let mut all_or_nothing = report.clone();
+        all_or_nothing["locality"]["minimumHealthy"] = 1.into();
+        assert!(render(&all_or_nothing).contains(
+            "locality cluster (the nearest tier with a backend takes all), new connections now:"
+        ));
         // From objects there is no chooser: no locality lines.
         let mut without = report.clone();
         without["locality"] = Value::Null;
