@@ -163,6 +163,9 @@ type Slots = HashMap<NetworkId, HashMap<SocketAddr, Arc<Slot>>>;
 /// Service port states: service → (protocol, port) → state.
 type RouteStates = HashMap<ServiceKey, HashMap<(Protocol, u16), Arc<RouteState>>>;
 
+/// Locality tiers at most (`cluster`: this cluster, this network, the rest).
+const MAX_TIERS: usize = 3;
+
 // Flags of one backend during a pick.
 const UNTRIED: u8 = 1;
 const HEALTHY: u8 = 2;
@@ -459,57 +462,75 @@ impl Chooser {
     fn narrow<'f>(&self, flags: &'f [u8], rng: &mut fastrand::Rng) -> Option<Tier<'f>> {
         let health = health_of(flags)?;
         let tiers = self.tiers();
-        let tier = |index: usize| tier_of(flags, health, tiers, index);
-        let minimum = self.minimum_healthy as usize;
-        let last = (0..tiers.len())
-            .rev()
-            .find(|index| tier(*index).count > 0)?;
-        // The furthest tier that takes a share: the first at its minimum,
-        // else the last with candidates. A client's remembered backend in
-        // any tier up to it is still a candidate.
-        let reach = (0..last)
-            .find(|index| tier(*index).count >= minimum)
-            .unwrap_or(last);
-        let eligible = Candidates::with(flags, health | tiers[reach], 0);
-        // Drawn only when a tier is short of its minimum.
-        let mut draw: Option<f64> = None;
-        for index in 0..reach {
-            let candidates = tier(index);
-            if candidates.count == 0 {
-                continue;
-            }
-            // Short of its minimum: this tier takes count / minimum of
-            // the connections that reach it, the next tiers the rest.
-            let share = candidates.count as f64 / minimum as f64;
-            let drawn = *draw.get_or_insert_with(|| rng.f64());
-            if drawn < share {
-                return Some(Tier {
-                    candidates,
-                    eligible,
-                });
-            }
-            draw = Some((drawn - share) / (1.0 - share));
-        }
+        // One pass over the flags per tier, each tier counted once.
+        let candidates: [Candidates<'f>; MAX_TIERS] =
+            std::array::from_fn(|index| tier_of(flags, health, tiers, index));
+        let (reach, shares) = self.spread(&candidates.each_ref().map(|tier| tier.count))?;
+        let flag = |index: usize| tiers.get(index).map_or(0, |(flag, _)| *flag);
+        let eligible = Candidates::with(flags, health | flag(reach), 0);
+        // A draw only when a nearer tier is short of its minimum.
+        let chosen = if shares[reach] >= 1.0 {
+            reach
+        } else {
+            let drawn = rng.f64();
+            let mut below = 0.0;
+            (0..reach)
+                .find(|index| {
+                    below += shares[*index];
+                    drawn < below
+                })
+                .unwrap_or(reach)
+        };
+        let [near, middle, far] = candidates;
+        let candidates = match chosen {
+            0 => near,
+            1 => middle,
+            _ => far,
+        };
         Some(Tier {
-            candidates: tier(reach),
+            candidates,
             eligible,
         })
     }
 
-    /// Each tier's flag, nearest first; a backend of an earlier tier has
-    /// the later ones' too (in the viewer's cluster is on its network), so
-    /// a tier is its flag without the one before it.
-    fn tiers(&self) -> &'static [u8] {
+    /// How new connections spread over tiers of `counts` candidates (module
+    /// documentation, step 2): the furthest tier that takes a share (the
+    /// first at its minimum, else the last with candidates), and each tier's
+    /// fraction. `None`: no candidate at all.
+    fn spread(&self, counts: &[usize; MAX_TIERS]) -> Option<(usize, [f64; MAX_TIERS])> {
+        let minimum = self.minimum_healthy.max(1) as usize;
+        let last = counts.iter().rposition(|count| *count > 0)?;
+        let reach = (0..last)
+            .find(|index| counts[*index] >= minimum)
+            .unwrap_or(last);
+        let mut shares = [0.0; MAX_TIERS];
+        let mut left = 1.0;
+        for (index, count) in counts.iter().enumerate().take(reach) {
+            shares[index] = left * *count as f64 / minimum as f64;
+            left -= shares[index];
+        }
+        shares[reach] = left;
+        Some((reach, shares))
+    }
+
+    /// Each tier's flag and name, nearest first; a backend of an earlier
+    /// tier has the later ones' flags too (in the viewer's cluster is on its
+    /// network), so a tier is its flag without the one before it.
+    fn tiers(&self) -> &'static [(u8, &'static str)] {
         match self.locality {
-            Locality::None => &[0],
-            Locality::Cluster => &[IN_CLUSTER, ON_NETWORK, 0],
-            Locality::Network => &[ON_NETWORK, 0],
+            Locality::None => &[(0, "every backend")],
+            Locality::Cluster => &[
+                (IN_CLUSTER, "this cluster"),
+                (ON_NETWORK, "this network"),
+                (0, "other networks"),
+            ],
+            Locality::Network => &[(ON_NETWORK, "this network"), (0, "other networks")],
         }
     }
 
     /// What each locality tier of `route` is and takes of new connections
-    /// now (module documentation, step 2), for `/debug/routes` and
-    /// `strait explain`: no connection has tried anything yet.
+    /// now, for `/debug/routes` and `strait explain`: the numbers a pick
+    /// uses, before any connection has tried anything.
     pub fn tier_shares(&self, route: &PortRoute, now: Instant) -> LocalityReport {
         let slots = read(&self.slots);
         let flags: Vec<u8> = route
@@ -517,36 +538,21 @@ impl Chooser {
             .iter()
             .map(|routed| self.classify(&slots, routed, &[], now, true))
             .collect();
-        let names: &[&'static str] = match self.locality {
-            Locality::None => &["every backend"],
-            Locality::Cluster => &["this cluster", "this network", "other networks"],
-            Locality::Network => &["this network", "other networks"],
-        };
         let tiers = self.tiers();
         let health = health_of(&flags).unwrap_or(UNTRIED);
-        let minimum = self.minimum_healthy as usize;
-        let mut left = 1.0;
-        let last = (0..tiers.len())
-            .rev()
-            .find(|index| tier_of(&flags, health, tiers, *index).count > 0);
-        let shares = names
+        let counts: [usize; MAX_TIERS] =
+            std::array::from_fn(|index| tier_of(&flags, health, tiers, index).count);
+        let shares = self
+            .spread(&counts)
+            .map_or([0.0; MAX_TIERS], |(_, shares)| shares);
+        let tiers = tiers
             .iter()
             .enumerate()
-            .map(|(index, name)| {
-                let candidates = tier_of(&flags, health, tiers, index).count;
-                let all = tier_of(&flags, 0, tiers, index).count;
-                let share = match last {
-                    Some(last) if index == last || (index < last && candidates >= minimum) => left,
-                    Some(last) if index < last => left * candidates as f64 / minimum as f64,
-                    _ => 0.0,
-                };
-                left -= share;
-                TierShare {
-                    tier: name,
-                    backends: all,
-                    candidates,
-                    share,
-                }
+            .map(|(index, (_, name))| TierShare {
+                tier: name,
+                backends: tier_of(&flags, 0, self.tiers(), index).count,
+                candidates: counts[index],
+                share: shares[index],
             })
             .collect();
         let ejected = route
@@ -559,7 +565,7 @@ impl Chooser {
         LocalityReport {
             locality: self.locality,
             minimum_healthy: self.minimum_healthy,
-            tiers: shares,
+            tiers,
             ejected,
         }
     }
@@ -678,11 +684,20 @@ fn health_of(flags: &[u8]) -> Option<u8> {
         .find(|required| Candidates::with(flags, *required, 0).count > 0)
 }
 
-/// Tier `index` of `tiers`: its flag, without the nearer tier's.
-fn tier_of<'f>(flags: &'f [u8], health: u8, tiers: &[u8], index: usize) -> Candidates<'f> {
+/// Tier `index` of `tiers`: its flag, without the nearer tier's. A tier
+/// past the last has no candidate.
+fn tier_of<'f>(flags: &'f [u8], health: u8, tiers: &[(u8, &str)], index: usize) -> Candidates<'f> {
+    let Some((flag, _)) = tiers.get(index) else {
+        // No backend has every flag: contains nothing.
+        return Candidates {
+            flags,
+            required: u8::MAX,
+            excluded: 0,
+            count: 0,
+        };
+    };
     let nearer = index.checked_sub(1).and_then(|before| tiers.get(before));
-    let flag = tiers.get(index).copied().unwrap_or(0);
-    Candidates::with(flags, health | flag, nearer.copied().unwrap_or(0))
+    Candidates::with(flags, health | flag, nearer.map_or(0, |(flag, _)| *flag))
 }
 
 /// How a port's new connections are spread over the locality tiers now.
