@@ -68,10 +68,19 @@ async fn start(env: &Env, transport: Option<&'static str>, tuning: &'static str)
 
 /// `dig +short` for [`QNAME`] at `server` from `ns`: the answer's lines.
 async fn dig(ns: &str, server: SocketAddr) -> Vec<String> {
+    dig_from(ns, server, 0).await
+}
+
+/// [`dig`] from a chosen source port (0: the kernel's choice). Queries
+/// counted as flows take distinct ports: a kernel-chosen port may repeat
+/// one whose flow is still open, and the gateway rightly carries such a
+/// query on that flow.
+async fn dig_from(ns: &str, server: SocketAddr, source_port: u16) -> Vec<String> {
     let at = format!("@{}", server.ip());
     let port = server.port().to_string();
+    let source = format!("0.0.0.0#{source_port}");
     let args = [
-        "+short", "+time=3", "+tries=2", &at, "-p", &port, "A", QNAME,
+        "+short", "+time=3", "+tries=2", "-b", &source, &at, "-p", &port, "A", QNAME,
     ];
     let output = exec_in(ns, "dig", &args).await;
     assert!(output.status.success(), "dig {args:?}: {}", text(&output));
@@ -107,9 +116,9 @@ pub async fn dig_across_networks(env: Env, transport: Option<&'static str>, bloc
     proxy.forward_udp(dns, replica("c1", 1, import_of(&ports, "dns", 53)));
 
     let before = world.scrape().await;
-    for _ in 0..10 {
+    for query in 0..10 {
         assert_eq!(
-            dig(&client, dns).await,
+            dig_from(&client, dns, 41_000 + query).await,
             [mark("c3")],
             "only c3 declares 53/UDP"
         );
