@@ -82,6 +82,20 @@ impl ClusterService {
         self
     }
 
+    /// Its export states this routing policy (call after `exported_at`).
+    pub fn routing(mut self, policy: crate::model::RoutingPolicy) -> Self {
+        if let Some(export) = self.export.as_mut() {
+            export.routing = policy;
+        }
+        self
+    }
+
+    /// The Service's `trafficDistribution`.
+    pub fn traffic_distribution(mut self, value: &str) -> Self {
+        self.spec.traffic_distribution = Some(value.to_owned());
+        self
+    }
+
     pub fn exported_without_timestamp(mut self) -> Self {
         self.export = Some(Export::default());
         self

@@ -419,6 +419,25 @@ fn render_locality(out: &mut String, locality: &Value) {
         "locality {} ({grading}), new connections now:",
         text(&locality["locality"]),
     );
+    let layer = |from: &Value| match from.as_str() {
+        Some("admin") => "this cluster's routing settings",
+        Some("export") => "the export's annotations",
+        Some("traffic-distribution") => "the Service's trafficDistribution",
+        _ => "this gateway's tuning",
+    };
+    let _ = writeln!(
+        out,
+        "  locality set by {}",
+        layer(&locality["localityFrom"])
+    );
+    if let Some(fence) = locality["fence"].as_str() {
+        let _ = writeln!(
+            out,
+            "  fenced to {fence} (set by {}); {} backends outside are never used",
+            layer(&locality["fenceFrom"]),
+            text(&locality["outsideFence"])
+        );
+    }
     for tier in tiers {
         let _ = writeln!(
             out,
@@ -478,7 +497,8 @@ mod tests {
             "from": {"cluster": "c1", "network": "net-a"},
             "backends": [], "excluded": [],
             "locality": {
-                "locality": "cluster", "minimumHealthy": 4,
+                "locality": "cluster", "localityFrom": "export", "minimumHealthy": 4,
+                "fence": "networks net-a,net-b", "fenceFrom": "admin", "outsideFence": 2,
                 "tiers": [
                     {"tier": "this cluster", "backends": 4, "candidates": 2, "share": 0.5},
                     {"tier": "this network", "backends": 3, "candidates": 3, "share": 0.375},
@@ -490,6 +510,8 @@ mod tests {
         let text = render(&report);
         for line in [
             "locality cluster (a tier short of 4 backends keeps that fraction), new connections now:",
+            "  locality set by the export's annotations",
+            "  fenced to networks net-a,net-b (set by this cluster's routing settings); 2 backends outside are never used",
             "  this cluster      50.0 %  (2 of 4 backends not ejected)",
             "  other networks    12.5 %  (3 of 3 backends not ejected)",
             "  ejected now: net-a/10.1.0.1:8042",

@@ -6,10 +6,12 @@
 mod dns;
 mod imports;
 mod peers;
+mod routing;
 mod tunnel;
 
 pub use dns::DnsSettings;
 pub use imports::ImportSettings;
+pub use routing::{FenceSettings, ServiceRouting};
 pub use tunnel::TunnelConfig;
 
 use std::collections::BTreeMap;
@@ -73,6 +75,10 @@ pub struct GatewaySettings {
     /// tests, never in a real cluster set.
     #[serde(default)]
     pub allow_loopback_endpoints: bool,
+    /// This cluster's admin's routing policy per imported service, over
+    /// what each exporter says.
+    #[serde(default)]
+    pub routing: Vec<ServiceRouting>,
 }
 
 fn default_network_property() -> String {
@@ -98,6 +104,7 @@ impl Default for GatewaySettings {
             imports: ImportSettings::default(),
             dns: DnsSettings::default(),
             allow_loopback_endpoints: false,
+            routing: Vec::new(),
         }
     }
 }
@@ -507,6 +514,9 @@ impl GatewaySettings {
         settings
             .feed_peers()
             .map_err(|(field, message)| error(Some(field), message))?;
+        settings
+            .admin_policies()
+            .map_err(|(field, message)| error(Some(field), message))?;
         if let Some(namespace) = &settings.kube.remote_secret_namespace {
             check_dns_subdomain(namespace, 63).map_err(|e| {
                 error(
@@ -561,6 +571,14 @@ impl GatewaySettings {
     pub fn feed_peers(&self) -> Result<Vec<crate::feed::FeedPeer>, (String, String)> {
         let networks = self.network_map().ok().flatten();
         peers::feed_peers(&self.kube.peers, networks.as_ref(), self.cluster.as_deref())
+    }
+
+    /// `routing`, checked: the admin's policy layer by service.
+    pub fn admin_policies(
+        &self,
+    ) -> Result<Vec<(crate::model::ServiceKey, crate::model::RoutingPolicy)>, (String, String)>
+    {
+        routing::admin_policies(&self.routing)
     }
 
     pub fn translate_options(&self) -> TranslateOptions {

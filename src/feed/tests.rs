@@ -105,6 +105,21 @@ fn a_snapshot_carries_the_exported_services_only_and_round_trips_into_the_model(
         .headless()
         .port("sql", 5432, 5432)
         .exported_at(7)
+        // The exporter's routing policy crosses the feed as it was read.
+        .routing(
+            crate::model::RoutingPolicy::from_annotations(
+                &[
+                    ("strait.dev/locality", "network"),
+                    ("strait.dev/locality-minimum-healthy", "2"),
+                    ("strait.dev/fence-networks", "net-a,net-b"),
+                    ("strait.dev/fence-clusters", "c9"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            )
+            .expect("a valid policy"),
+        )
         .endpoint_named("10.3.0.9", "db-0");
     let unexported = ServiceBuilder::new().named("secret").port("http", 80, 80);
     let published = cluster(&[exported_http("cart", "10.3.0.1"), headless, unexported]);

@@ -15,8 +15,9 @@ use serde::{Deserialize, Serialize};
 use crate::model::names::reserved_metadata_key;
 use crate::model::{
     AccessPolicy, ClusterId, ClusterService, Endpoint, EndpointDetails, EndpointGroup,
-    EndpointPort, EndpointsBuilder, Export, IpFamily, NetworkId, Protocol, ServiceKey, ServicePort,
-    ServiceSpec, ServiceType, SessionAffinity, is_dns_label, unroutable_endpoint,
+    EndpointPort, EndpointsBuilder, Export, IpFamily, NetworkId, Protocol, RoutingPolicy,
+    ServiceKey, ServicePort, ServiceSpec, ServiceType, SessionAffinity, is_dns_label,
+    unroutable_endpoint,
 };
 
 /// The longest zone, `appProtocol`, `trafficDistribution` or metadata
@@ -132,6 +133,22 @@ pub struct WireExport {
     pub access: Option<WireAccess>,
     #[serde(default)]
     pub proxy_protocol: bool,
+    /// `strait.dev/locality`, `locality-minimum-healthy` and `fence-*`;
+    /// absent: the export says nothing of where connections go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<WireRouting>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WireRouting {
+    /// `none`, `cluster` or `network`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locality: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locality_minimum_healthy: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<WireAccess>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -356,6 +373,14 @@ impl WireService {
                     networks: access.networks.iter().map(|n| n.to_string()).collect(),
                 }),
                 proxy_protocol: export.proxy_protocol,
+                routing: (!export.routing.is_empty()).then(|| WireRouting {
+                    locality: export.routing.locality.map(|l| l.as_str().to_owned()),
+                    locality_minimum_healthy: export.routing.locality_minimum_healthy,
+                    fence: export.routing.fence.as_ref().map(|fence| WireAccess {
+                        clusters: fence.clusters.iter().map(|c| c.to_string()).collect(),
+                        networks: fence.networks.iter().map(|n| n.to_string()).collect(),
+                    }),
+                }),
             },
             endpoints: service
                 .endpoint_groups
@@ -484,26 +509,53 @@ impl WireService {
                     .map_err(|_| invalid("export.created", text))?,
             ),
         };
-        let access = match export.access {
+        // Lists of ids, each checked; `field` names the list in errors.
+        let ids = |lists: &WireAccess, field: &'static str| {
+            let mut clusters = std::collections::BTreeSet::new();
+            for cluster in &lists.clusters {
+                clusters.insert(ClusterId::new(cluster).map_err(|_| invalid(field, cluster))?);
+            }
+            let mut networks = std::collections::BTreeSet::new();
+            for network in &lists.networks {
+                networks.insert(NetworkId::new(network).map_err(|_| invalid(field, network))?);
+            }
+            Ok::<_, WireError>((clusters, networks))
+        };
+        let access = match &export.access {
             None => None,
             Some(access) => {
-                let mut policy = AccessPolicy {
-                    clusters: std::collections::BTreeSet::new(),
-                    networks: std::collections::BTreeSet::new(),
+                let (clusters, networks) = ids(access, "export.access")?;
+                Some(AccessPolicy { clusters, networks })
+            }
+        };
+        let routing = match &export.routing {
+            None => RoutingPolicy::default(),
+            Some(routing) => {
+                let locality = match routing.locality.as_deref() {
+                    None => None,
+                    Some(text) => Some(
+                        crate::model::Locality::of_name(text)
+                            .ok_or_else(|| invalid("export.routing.locality", text))?,
+                    ),
                 };
-                for cluster in &access.clusters {
-                    policy.clusters.insert(
-                        ClusterId::new(cluster)
-                            .map_err(|_| invalid("export.access.clusters", cluster))?,
-                    );
+                if routing.locality_minimum_healthy == Some(0) {
+                    return Err(invalid("export.routing.localityMinimumHealthy", "0"));
                 }
-                for network in &access.networks {
-                    policy.networks.insert(
-                        NetworkId::new(network)
-                            .map_err(|_| invalid("export.access.networks", network))?,
-                    );
+                let fence = match &routing.fence {
+                    None => None,
+                    Some(fence) => {
+                        let (clusters, networks) = ids(fence, "export.routing.fence")?;
+                        if clusters.is_empty() && networks.is_empty() {
+                            return Err(invalid("export.routing.fence", "empty"));
+                        }
+                        Some(crate::model::Fence { clusters, networks })
+                    }
+                };
+                RoutingPolicy {
+                    locality,
+                    locality_minimum_healthy: routing.locality_minimum_healthy,
+                    fence,
                 }
-                Some(policy)
             }
         };
         // The publisher filtered these already; a member cluster's word
@@ -586,6 +638,7 @@ impl WireService {
                 exported_annotations: unreserved(export.annotations),
                 access,
                 proxy_protocol: export.proxy_protocol,
+                routing,
             }),
             endpoint_groups,
         })

@@ -54,6 +54,8 @@ pub enum GatewayError {
     Watch { dir: PathBuf, source: notify::Error },
     #[error("cannot serve dns: {0}")]
     Dns(#[from] crate::dns::ZoneError),
+    #[error("settings field {field}: {message}")]
+    Settings { field: String, message: String },
 }
 
 /// Everything a gateway needs besides its listeners.
@@ -301,6 +303,10 @@ impl Gateway {
         own_listeners.push(SocketAddr::new(import_address, 0));
         own_listeners.extend(&addresses.cluster_set_ip);
         own_listeners.extend(addresses.dns);
+        let admin_policies = options
+            .settings
+            .admin_policies()
+            .map_err(|(field, message)| GatewayError::Settings { field, message })?;
         let (memory_limit, limit_from) = tuning.memory_limit();
         let memory = Arc::new(crate::net::memory::MemoryBudget::for_limit(memory_limit));
         tracing::info!(
@@ -317,7 +323,8 @@ impl Gateway {
                 table.network().clone(),
                 OutlierPolicy::default(),
             )
-            .with_locality_minimum(tuning.locality_minimum_healthy),
+            .with_locality_minimum(tuning.locality_minimum_healthy)
+            .with_admin_policies(admin_policies),
             routes: ArcSwap::from_pointee(table),
             pool: TunnelPool::new(options.tunnel.clone(), tls.clone(), dial, metrics.clone()),
             quic,

@@ -26,6 +26,9 @@ pub enum ConflictReason {
     /// Not a KEP-1645 reason: the constituents' `strait.dev/proxy-protocol`
     /// annotations differ.
     ProxyProtocolConflict,
+    /// Not a KEP-1645 reason: the constituents' `strait.dev/locality*` or
+    /// `strait.dev/fence-*` annotations differ.
+    RoutingPolicyConflict,
 }
 
 impl ConflictReason {
@@ -43,6 +46,7 @@ impl ConflictReason {
             ConflictReason::AnnotationsConflict => "exported annotations",
             ConflictReason::AccessPolicyConflict => "access policy",
             ConflictReason::ProxyProtocolConflict => "PROXY protocol",
+            ConflictReason::RoutingPolicyConflict => "routing policy",
         }
     }
 }

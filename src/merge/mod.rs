@@ -30,7 +30,7 @@ pub use conflict::{Conflict, ConflictReason};
 
 use crate::model::{
     AccessPolicy, Cluster, ClusterId, ClusterService, ClusterSet, EndpointsBuilder, IpFamily,
-    Protocol, ServiceKey, ServicePort, ServiceType, SessionAffinity, Shared,
+    Protocol, RoutingPolicy, ServiceKey, ServicePort, ServiceType, SessionAffinity, Shared,
 };
 
 /// Every multi-cluster service of the set, by key. Each service is shared:
@@ -68,6 +68,9 @@ pub struct MergedService {
     /// Whether backend connections start with a PROXY protocol v2 header:
     /// the oldest export's `strait.dev/proxy-protocol`.
     pub proxy_protocol: bool,
+    /// Where importers' connections may go: the oldest export's
+    /// `strait.dev/locality`, `locality-minimum-healthy` and `fence-*`.
+    pub routing: RoutingPolicy,
     /// The exporting clusters, oldest export first.
     pub constituents: Vec<ClusterId>,
     /// Clusters that hold the Service without exporting it.
@@ -368,6 +371,11 @@ fn merge_service(
             .and_then(|e| e.access.clone())
             .map(Arc::new),
         proxy_protocol: oldest.export.as_ref().is_some_and(|e| e.proxy_protocol),
+        routing: oldest
+            .export
+            .as_ref()
+            .map(|e| e.routing.clone())
+            .unwrap_or_default(),
         constituents: constituents.iter().map(|(c, _)| c.id.clone()).collect(),
         not_exported,
         holders: holders
@@ -441,6 +449,11 @@ fn property_conflicts(constituents: &[(&Cluster, &ClusterService)]) -> Vec<Confl
             None => "every cluster of the cluster set".to_owned(),
         },
     );
+    check(RoutingPolicyConflict, &|s| {
+        s.export
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), |e| e.routing.to_string())
+    });
     check(ProxyProtocolConflict, &|s| {
         if s.export.as_ref().is_some_and(|e| e.proxy_protocol) {
             "v2".to_owned()

@@ -74,20 +74,31 @@ impl AccessPolicy {
 impl fmt::Display for AccessPolicy {
     /// `clusters c1,c2; networks net-a`, naming only what is listed.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let join = |ids: Vec<&str>| ids.join(",");
-        let clusters = join(self.clusters.iter().map(ClusterId::as_str).collect());
-        let networks = join(self.networks.iter().map(NetworkId::as_str).collect());
-        match (clusters.is_empty(), networks.is_empty()) {
-            (false, false) => write!(f, "clusters {clusters}; networks {networks}"),
-            (false, true) => write!(f, "clusters {clusters}"),
-            (true, false) => write!(f, "networks {networks}"),
-            (true, true) => f.write_str("nobody"),
-        }
+        describe(f, &self.clusters, &self.networks, "nobody")
+    }
+}
+
+/// `clusters c1,c2; networks net-a`, naming only what is listed; `none`
+/// when nothing is.
+pub(super) fn describe(
+    f: &mut fmt::Formatter<'_>,
+    clusters: &BTreeSet<ClusterId>,
+    networks: &BTreeSet<NetworkId>,
+    none: &str,
+) -> fmt::Result {
+    let join = |ids: Vec<&str>| ids.join(",");
+    let clusters = join(clusters.iter().map(ClusterId::as_str).collect());
+    let networks = join(networks.iter().map(NetworkId::as_str).collect());
+    match (clusters.is_empty(), networks.is_empty()) {
+        (false, false) => write!(f, "clusters {clusters}; networks {networks}"),
+        (false, true) => write!(f, "clusters {clusters}"),
+        (true, false) => write!(f, "networks {networks}"),
+        (true, true) => f.write_str(none),
     }
 }
 
 /// A comma-separated list of ids; blanks around entries are ignored.
-fn parse_list<T: Ord>(
+pub(super) fn parse_list<T: Ord>(
     value: &str,
     parse: impl Fn(&str) -> Result<T, IdError>,
 ) -> Result<BTreeSet<T>, AccessPolicyError> {

@@ -11,6 +11,7 @@ pub mod import_record;
 pub mod names;
 mod pods;
 mod proxy_protocol;
+mod routing_policy;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,6 +32,10 @@ pub use ids::{
 };
 pub use pods::{PodRef, PortKey, pod_label};
 pub use proxy_protocol::{PROXY_PROTOCOL_ANNOTATION, ProxyProtocolError, proxy_protocol};
+pub use routing_policy::{
+    FENCE_CLUSTERS_ANNOTATION, FENCE_NETWORKS_ANNOTATION, Fence, LOCALITY_ANNOTATION,
+    LOCALITY_MINIMUM_ANNOTATION, Locality, RoutingPolicy, RoutingPolicyError, parse_minimum,
+};
 
 /// Every cluster of the set, by id.
 #[derive(Debug, Clone, Default)]
@@ -386,6 +391,9 @@ pub struct Export {
     /// Whether backend connections start with a PROXY protocol v2 header
     /// (`strait.dev/proxy-protocol: v2`).
     pub proxy_protocol: bool,
+    /// Where importers' connections may go (`strait.dev/locality`,
+    /// `locality-minimum-healthy`, `fence-*`): the exporter's default.
+    pub routing: RoutingPolicy,
 }
 
 /// The endpoints of one EndpointSlice and the ports they serve.

@@ -170,7 +170,8 @@ async fn handle(
         Err(error) => {
             let status = match &error {
                 OpenError::NotAdmitted(_) => StatusCode::FORBIDDEN,
-                OpenError::NoBackend(_) => StatusCode::SERVICE_UNAVAILABLE,
+                // No backend it may use: unavailable, with the fence named.
+                OpenError::NoBackend(_) | OpenError::Fenced(_) => StatusCode::SERVICE_UNAVAILABLE,
                 OpenError::Failed(_) => StatusCode::BAD_GATEWAY,
                 OpenError::TimedOut(_) => StatusCode::GATEWAY_TIMEOUT,
             };

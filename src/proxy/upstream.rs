@@ -90,6 +90,7 @@ impl OpenError {
         match self {
             OpenError::NotAdmitted(_) => "not_admitted",
             OpenError::NoBackend(_) => "no_backend",
+            OpenError::Fenced(_) => "fenced",
             OpenError::Failed(_) => "failed",
             OpenError::TimedOut(_) => "timed_out",
         }
@@ -106,6 +107,9 @@ pub enum OpenError {
     NotAdmitted(String),
     #[error("no ready backend for {0}")]
     NoBackend(String),
+    /// Every backend of the port is outside the service's fence.
+    #[error("{0}")]
+    Fenced(String),
     #[error("every attempt failed; last: {0}")]
     Failed(String),
     #[error("every attempt timed out; last: {0}")]
@@ -165,7 +169,8 @@ pub async fn open(
             ),
             Selection::Pod { label, cluster } => route
                 .pod(label, cluster)
-                .filter(|pod| !tried.contains(&BackendId::of(*pod))),
+                .filter(|pod| !tried.contains(&BackendId::of(*pod)))
+                .filter(|pod| state.chooser.fence_admits(service, *pod)),
         };
         let Some(backend) = picked else {
             break;
@@ -239,6 +244,11 @@ pub async fn open(
         }
     }
     match last {
+        None if tried.is_empty()
+            && let Some(why) = state.chooser.fenced_out(service, route) =>
+        {
+            Err(OpenError::Fenced(why))
+        }
         None => Err(OpenError::NoBackend(format!(
             "{}:{}",
             service.key, route.port

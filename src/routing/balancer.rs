@@ -54,6 +54,8 @@
 
 mod affinity;
 mod outlier;
+mod policy;
+mod shares;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -66,13 +68,17 @@ use serde::Serialize;
 
 pub use affinity::AFFINITY_CAPACITY;
 pub use outlier::OutlierPolicy;
+pub use policy::PolicySource;
+pub use shares::{LocalityReport, TierShare};
 
 use self::affinity::AffinityTable;
 use self::outlier::Health;
+use self::policy::{Policies, Resolved};
 use serde::Deserialize;
 
 use super::{PortRoute, RoutedBackend, RoutedBackends, ServiceRoutes};
-use crate::model::{ClusterId, NetworkId, Protocol, ServiceKey, SessionAffinity};
+pub use crate::model::Locality;
+use crate::model::{ClusterId, NetworkId, Protocol, RoutingPolicy, ServiceKey, SessionAffinity};
 
 /// How backends are chosen among those a port may use.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
@@ -82,16 +88,6 @@ pub enum Balancer {
     #[default]
     P2c,
     RoundRobin,
-}
-
-/// Which backends are preferred when several may carry a connection.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum Locality {
-    #[default]
-    None,
-    Cluster,
-    Network,
 }
 
 /// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds`.
@@ -171,6 +167,8 @@ const UNTRIED: u8 = 1;
 const HEALTHY: u8 = 2;
 const IN_CLUSTER: u8 = 4;
 const ON_NETWORK: u8 = 8;
+/// Outside the service's fence: never a candidate, not even in panic mode.
+const OUTSIDE: u8 = 16;
 
 /// Chooses backends for connections; see the module documentation.
 ///
@@ -179,9 +177,8 @@ const ON_NETWORK: u8 = 8;
 #[derive(Debug)]
 pub struct Chooser {
     balancer: Balancer,
-    locality: Locality,
-    /// Candidates a locality tier needs to take every connection it is asked for.
-    minimum_healthy: u32,
+    /// The gateway's locality and minimum, and its admin's per-service layers.
+    policies: Policies,
     viewer: ClusterId,
     viewer_network: NetworkId,
     outliers: OutlierPolicy,
@@ -203,8 +200,11 @@ impl Chooser {
     ) -> Self {
         Self {
             balancer,
-            locality,
-            minimum_healthy: 1,
+            policies: Policies {
+                locality,
+                minimum_healthy: 1,
+                admin: HashMap::new(),
+            },
             viewer,
             viewer_network,
             outliers,
@@ -218,8 +218,67 @@ impl Chooser {
     /// The same chooser, a locality tier with fewer than `minimum` candidate
     /// backends taking only that fraction of new connections (at least 1).
     pub fn with_locality_minimum(mut self, minimum: u32) -> Self {
-        self.minimum_healthy = minimum.max(1);
+        self.policies.minimum_healthy = minimum.max(1);
         self
+    }
+
+    /// The same chooser, the admin's layer of these services' policies
+    /// over what their exporters say (`routing` in `gateway.yaml`).
+    pub fn with_admin_policies(
+        mut self,
+        policies: impl IntoIterator<Item = (ServiceKey, RoutingPolicy)>,
+    ) -> Self {
+        self.policies.admin = policies.into_iter().collect();
+        self
+    }
+
+    /// Whether `routed` may serve `service`: inside its fence, if it has one.
+    pub fn fence_admits(&self, service: &ServiceRoutes, routed: RoutedBackend<'_>) -> bool {
+        self.policies
+            .resolve(service)
+            .fence
+            .is_none_or(|fence| fence.admits(routed.backend.cluster, routed.attested_network()))
+    }
+
+    /// Why no backend of `route` may serve `service`: every one is outside
+    /// its fence. `None` when one is inside, or there is no fence.
+    pub fn fenced_out(&self, service: &ServiceRoutes, route: &PortRoute) -> Option<String> {
+        let policy = self.policies.resolve(service);
+        let fence = policy.fence?;
+        if route
+            .backends
+            .iter()
+            .any(|routed| fence.admits(routed.backend.cluster, routed.attested_network()))
+        {
+            return None;
+        }
+        let mut outside: Vec<String> = route
+            .backends
+            .iter()
+            .map(|routed| match routed.attested_network() {
+                Some(network) => format!("{} on {network}", routed.backend.cluster),
+                None => format!(
+                    "{} on {} (not attested)",
+                    routed.backend.cluster,
+                    routed.network()
+                ),
+            })
+            .collect();
+        outside.dedup();
+        Some(format!(
+            "{} is fenced to {fence} ({} policy); none of port {}'s backends is inside{}",
+            service.key,
+            match policy.fence_from {
+                PolicySource::Admin => "this cluster's",
+                _ => "its exporter's",
+            },
+            route.port,
+            if outside.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", outside.join(", "))
+            }
+        ))
     }
 
     /// The same chooser remembering at most `capacity` clients per service port.
@@ -258,13 +317,14 @@ impl Chooser {
             &mut spilled
         };
         let check_health = self.marked.load(Ordering::Acquire) > 0;
+        let policy = self.policies.resolve(service);
         for (flag, routed) in flags.iter_mut().zip(backends) {
-            *flag = self.classify(&slots, routed, tried, now, check_health);
+            *flag = self.classify(&slots, routed, &policy, tried, now, check_health);
         }
         let Tier {
             candidates,
             eligible,
-        } = self.narrow(flags, rng)?;
+        } = narrow(flags, &policy, rng)?;
 
         let Some(state) = route_state.as_deref().filter(|_| sticky) else {
             let state = route_state.as_deref();
@@ -430,10 +490,17 @@ impl Chooser {
         &self,
         slots: &Slots,
         routed: RoutedBackend<'_>,
+        policy: &Resolved<'_>,
         tried: &[BackendId],
         now: Instant,
         check_health: bool,
     ) -> u8 {
+        if policy
+            .fence
+            .is_some_and(|fence| !fence.admits(routed.backend.cluster, routed.attested_network()))
+        {
+            return OUTSIDE;
+        }
         let mut flag = 0;
         if !tried.iter().any(|id| id.matches(routed)) {
             flag |= UNTRIED;
@@ -445,7 +512,7 @@ impl Chooser {
         if !ejected {
             flag |= HEALTHY;
         }
-        if self.locality != Locality::None {
+        if policy.locality != Locality::None {
             if *routed.network() == self.viewer_network {
                 flag |= ON_NETWORK;
             }
@@ -454,120 +521,6 @@ impl Chooser {
             }
         }
         flag
-    }
-
-    /// The flags a candidate must have, and how many backends have them:
-    /// untried and healthy (or merely untried in panic mode), then the
-    /// locality tier this connection goes to (module documentation, step 2).
-    fn narrow<'f>(&self, flags: &'f [u8], rng: &mut fastrand::Rng) -> Option<Tier<'f>> {
-        let health = health_of(flags)?;
-        let tiers = self.tiers();
-        // One pass over the flags per tier, each tier counted once.
-        let candidates: [Candidates<'f>; MAX_TIERS] =
-            std::array::from_fn(|index| tier_of(flags, health, tiers, index));
-        let (reach, shares) = self.spread(&candidates.each_ref().map(|tier| tier.count))?;
-        let flag = |index: usize| tiers.get(index).map_or(0, |(flag, _)| *flag);
-        let eligible = Candidates::with(flags, health | flag(reach), 0);
-        // A draw only when a nearer tier is short of its minimum.
-        let chosen = if shares[reach] >= 1.0 {
-            reach
-        } else {
-            let drawn = rng.f64();
-            let mut below = 0.0;
-            (0..reach)
-                .find(|index| {
-                    below += shares[*index];
-                    drawn < below
-                })
-                .unwrap_or(reach)
-        };
-        let [near, middle, far] = candidates;
-        let candidates = match chosen {
-            0 => near,
-            1 => middle,
-            _ => far,
-        };
-        Some(Tier {
-            candidates,
-            eligible,
-        })
-    }
-
-    /// How new connections spread over tiers of `counts` candidates (module
-    /// documentation, step 2): the furthest tier that takes a share (the
-    /// first at its minimum, else the last with candidates), and each tier's
-    /// fraction. `None`: no candidate at all.
-    fn spread(&self, counts: &[usize; MAX_TIERS]) -> Option<(usize, [f64; MAX_TIERS])> {
-        let minimum = self.minimum_healthy.max(1) as usize;
-        let last = counts.iter().rposition(|count| *count > 0)?;
-        let reach = (0..last)
-            .find(|index| counts[*index] >= minimum)
-            .unwrap_or(last);
-        let mut shares = [0.0; MAX_TIERS];
-        let mut left = 1.0;
-        for (index, count) in counts.iter().enumerate().take(reach) {
-            shares[index] = left * *count as f64 / minimum as f64;
-            left -= shares[index];
-        }
-        shares[reach] = left;
-        Some((reach, shares))
-    }
-
-    /// Each tier's flag and name, nearest first; a backend of an earlier
-    /// tier has the later ones' flags too (in the viewer's cluster is on its
-    /// network), so a tier is its flag without the one before it.
-    fn tiers(&self) -> &'static [(u8, &'static str)] {
-        match self.locality {
-            Locality::None => &[(0, "every backend")],
-            Locality::Cluster => &[
-                (IN_CLUSTER, "this cluster"),
-                (ON_NETWORK, "this network"),
-                (0, "other networks"),
-            ],
-            Locality::Network => &[(ON_NETWORK, "this network"), (0, "other networks")],
-        }
-    }
-
-    /// What each locality tier of `route` is and takes of new connections
-    /// now, for `/debug/routes` and `strait explain`: the numbers a pick
-    /// uses, before any connection has tried anything.
-    pub fn tier_shares(&self, route: &PortRoute, now: Instant) -> LocalityReport {
-        let slots = read(&self.slots);
-        let flags: Vec<u8> = route
-            .backends
-            .iter()
-            .map(|routed| self.classify(&slots, routed, &[], now, true))
-            .collect();
-        let tiers = self.tiers();
-        let health = health_of(&flags).unwrap_or(UNTRIED);
-        let counts: [usize; MAX_TIERS] =
-            std::array::from_fn(|index| tier_of(&flags, health, tiers, index).count);
-        let shares = self
-            .spread(&counts)
-            .map_or([0.0; MAX_TIERS], |(_, shares)| shares);
-        let tiers = tiers
-            .iter()
-            .enumerate()
-            .map(|(index, (_, name))| TierShare {
-                tier: name,
-                backends: tier_of(&flags, 0, self.tiers(), index).count,
-                candidates: counts[index],
-                share: shares[index],
-            })
-            .collect();
-        let ejected = route
-            .backends
-            .iter()
-            .zip(&flags)
-            .filter(|(_, flag)| *flag & HEALTHY == 0)
-            .map(|(routed, _)| BackendId::of(routed).to_string())
-            .collect();
-        LocalityReport {
-            locality: self.locality,
-            minimum_healthy: self.minimum_healthy,
-            tiers,
-            ejected,
-        }
     }
 
     /// The index in the route of the balancer's choice among the candidates.
@@ -676,6 +629,46 @@ struct Candidates<'f> {
     count: usize,
 }
 
+/// The flags a candidate must have, and how many backends have them:
+/// untried and healthy (or merely untried in panic mode), then the
+/// locality tier this connection goes to (module documentation, step 2).
+fn narrow<'f>(flags: &'f [u8], policy: &Resolved<'_>, rng: &mut fastrand::Rng) -> Option<Tier<'f>> {
+    let health = health_of(flags)?;
+    let tiers = policy::tiers(policy.locality);
+    // One pass over the flags per tier, each tier counted once.
+    let candidates: [Candidates<'f>; MAX_TIERS] =
+        std::array::from_fn(|index| tier_of(flags, health, tiers, index));
+    let (reach, shares) = policy::spread(
+        &candidates.each_ref().map(|tier| tier.count),
+        policy.minimum_healthy,
+    )?;
+    let flag = |index: usize| tiers.get(index).map_or(0, |(flag, _)| *flag);
+    let eligible = Candidates::with(flags, health | flag(reach), 0);
+    // A draw only when a nearer tier is short of its minimum.
+    let chosen = if shares[reach] >= 1.0 {
+        reach
+    } else {
+        let drawn = rng.f64();
+        let mut below = 0.0;
+        (0..reach)
+            .find(|index| {
+                below += shares[*index];
+                drawn < below
+            })
+            .unwrap_or(reach)
+    };
+    let [near, middle, far] = candidates;
+    let candidates = match chosen {
+        0 => near,
+        1 => middle,
+        _ => far,
+    };
+    Some(Tier {
+        candidates,
+        eligible,
+    })
+}
+
 /// The candidates' health flags: untried and healthy, or, when no
 /// backend is both, merely untried (panic mode); `None`: no candidate.
 fn health_of(flags: &[u8]) -> Option<u8> {
@@ -698,27 +691,6 @@ fn tier_of<'f>(flags: &'f [u8], health: u8, tiers: &[(u8, &str)], index: usize) 
     };
     let nearer = index.checked_sub(1).and_then(|before| tiers.get(before));
     Candidates::with(flags, health | flag, nearer.map_or(0, |(flag, _)| *flag))
-}
-
-/// How a port's new connections are spread over the locality tiers now.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct LocalityReport {
-    pub locality: Locality,
-    pub minimum_healthy: u32,
-    pub tiers: Vec<TierShare>,
-    /// Backends ejected by outlier detection now (`network/address:port`).
-    pub ejected: Vec<String>,
-}
-
-/// One locality tier: its backends, those a new connection may go to (not
-/// ejected), and the fraction of new connections it takes now.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct TierShare {
-    pub tier: &'static str,
-    pub backends: usize,
-    pub candidates: usize,
-    pub share: f64,
 }
 
 /// Where a pick goes: the tier's candidates, and those a client's
@@ -747,6 +719,15 @@ impl<'f> Candidates<'f> {
         self.flags
             .get(index)
             .is_some_and(|flag| flag & self.required == self.required && flag & self.excluded == 0)
+    }
+
+    /// How many of them lack `flag`.
+    fn count_without(&self, flag: u8) -> usize {
+        (0..self.flags.len())
+            .filter(|index| {
+                self.contains(*index) && self.flags.get(*index).is_some_and(|f| f & flag == 0)
+            })
+            .count()
     }
 
     /// The route index of the `n`-th candidate (from 0).
@@ -783,3 +764,6 @@ mod tests;
 
 #[cfg(test)]
 mod spillover_tests;
+
+#[cfg(test)]
+mod policy_tests;

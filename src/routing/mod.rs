@@ -56,6 +56,9 @@ pub struct Via {
     /// network map puts on the viewer's network. A member's own word on its
     /// network routes the viewer's egress, never a peer into this network.
     pub peer_dialable: bool,
+    /// Whether the admin's network map attests `network` (else it is what
+    /// the cluster says of itself): a fence admits by network only then.
+    pub network_attested: bool,
 }
 
 /// The routes of one service port.
@@ -94,6 +97,17 @@ impl ServiceRoutes {
     /// header before the first byte (`strait.dev/proxy-protocol`).
     pub fn proxy_protocol(&self) -> bool {
         self.merged.proxy_protocol
+    }
+
+    /// Where the exporter says connections may go (the oldest export's
+    /// routing annotations).
+    pub fn routing_policy(&self) -> &crate::model::RoutingPolicy {
+        &self.merged.routing
+    }
+
+    /// The oldest export's Service's `trafficDistribution`.
+    pub fn traffic_distribution(&self) -> Option<&str> {
+        self.merged.traffic_distribution.as_deref()
     }
 
     /// Whether `backend` is owed a PROXY protocol header through this
@@ -247,6 +261,7 @@ impl RouteTable {
                         network: cluster.network.clone(),
                         path,
                         peer_dialable,
+                        network_attested: cluster.network_attested,
                     })
                 });
                 (cluster.id.clone(), (cluster.network.clone(), via))

@@ -142,12 +142,14 @@ pub fn add_locality(
     now: Instant,
 ) {
     for report in reports {
-        let route = report
+        let service = report
             .service
             .split_once('/')
-            .and_then(|(namespace, name)| table.service(namespace, name))
-            .and_then(|service| service.port(report.protocol, report.port));
-        report.locality = route.map(|route| chooser.tier_shares(route, now));
+            .and_then(|(namespace, name)| table.service(namespace, name));
+        report.locality = service.and_then(|service| {
+            let route = service.port(report.protocol, report.port)?;
+            Some(chooser.tier_shares(service, route, now))
+        });
     }
 }
 

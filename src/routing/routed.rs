@@ -27,6 +27,11 @@ impl<'a> RoutedBackend<'a> {
         &self.via.network
     }
 
+    /// Its network, when the admin's network map attests it.
+    pub fn attested_network(&self) -> Option<&'a NetworkId> {
+        self.via.network_attested.then_some(&self.via.network)
+    }
+
     pub fn path(&self) -> &'a Path {
         &self.via.path
     }
@@ -175,6 +180,7 @@ mod tests {
             network: NetworkId::new(network).expect("network id"),
             path: Path::Direct,
             peer_dialable: true,
+            network_attested: true,
         })
     }
 

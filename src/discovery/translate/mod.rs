@@ -492,6 +492,18 @@ fn attach_export<'a>(
             return;
         }
     };
+    // So does a routing policy: a fence read as absent would let the
+    // connections it keeps in leave.
+    let routing = match crate::model::RoutingPolicy::from_annotations(&annotations) {
+        Ok(routing) => routing,
+        Err((annotation, error)) => {
+            findings.error(
+                &format!("metadata.annotations[{annotation:?}]"),
+                format!("{error}; the export is left out until it is mended"),
+            );
+            return;
+        }
+    };
     service.export = Some(Export {
         created: export.metadata.creation_timestamp.as_ref().map(|t| t.0),
         exported_labels: unreserved(
@@ -506,6 +518,7 @@ fn attach_export<'a>(
         ),
         access,
         proxy_protocol,
+        routing,
     });
 }
 

@@ -234,6 +234,36 @@ fn reserved_keys_in_exported_metadata_are_dropped_with_a_warning_and_the_export_
     assert_eq!(kept, ["note"]);
 }
 
+#[test]
+fn an_exports_routing_annotations_are_read_and_a_bad_one_leaves_the_export_out() {
+    let annotated = |annotations: &str| {
+        format!(
+            "{}---
+{}",
+            svc("cart", HTTP),
+            export(&format!(", annotations: {{{annotations}}}"))
+        )
+    };
+    let cluster = clean(&annotated(
+        "strait.dev/locality: network, strait.dev/fence-networks: \"net-a\"",
+    ));
+    let routing = cart(&cluster).export.clone().expect("exported").routing;
+    assert_eq!(
+        routing.to_string(),
+        "locality network; fence networks net-a"
+    );
+
+    let cluster = expect_error(
+        &annotated("strait.dev/locality-minimum-healthy: \"0\""),
+        "3 ServiceExport shop/cart metadata.annotations[\"strait.dev/locality-minimum-healthy\"]",
+        "the export is left out",
+    );
+    assert!(
+        cart(&cluster).export.is_none(),
+        "a bad policy is never read as none"
+    );
+}
+
 // Services.
 
 #[test]

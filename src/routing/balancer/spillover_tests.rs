@@ -140,7 +140,7 @@ fn tier_shares_say_what_each_tier_takes_now() {
     fail(&chooser, &id("net-a", "10.1.0.2"), 3, now);
     let service = table.service("shop", "cart").expect("shop/cart is routed");
     let route = service.port(Protocol::Tcp, 42).expect("port 42");
-    let report = chooser.tier_shares(route, now);
+    let report = chooser.tier_shares(service, route, now);
     let view: Vec<(&str, usize, usize, f64)> = report
         .tiers
         .iter()
@@ -162,7 +162,8 @@ fn tier_shares_say_what_each_tier_takes_now() {
     let counts = tally(&chooser, &table, &[], now, PICKS);
     assert_near(shares(&counts), [0.5, 0.375, 0.125], "as reported");
 
-    let none = super::tests::chooser(Balancer::P2c, Locality::None).tier_shares(route, now);
+    let none =
+        super::tests::chooser(Balancer::P2c, Locality::None).tier_shares(service, route, now);
     assert_eq!(none.tiers.len(), 1);
     assert_eq!((none.tiers[0].backends, none.tiers[0].share), (10, 1.0));
 }
