@@ -321,6 +321,19 @@ fn a_bad_gateway_yaml_names_its_field() {
         "{}",
         stderr(&output)
     );
+
+    fs::write(
+        dir.path().join("gateway.yaml"),
+        "routing:\n  - service: shop/cart\n    fence:\n      networks: [Net_A]\n",
+    )
+    .expect("write");
+    let output = strait(&["check", "--config", dir.path().to_str().expect("path")]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("field routing[0].fence.networks: network \"Net_A\""),
+        "{}",
+        stderr(&output)
+    );
 }
 
 /// The demo runs its gateways and pods on 127.0.0.10 and up, sends traffic

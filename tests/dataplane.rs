@@ -47,7 +47,7 @@ use import_ports::{
     a_remote_pods_import_port_and_address_reach_that_pod, an_import_port_selects_service_and_port,
 };
 use isolation::a_bad_object_stops_only_itself_under_traffic;
-use locality::a_local_tier_short_of_its_minimum_keeps_only_its_share;
+use locality::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tunnel_server::the_tunnel_server_dials_nothing_it_should_not;
 
@@ -219,39 +219,6 @@ async fn backends_on_one_port(names_and_ips: &[(&str, std::net::IpAddr)]) -> Vec
         backends.push(backend);
     }
     backends
-}
-
-async fn same_network_goes_direct_and_other_networks_through_the_gateway(transport: TransportMode) {
-    let backends =
-        backends_on_one_port(&[("c2-pod", pod_ip(2, 0)), ("c3-pod", pod_ip(3, 0))]).await;
-    let target = backends[0].address.port();
-    let ports: &'static [(&str, u16, u16)] = Box::leak(Box::new([("tcp", 42, target)]));
-    let world = World::start(transport, |n| match n {
-        2 => vec![echo_service(
-            ports,
-            EXPORTED_EARLY,
-            vec![Pod::ready(pod_ip(2, 0))],
-        )],
-        3 => vec![echo_service(
-            ports,
-            EXPORTED_LATE,
-            vec![Pod::ready(pod_ip(3, 0))],
-        )],
-        _ => Vec::new(),
-    })
-    .await;
-
-    let mut seen = std::collections::BTreeSet::new();
-    for _ in 0..40 {
-        let connected = connect(world.connect_address(1), "echo.app.svc.clusterset.local:42").await;
-        assert_eq!(connected.status, 200);
-        seen.insert(connected.greeting);
-    }
-    // c2's pod was dialled by c1's gateway itself; c3's pod by c3's gateway.
-    assert_eq!(
-        seen.into_iter().collect::<Vec<_>>(),
-        vec!["c2-pod 127.0.1.1".to_owned(), "c3-pod 127.0.3.1".to_owned()]
-    );
 }
 
 async fn ports_go_only_to_clusters_that_declare_them(transport: TransportMode) {
@@ -752,6 +719,7 @@ over_both_transports!(
     a_bad_object_stops_only_itself_under_traffic,
     callers_are_authorised_by_their_certificate,
     a_local_tier_short_of_its_minimum_keeps_only_its_share,
+    a_fenced_service_is_served_only_inside_its_fence,
 );
 
 /// `auto` tries QUIC first; a peer that does not answer over UDP (here: a

@@ -285,13 +285,18 @@ fn overlapping_addresses_reach_the_right_network_through_both_gateways() {
         "overlapping_addresses_reach_the_right_network_through_both_gateways",
         false,
         |env| async move {
+            // Spread evenly: local first would keep every connection on
+            // the caller's own pod, and both paths are the point here.
             let mut world = World::start(
                 &env,
-                Options::services(|id| match id {
-                    "c1" => vec![service("echo", TCP_42, EARLY, &[("c1", 2)])],
-                    "c3" => vec![service("echo", TCP_42, LATE, &[("c3", 1)])],
-                    _ => Vec::new(),
-                }),
+                Options {
+                    tuning: "  locality: none\n",
+                    ..Options::services(|id| match id {
+                        "c1" => vec![service("echo", TCP_42, EARLY, &[("c1", 2)])],
+                        "c3" => vec![service("echo", TCP_42, LATE, &[("c3", 1)])],
+                        _ => Vec::new(),
+                    })
+                },
             )
             .await;
             assert_eq!(World::pod_ip("c1", 2), World::pod_ip("c3", 1));

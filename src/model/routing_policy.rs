@@ -28,9 +28,10 @@ pub const FENCE_NETWORKS_ANNOTATION: &str = "strait.dev/fence-networks";
 #[serde(rename_all = "kebab-case")]
 pub enum Locality {
     /// One tier: every backend alike.
-    #[default]
     None,
-    /// This cluster, then the rest of its network, then other networks.
+    /// This cluster, then the rest of its network, then other networks:
+    /// the default, as cost and latency grow in that order.
+    #[default]
     Cluster,
     /// This network, then other networks.
     Network,

@@ -117,6 +117,9 @@ Deployment, the Services, the NetworkPolicy and the RBAC agree.
 {{- with $g.networks -}}
 {{- $_ := set $config "networks" (deepCopy .) -}}
 {{- end -}}
+{{- with $g.routing -}}
+{{- $_ := set $config "routing" (deepCopy .) -}}
+{{- end -}}
 {{- include "strait.mergeInto" (list $config (deepCopy $extra)) -}}
 {{- toYaml $config -}}
 {{- end }}
