@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use strait::admin::metrics::{
-    ClosedResult, DnsQueryType, DnsRcode, DnsTransport, Limit, Listener, Metrics, RefusedReason,
-    ReloadKind, ReloadResult, RoutePath, Transport,
+    CheckResult, ClosedResult, DnsQueryType, DnsRcode, DnsTransport, Limit, Listener, Metrics,
+    RefusedReason, ReloadKind, ReloadResult, RoutePath, Transport,
 };
 
 const DASHBOARD: &str = "deploy/observability/dashboard.json";
@@ -164,6 +164,10 @@ fn record_everything(metrics: &Metrics) {
         metrics.dns_query(DnsQueryType::A, DnsRcode::NoError, Some(transport));
     }
     metrics.dns_tcp_refused();
+    for &result in CheckResult::ALL {
+        metrics.health_check(result);
+    }
+    metrics.set_health_checks_down(1);
     let now = std::time::SystemTime::now();
     metrics.set_cert_expiry(now, Some(now));
 }

@@ -19,6 +19,8 @@
 
 #[path = "multinetwork/callers.rs"]
 mod callers;
+#[path = "multinetwork/health.rs"]
+mod health;
 mod netns;
 mod support;
 

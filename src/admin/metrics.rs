@@ -45,9 +45,11 @@ macro_rules! label_enum {
 
 mod certs;
 mod handles;
+mod health;
 mod limits;
 mod work;
 pub use handles::{ConnectionMetrics, PoolMetrics};
+pub use health::CheckResult;
 pub use limits::{Limit, Listener};
 pub use work::Stage;
 
@@ -288,6 +290,7 @@ pub struct Metrics {
     limits: limits::LimitMetrics,
     work: work::WorkMetrics,
     certs: certs::CertMetrics,
+    health: health::HealthMetrics,
 }
 
 impl Default for Metrics {
@@ -341,10 +344,12 @@ impl Metrics {
             limits: limits::LimitMetrics::default(),
             work: work::WorkMetrics::default(),
             certs: certs::CertMetrics::default(),
+            health: health::HealthMetrics::default(),
         };
         metrics.limits.register(&mut metrics.registry);
         metrics.work.register(&mut metrics.registry);
         metrics.certs.register(&mut metrics.registry);
+        metrics.health.register(&mut metrics.registry);
         metrics.registry.register(
             "connections_opened",
             "Connections accepted, by path and tunnel transport",
@@ -721,6 +726,16 @@ impl Metrics {
     }
 
     /// When the gateway's leaf certificate and the first of its CAs expire.
+    /// Counts one active health check of a backend.
+    pub fn health_check(&self, result: CheckResult) {
+        self.health.checked(result);
+    }
+
+    /// How many backends active health checks hold out of rotation now.
+    pub fn set_health_checks_down(&self, backends: usize) {
+        self.health.set_down(backends);
+    }
+
     pub fn set_cert_expiry(&self, leaf: std::time::SystemTime, ca: Option<std::time::SystemTime>) {
         self.certs.set(leaf, ca);
     }

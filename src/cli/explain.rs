@@ -457,6 +457,15 @@ fn render_locality(out: &mut String, locality: &Value) {
     if !ejected.is_empty() {
         let _ = writeln!(out, "  ejected now: {}", ejected.join(", "));
     }
+    let down: Vec<String> = locality["downByHealthCheck"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(text)
+        .collect();
+    if !down.is_empty() {
+        let _ = writeln!(out, "  of which down by health checks: {}", down.join(", "));
+    }
 }
 
 #[cfg(test)]
@@ -504,7 +513,8 @@ mod tests {
                     {"tier": "this network", "backends": 3, "candidates": 3, "share": 0.375},
                     {"tier": "other networks", "backends": 3, "candidates": 3, "share": 0.125}
                 ],
-                "ejected": ["net-a/10.1.0.1:8042"]
+                "ejected": ["net-a/10.1.0.1:8042"],
+                "downByHealthCheck": ["net-a/10.1.0.1:8042"]
             }
         });
         let text = render(&report);
@@ -515,6 +525,7 @@ mod tests {
             "  this cluster      50.0 %  (2 of 4 backends not ejected)",
             "  other networks    12.5 %  (3 of 3 backends not ejected)",
             "  ejected now: net-a/10.1.0.1:8042",
+            "  of which down by health checks: net-a/10.1.0.1:8042",
         ] {
             assert!(text.contains(line), "{line:?} in:\n{text}");
         }

@@ -4,12 +4,14 @@
 //! Errors name the file and the field, with the line where YAML can tell.
 
 mod dns;
+mod health;
 mod imports;
 mod peers;
 mod routing;
 mod tunnel;
 
 pub use dns::DnsSettings;
+pub use health::HealthSettings;
 pub use imports::ImportSettings;
 pub use routing::{FenceSettings, ServiceRouting};
 pub use tunnel::TunnelConfig;
@@ -71,6 +73,9 @@ pub struct GatewaySettings {
     /// The `clusterset.local` DNS responder: zone and TTLs.
     #[serde(default)]
     pub dns: DnsSettings,
+    /// Active health checks of the backends reached through a tunnel.
+    #[serde(default)]
+    pub health: HealthSettings,
     /// Accept loopback endpoint addresses: only for single-host setups and
     /// tests, never in a real cluster set.
     #[serde(default)]
@@ -103,6 +108,7 @@ impl Default for GatewaySettings {
             kube: KubeSettings::default(),
             imports: ImportSettings::default(),
             dns: DnsSettings::default(),
+            health: HealthSettings::default(),
             allow_loopback_endpoints: false,
             routing: Vec::new(),
         }
@@ -527,6 +533,10 @@ impl GatewaySettings {
         }
         settings
             .dns
+            .check()
+            .map_err(|(field, message)| error(Some(field.to_owned()), message))?;
+        settings
+            .health
             .check()
             .map_err(|(field, message)| error(Some(field.to_owned()), message))?;
         if settings.tuning.dial_attempts == 0 {

@@ -459,6 +459,13 @@ impl Gateway {
             state.clone(),
             stop_admin.clone(),
         )));
+        if options.settings.health.enabled() {
+            tasks.push(tokio::spawn(crate::proxy::health_check::run(
+                state.clone(),
+                options.settings.health,
+                stop_admin.clone(),
+            )));
+        }
         let mut probes = None;
         if let Some(kube) = &options.kube {
             tasks.push(peers::follow(&state, kube, &stop_admin));

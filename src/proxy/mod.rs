@@ -3,6 +3,7 @@
 //! backend dialled directly or a stream through a peer gateway's tunnel.
 
 pub mod connect;
+pub mod health_check;
 pub mod imports;
 pub mod udp;
 pub mod upstream;

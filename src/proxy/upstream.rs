@@ -258,6 +258,37 @@ pub async fn open(
     }
 }
 
+/// What one active health check of a backend found.
+#[derive(Debug)]
+pub enum ProbeOutcome {
+    /// A connection to it opened.
+    Answered,
+    /// It could not be reached, or its gateways could not.
+    Failed(String),
+    /// The peer gateway refused for another reason than the backend (its
+    /// view of the cluster set differs): says nothing of its health.
+    NoVerdict(String),
+}
+
+/// Opens a connection to `backend` as a connection would (through its
+/// network's gateways in order, no PROXY protocol header) and closes it at
+/// once: an active health check. Counted by neither the connection metrics
+/// nor passive outlier detection.
+pub async fn probe(
+    state: &GatewayState,
+    table: &RouteTable,
+    backend: RoutedBackend<'_>,
+) -> ProbeOutcome {
+    match connect(state, table, backend, None, Carry::Stream).await {
+        Ok(upstream) => {
+            drop(upstream);
+            ProbeOutcome::Answered
+        }
+        Err(failure) if failure.backend_at_fault => ProbeOutcome::Failed(failure.message),
+        Err(failure) => ProbeOutcome::NoVerdict(failure.message),
+    }
+}
+
 /// Why one attempt failed.
 struct Failure {
     message: String,

@@ -8,11 +8,12 @@
 //! clock: the caller passes `now` and a random number generator.
 //!
 //! A pick goes:
-//! 1. **Candidates**: the route's backends, minus those this connection has
-//!    already `tried`, minus those ejected by outlier detection. If every
-//!    untried backend is ejected, the ejected ones are candidates after all
-//!    (panic mode, as Envoy does): a possibly bad backend beats none. No
-//!    untried backend at all: no pick.
+//! 1. **Candidates**: the route's backends inside the service's fence (if
+//!    it has one), minus those this connection has already `tried`, minus
+//!    those ejected by outlier detection or held out by active health
+//!    checks. If every untried backend is out, those are candidates after
+//!    all (panic mode, as Envoy does): a possibly bad backend beats none;
+//!    one outside the fence never is. No untried backend at all: no pick.
 //! 2. **Locality** narrows the candidates to one tier: `cluster` has three,
 //!    the viewer's cluster, then the rest of its network, then the other
 //!    networks; `network` has two, the viewer's network, then the others;
@@ -67,7 +68,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 pub use affinity::AFFINITY_CAPACITY;
-pub use outlier::OutlierPolicy;
+pub use outlier::{OutlierPolicy, ProbeThresholds};
 pub use policy::PolicySource;
 pub use shares::{LocalityReport, TierShare};
 
@@ -232,55 +233,6 @@ impl Chooser {
         self
     }
 
-    /// Whether `routed` may serve `service`: inside its fence, if it has one.
-    pub fn fence_admits(&self, service: &ServiceRoutes, routed: RoutedBackend<'_>) -> bool {
-        self.policies
-            .resolve(service)
-            .fence
-            .is_none_or(|fence| fence.admits(routed.backend.cluster, routed.attested_network()))
-    }
-
-    /// Why no backend of `route` may serve `service`: every one is outside
-    /// its fence. `None` when one is inside, or there is no fence.
-    pub fn fenced_out(&self, service: &ServiceRoutes, route: &PortRoute) -> Option<String> {
-        let policy = self.policies.resolve(service);
-        let fence = policy.fence?;
-        if route
-            .backends
-            .iter()
-            .any(|routed| fence.admits(routed.backend.cluster, routed.attested_network()))
-        {
-            return None;
-        }
-        let mut outside: Vec<String> = route
-            .backends
-            .iter()
-            .map(|routed| match routed.attested_network() {
-                Some(network) => format!("{} on {network}", routed.backend.cluster),
-                None => format!(
-                    "{} on {} (not attested)",
-                    routed.backend.cluster,
-                    routed.network()
-                ),
-            })
-            .collect();
-        outside.dedup();
-        Some(format!(
-            "{} is fenced to {fence} ({} policy); none of port {}'s backends is inside{}",
-            service.key,
-            match policy.fence_from {
-                PolicySource::Admin => "this cluster's",
-                _ => "its exporter's",
-            },
-            route.port,
-            if outside.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", outside.join(", "))
-            }
-        ))
-    }
-
     /// The same chooser remembering at most `capacity` clients per service port.
     #[cfg(test)]
     fn with_affinity_capacity(mut self, capacity: usize) -> Self {
@@ -380,6 +332,37 @@ impl Chooser {
         {
             self.update_health(slot, Health::succeed);
         }
+    }
+
+    /// Counts an active health check of `id` (see [`ProbeThresholds`]):
+    /// `Some(true)` when it took the backend out of rotation, `Some(false)`
+    /// when it brought it back.
+    pub fn report_probe(
+        &self,
+        id: &BackendId,
+        answered: bool,
+        thresholds: ProbeThresholds,
+    ) -> Option<bool> {
+        self.with_slot(id, |slot| {
+            self.update_health(slot, |health| health.probe(answered, thresholds))
+        })
+    }
+
+    /// How many backends active health checks hold out of rotation now.
+    pub fn probed_down_count(&self) -> usize {
+        read(&self.slots)
+            .values()
+            .flat_map(HashMap::values)
+            .filter(|slot| lock(&slot.health).probe_down())
+            .count()
+    }
+
+    /// Whether active health checks hold `id` out of rotation now.
+    pub fn probed_down(&self, id: &BackendId) -> bool {
+        read(&self.slots)
+            .get(&id.network)
+            .and_then(|addresses| addresses.get(&id.address))
+            .is_some_and(|slot| lock(&slot.health).probe_down())
     }
 
     pub fn report_failure(&self, id: &BackendId, now: Instant) {
@@ -507,7 +490,9 @@ impl Chooser {
         }
         let ejected = check_health
             && slot_of(slots, routed).is_some_and(|slot| {
-                self.update_health(slot, |health| health.ejected(now).is_some())
+                self.update_health(slot, |health| {
+                    health.ejected(now).is_some() || health.probe_down()
+                })
             });
         if !ejected {
             flag |= HEALTHY;

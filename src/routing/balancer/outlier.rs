@@ -49,13 +49,53 @@ pub(super) struct Health {
     returned_at: Option<Instant>,
     /// Whether a success was reported since the last ejection began.
     succeeded: bool,
+    /// Out of rotation by active health checks, until they answer again.
+    probe_down: bool,
+    /// Health checks failed in a row, and answered in a row.
+    probe_failures: u32,
+    probe_answers: u32,
+}
+
+/// How many health checks in a row change a backend's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeThresholds {
+    /// Failed in a row: out of rotation.
+    pub unhealthy: u32,
+    /// Answered in a row: back in.
+    pub healthy: u32,
 }
 
 impl Health {
     /// Whether an ejection deadline is set, passed or not: the chooser counts
     /// these so that picks skip health checks while there are none.
     pub(super) fn marked(&self) -> bool {
-        self.ejected_until.is_some()
+        self.ejected_until.is_some() || self.probe_down
+    }
+
+    /// Whether health checks hold it out of rotation.
+    pub(super) fn probe_down(&self) -> bool {
+        self.probe_down
+    }
+
+    /// Counts a health check; `Some(true)` when it took the backend out of
+    /// rotation, `Some(false)` when it brought it back.
+    pub(super) fn probe(&mut self, answered: bool, thresholds: ProbeThresholds) -> Option<bool> {
+        if answered {
+            self.probe_failures = 0;
+            self.probe_answers = self.probe_answers.saturating_add(1);
+            if self.probe_down && self.probe_answers >= thresholds.healthy.max(1) {
+                self.probe_down = false;
+                return Some(false);
+            }
+        } else {
+            self.probe_answers = 0;
+            self.probe_failures = self.probe_failures.saturating_add(1);
+            if !self.probe_down && self.probe_failures >= thresholds.unhealthy.max(1) {
+                self.probe_down = true;
+                return Some(true);
+            }
+        }
+        None
     }
 
     /// The time left of an ejection in force at `now`; clears one that has passed.

@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 
 use crate::model::{Fence, Locality, RoutingPolicy, ServiceKey};
-use crate::routing::ServiceRoutes;
+use crate::routing::{PortRoute, RoutedBackend, ServiceRoutes};
 
-use super::{IN_CLUSTER, MAX_TIERS, ON_NETWORK};
+use super::{Chooser, IN_CLUSTER, MAX_TIERS, ON_NETWORK};
 
 /// Where a resolved locality came from, nearest the caller first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -115,4 +115,55 @@ pub(super) fn spread(
     }
     shares[reach] = left;
     Some((reach, shares))
+}
+
+impl Chooser {
+    /// Whether `routed` may serve `service`: inside its fence, if it has one.
+    pub fn fence_admits(&self, service: &ServiceRoutes, routed: RoutedBackend<'_>) -> bool {
+        self.policies
+            .resolve(service)
+            .fence
+            .is_none_or(|fence| fence.admits(routed.backend.cluster, routed.attested_network()))
+    }
+
+    /// Why no backend of `route` may serve `service`: every one is outside
+    /// its fence. `None` when one is inside, or there is no fence.
+    pub fn fenced_out(&self, service: &ServiceRoutes, route: &PortRoute) -> Option<String> {
+        let policy = self.policies.resolve(service);
+        let fence = policy.fence?;
+        if route
+            .backends
+            .iter()
+            .any(|routed| fence.admits(routed.backend.cluster, routed.attested_network()))
+        {
+            return None;
+        }
+        let mut outside: Vec<String> = route
+            .backends
+            .iter()
+            .map(|routed| match routed.attested_network() {
+                Some(network) => format!("{} on {network}", routed.backend.cluster),
+                None => format!(
+                    "{} on {} (not attested)",
+                    routed.backend.cluster,
+                    routed.network()
+                ),
+            })
+            .collect();
+        outside.dedup();
+        Some(format!(
+            "{} is fenced to {fence} ({} policy); none of port {}'s backends is inside{}",
+            service.key,
+            match policy.fence_from {
+                PolicySource::Admin => "this cluster's",
+                _ => "its exporter's",
+            },
+            route.port,
+            if outside.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", outside.join(", "))
+            }
+        ))
+    }
 }

@@ -19,8 +19,12 @@ pub struct LocalityReport {
     pub locality_from: PolicySource,
     pub minimum_healthy: u32,
     pub tiers: Vec<TierShare>,
-    /// Backends ejected by outlier detection now (`network/address:port`).
+    /// Backends out of rotation now (`network/address:port`): ejected by
+    /// outlier detection, or down by active health checks.
     pub ejected: Vec<String>,
+    /// Of those, the ones active health checks hold out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub down_by_health_check: Vec<String>,
     /// The service's fence (`clusters …; networks …`), if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fence: Option<String>,
@@ -81,12 +85,22 @@ impl Chooser {
             .filter(|(_, flag)| *flag & (HEALTHY | OUTSIDE) == 0)
             .map(|(routed, _)| BackendId::of(routed).to_string())
             .collect();
+        let down_by_health_check = route
+            .backends
+            .iter()
+            .filter(|routed| {
+                super::slot_of(&slots, *routed)
+                    .is_some_and(|slot| super::lock(&slot.health).probe_down())
+            })
+            .map(|routed| BackendId::of(routed).to_string())
+            .collect();
         LocalityReport {
             locality: resolved.locality,
             locality_from: resolved.locality_from,
             minimum_healthy: resolved.minimum_healthy,
             tiers: report_tiers,
             ejected,
+            down_by_health_check,
             fence: resolved.fence.map(ToString::to_string),
             fence_from: resolved.fence.map(|_| resolved.fence_from),
             outside_fence: flags.iter().filter(|flag| **flag == OUTSIDE).count(),

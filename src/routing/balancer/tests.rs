@@ -740,3 +740,43 @@ fn passed_ejections_stop_slowing_picks() {
     );
     assert_eq!(chooser.marked.load(Ordering::Acquire), 0);
 }
+
+#[test]
+fn health_checks_take_a_backend_out_of_rotation_and_bring_it_back() {
+    let table = three_clusters();
+    let chooser = chooser(Balancer::P2c, Locality::None);
+    let now = Instant::now();
+    let thresholds = ProbeThresholds {
+        unhealthy: 2,
+        healthy: 2,
+    };
+    let c3 = id("net-b", "10.1.0.3");
+    assert_eq!(
+        chooser.report_probe(&c3, false, thresholds),
+        None,
+        "one failure"
+    );
+    assert_eq!(chooser.report_probe(&c3, false, thresholds), Some(true));
+    assert!(chooser.probed_down(&c3));
+    assert_eq!(chooser.probed_down_count(), 1);
+    let counts = tally(&chooser, &table, &[], now, 300);
+    assert!(!counts.contains_key("10.1.0.3"), "{counts:?}");
+    assert!(counts.contains_key("10.1.0.1") && counts.contains_key("10.1.0.2"));
+    let (service, route) = cart(&table);
+    let report = chooser.tier_shares(service, route, now);
+    assert_eq!(report.down_by_health_check, ["net-b/10.1.0.3:8042"]);
+
+    // Passive outlier detection is apart: successes on the traffic path
+    // do not bring it back, answered checks do, as many as asked for.
+    chooser.report_success(&c3);
+    assert!(chooser.probed_down(&c3));
+    assert_eq!(
+        chooser.report_probe(&c3, true, thresholds),
+        None,
+        "one answer"
+    );
+    assert_eq!(chooser.report_probe(&c3, true, thresholds), Some(false));
+    assert_eq!(chooser.probed_down_count(), 0);
+    let counts = tally(&chooser, &table, &[], now, 300);
+    assert!(counts.contains_key("10.1.0.3"), "{counts:?}");
+}
