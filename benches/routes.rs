@@ -19,6 +19,13 @@
 //!
 //! Target for every lookup: under 1 µs.
 //!
+//! And in the group `pick`, what the chooser's policy costs one new
+//! connection: `Chooser::pick` on that 200-backend port seen from c0, p2c,
+//! nothing ejected, with `locality: none`, with `cluster` (the default:
+//! three tiers), with `cluster` and this cluster's admin fencing the
+//! service to c4-c6 (`net-b`), and with that fence among 1,000 admin entries. Side
+//! by side in one run: the ratios are the policy's overhead.
+//!
 //! Before timing, the built table is checked (200 backends for one port, direct
 //! to c0..c3 and tunnelled to the others), so a broken core fails the bench.
 //!
@@ -273,6 +280,79 @@ fn route_table(c: &mut Criterion) {
     group.bench_function("lookup_vip", |b| {
         b.iter(|| table.lookup_vip(black_box(address), black_box(Protocol::Tcp), black_box(80)))
     });
+    group.finish();
+    picks(c, &table);
+}
+
+fn picks(c: &mut Criterion, table: &RouteTable) {
+    use strait::model::{Fence, Locality, RoutingPolicy};
+    use strait::routing::balancer::{Balancer, Chooser, OutlierPolicy};
+    let service = table.service("ns7", "svc4207").expect("routed");
+    let route = service.port(Protocol::Tcp, 80).expect("port 80");
+    let chooser = |locality: Locality| {
+        Chooser::new(
+            Balancer::P2c,
+            locality,
+            ClusterId::new(VIEWER).expect("id"),
+            NetworkId::new("net-a").expect("id"),
+            OutlierPolicy::default(),
+        )
+    };
+    let fence = RoutingPolicy {
+        // By cluster: the bench's networks are not attested by a map.
+        fence: Some(Fence {
+            clusters: ["c4", "c5", "c6"]
+                .map(|id| ClusterId::new(id).expect("id"))
+                .into(),
+            networks: Default::default(),
+        }),
+        ..RoutingPolicy::default()
+    };
+    let many: Vec<(ServiceKey, RoutingPolicy)> = (0..1_000)
+        .map(|n| (service_key(n * 5 + 2), fence.clone()))
+        .chain([(service_key(4207), fence.clone())])
+        .collect();
+    let choosers = [
+        ("locality_none", chooser(Locality::None)),
+        ("locality_cluster", chooser(Locality::Cluster)),
+        (
+            "fenced",
+            chooser(Locality::Cluster).with_admin_policies([(service_key(4207), fence.clone())]),
+        ),
+        (
+            "fenced_among_1000",
+            chooser(Locality::Cluster).with_admin_policies(many),
+        ),
+    ];
+    let client = IpAddr::V4(Ipv4Addr::new(10, 99, 0, 1));
+    let now = std::time::Instant::now();
+    // Checked before timing: local first stays on c0; the fence on net-b.
+    let mut rng = fastrand::Rng::with_seed(7);
+    for (name, chooser) in &choosers {
+        let picked = chooser
+            .pick(service, route, client, &[], now, &mut rng)
+            .expect("a backend");
+        let cluster = picked.backend.cluster.as_str();
+        match *name {
+            "locality_cluster" => assert_eq!(cluster, VIEWER),
+            "fenced" | "fenced_among_1000" => assert_eq!(picked.network().as_str(), "net-b"),
+            _ => {}
+        }
+    }
+    let mut group = c.benchmark_group("pick");
+    group
+        .sample_size(50)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    for (name, chooser) in &choosers {
+        group.bench_function(*name, |b| {
+            b.iter(|| {
+                chooser
+                    .pick(black_box(service), route, client, &[], now, &mut rng)
+                    .map(|picked| picked.backend.port)
+            })
+        });
+    }
     group.finish();
 }
 
