@@ -358,12 +358,7 @@ fn render(report: &Value) -> String {
         } else {
             format!(" via {}", gateways.join(", "))
         };
-        let dialled: Vec<String> = backend["dialHere"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(text)
-            .collect();
+        let dialled = texts(&backend["dialHere"]);
         if !dialled.is_empty() {
             let _ = write!(via, "; pods here dial {}", dialled.join(", "));
         }
@@ -448,24 +443,20 @@ fn render_locality(out: &mut String, locality: &Value) {
             text(&tier["backends"])
         );
     }
-    let ejected: Vec<String> = locality["ejected"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(text)
-        .collect();
-    if !ejected.is_empty() {
-        let _ = writeln!(out, "  ejected now: {}", ejected.join(", "));
+    for (field, label) in [
+        ("ejected", "ejected now"),
+        ("downByHealthCheck", "of which down by health checks"),
+    ] {
+        let listed = texts(&locality[field]);
+        if !listed.is_empty() {
+            let _ = writeln!(out, "  {label}: {}", listed.join(", "));
+        }
     }
-    let down: Vec<String> = locality["downByHealthCheck"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(text)
-        .collect();
-    if !down.is_empty() {
-        let _ = writeln!(out, "  of which down by health checks: {}", down.join(", "));
-    }
+}
+
+/// A JSON array's items as text; nothing when it is not an array.
+fn texts(value: &Value) -> Vec<String> {
+    value.as_array().into_iter().flatten().map(text).collect()
 }
 
 #[cfg(test)]

@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+/// The longest `interval` and `timeout` accepted.
+const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// `health` in `gateway.yaml`.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -67,8 +71,15 @@ impl HealthSettings {
         if !self.enabled() {
             return Ok(());
         }
-        if self.timeout.is_zero() {
-            return Err(("health.timeout", "must be more than 0s".to_owned()));
+        // Bounded so that a round's deadlines stay well inside a clock's range.
+        if self.interval > MAX_INTERVAL {
+            return Err(("health.interval", "must be at most 1h (0s: off)".to_owned()));
+        }
+        if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
+            return Err((
+                "health.timeout",
+                "must be more than 0s and at most 1m".to_owned(),
+            ));
         }
         for (field, value) in [
             ("health.unhealthyThreshold", self.unhealthy_threshold),
@@ -98,5 +109,8 @@ mod tests {
         let zero = "health:\n  interval: 2s\n  unhealthyThreshold: 0\n";
         let error = GatewaySettings::parse("g.yaml", zero).expect_err("refused");
         assert_eq!(error.0.field.as_deref(), Some("health.unhealthyThreshold"));
+        let centuries = "health:\n  interval: 300years\n";
+        let error = GatewaySettings::parse("g.yaml", centuries).expect_err("refused");
+        assert_eq!(error.0.field.as_deref(), Some("health.interval"));
     }
 }

@@ -307,6 +307,14 @@ impl Gateway {
             .settings
             .admin_policies()
             .map_err(|(field, message)| GatewayError::Settings { field, message })?;
+        options
+            .settings
+            .health
+            .check()
+            .map_err(|(field, message)| GatewayError::Settings {
+                field: field.to_owned(),
+                message,
+            })?;
         let (memory_limit, limit_from) = tuning.memory_limit();
         let memory = Arc::new(crate::net::memory::MemoryBudget::for_limit(memory_limit));
         tracing::info!(

@@ -358,6 +358,7 @@ impl Chooser {
     }
 
     /// Whether active health checks hold `id` out of rotation now.
+    #[cfg(test)]
     pub fn probed_down(&self, id: &BackendId) -> bool {
         read(&self.slots)
             .get(&id.network)
